@@ -1,0 +1,1 @@
+"""opslib: the queue's state as pandas DataFrames, for analysts in Jupyter."""

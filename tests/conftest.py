@@ -1,0 +1,102 @@
+"""Fixtures: real servers, one key prefix and one schema per test, real worker processes.
+
+With ``REDIS_URL`` / ``DATABASE_URL`` set (``.ci/run`` sets them to this
+machine's Redis 7 and PostgreSQL 15) the tests use those servers with a unique
+key prefix and schema and never flush anything. Unset, a session-wide embedded
+Valkey (and, for tests that ask, an embedded PostgreSQL) is started in a temp
+folder and stopped at the end.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+import redis
+
+from tests.helpers import Workers, with_schema
+from worker.embedded import EmbeddedServer, start_postgres, start_redis
+from worker.keys import Keys
+
+
+@pytest.fixture(scope="session")
+def tmp_servers_dir() -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="stagedoor-test-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_servers_dir: Path) -> Iterator[str]:
+    """The Redis-compatible server of this run: REDIS_URL, or an embedded Valkey."""
+    url = os.environ.get("REDIS_URL", "")
+    if url:
+        yield url
+        return
+    server = start_redis(tmp_servers_dir / "valkey")
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def database_url(tmp_servers_dir: Path) -> Iterator[str]:
+    """The PostgreSQL of this run: DATABASE_URL, or an embedded PostgreSQL."""
+    url = os.environ.get("DATABASE_URL", "")
+    if url:
+        yield url
+        return
+    server: EmbeddedServer = start_postgres(tmp_servers_dir / "postgres")
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def prefix(redis_url: str) -> Iterator[str]:
+    """A key prefix of this test's own; its keys are deleted afterwards (never a flush)."""
+    value = f"test:{uuid.uuid4().hex[:10]}:"
+    yield value
+    client = redis.Redis.from_url(redis_url)
+    for key in client.scan_iter(match=f"{value}*", count=1000):
+        client.delete(key)
+    client.close()
+
+
+@pytest.fixture
+def keys(prefix: str) -> Keys:
+    return Keys(prefix)
+
+
+@pytest.fixture
+def r(redis_url: str) -> Iterator[redis.Redis]:
+    """A plain client (bytes in, bytes out) on the test's server."""
+    client = redis.Redis.from_url(redis_url)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def pg_url(database_url: str) -> Iterator[str]:
+    """A connection URL whose search_path is a fresh schema of this test's own."""
+    schema = f"t_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    yield with_schema(database_url, schema)
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+@pytest.fixture
+def workers(redis_url: str, prefix: str, tmp_path: Path) -> Iterator[Workers]:
+    pool = Workers(redis_url, prefix, tmp_path)
+    yield pool
+    pool.stop_all()

@@ -1,0 +1,7 @@
+"""``python -m worker``: see :mod:`worker.cli`."""
+
+import sys
+
+from worker.cli import main
+
+sys.exit(main())

@@ -1,0 +1,32 @@
+"""What a lifespan sees of the worker it runs in: settings, clients, chores."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import redis.asyncio as aioredis
+
+from worker.chores import Chore
+from worker.kinds import Registry
+from worker.settings import Settings
+
+
+@dataclass
+class WorkerApp:
+    """The running worker's shared parts, handed to each lifespan.
+
+    ``database_url`` is the configured or embedded PostgreSQL ("" when no
+    imported module needs one). ``burst`` is true under ``--burst``, where
+    periodic chores such as the scheduler stay off so the queue can drain.
+    """
+
+    settings: Settings
+    redis: aioredis.Redis
+    database_url: str
+    registry: Registry
+    burst: bool = False
+    chores: list[Chore] = field(default_factory=list)
+
+    def add_chore(self, chore: Chore) -> None:
+        """Run ``chore`` beside the consumer loop for the worker's lifetime."""
+        self.chores.append(chore)

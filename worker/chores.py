@@ -1,0 +1,81 @@
+"""Timed chores that run beside the consumer loop, each in its own task.
+
+A chore is an async function called every ``interval_s`` (with jitter so a
+fleet of workers does not move in lockstep). It may return a number of
+seconds to sleep next instead (the promoter sleeps until the next retry is
+due). An exception is logged and the chore carries on after a backoff: a
+chore never takes the worker down (saq's ``upkeep``, Sidekiq's pollers).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import redis.exceptions
+
+log = logging.getLogger("worker.chores")
+
+#: Errors that mean "Redis or PostgreSQL is away"; chores back off and retry quietly.
+CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
+    redis.exceptions.ConnectionError,
+    redis.exceptions.TimeoutError,
+    ConnectionError,
+    TimeoutError,
+    OSError,
+)
+
+
+@dataclass(frozen=True)
+class Chore:
+    """A named periodic task: ``run()`` every ``interval_s`` seconds, ±``jitter`` of it."""
+
+    name: str
+    interval_s: float
+    run: Callable[[], Awaitable[float | None]]
+    jitter: float = 0.1
+
+
+def jittered(interval_s: float, jitter: float) -> float:
+    """``interval_s`` moved by up to ±``jitter`` of itself."""
+    return interval_s * (1.0 + random.uniform(-jitter, jitter))
+
+
+async def sleep_or_stop(seconds: float, stopping: asyncio.Event) -> bool:
+    """Sleep ``seconds`` or until ``stopping`` is set; True when stopping."""
+    if seconds <= 0:
+        return stopping.is_set()
+    try:
+        await asyncio.wait_for(stopping.wait(), timeout=seconds)
+    except TimeoutError:
+        return False
+    return True
+
+
+async def run_chore(chore: Chore, stopping: asyncio.Event) -> None:
+    """Run ``chore`` until ``stopping`` is set, logging and surviving its errors."""
+    failures = 0
+    while not stopping.is_set():
+        try:
+            next_s = await chore.run()
+        except asyncio.CancelledError:
+            raise
+        except CONNECTION_ERRORS as exc:
+            failures += 1
+            if failures == 1:
+                log.warning("Chore %s lost its connection (%s); retrying with backoff.", chore.name, exc)
+            next_s = min(5.0, 0.1 * 2**failures)
+        except Exception:
+            failures += 1
+            log.exception("Chore %s failed; it will run again.", chore.name)
+            next_s = min(30.0, chore.interval_s * 2**failures)
+        else:
+            if failures:
+                log.info("Chore %s is working again.", chore.name)
+            failures = 0
+        delay = chore.interval_s if next_s is None else next_s
+        if await sleep_or_stop(jittered(delay, chore.jitter), stopping):
+            return

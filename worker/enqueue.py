@@ -1,0 +1,105 @@
+"""Adding jobs: to ``jobs`` now, or to ``delayed`` for later.
+
+``enqueue`` takes a plain ``redis.Redis``; ``enqueue_async`` a
+``redis.asyncio.Redis``. Both mint ``job_id`` (uuid4 hex) when the fields
+carry none and set ``attempts`` to 0, and both return the new entry id or,
+for a delayed job, the ``delayed`` member.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from worker.keys import Keys
+from worker.wire import encode_member
+
+FieldValue = str | int | float
+
+
+def job_fields(kind: str, fields: Mapping[str, FieldValue] | None) -> dict[str, str]:
+    """The flat string map of a new job, with ``job_id`` minted and attempts 0."""
+    if not isinstance(kind, str) or not kind:
+        raise ValueError(f"kind must be a non-empty string, got {kind!r}")
+    out: dict[str, str] = {}
+    for name, value in (fields or {}).items():
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"field names must be non-empty strings, got {name!r}")
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            raise ValueError(
+                f"field {name!r} must be a string or a number, got {type(value).__name__}; "
+                "encode structured values (e.g. as JSON) yourself"
+            )
+        out[name] = str(value)
+    out["kind"] = kind
+    out.setdefault("job_id", uuid.uuid4().hex)
+    out["attempts"] = "0"
+    return out
+
+
+def run_at_epoch(delay_s: float | None, run_at: datetime | float | None) -> float | None:
+    """When a delayed job is due (epoch seconds), or None to run now."""
+    if delay_s is not None and run_at is not None:
+        raise ValueError("give delay_s or run_at, not both")
+    if delay_s is not None:
+        if delay_s < 0:
+            raise ValueError(f"delay_s must be >= 0, got {delay_s}")
+        return time.time() + delay_s
+    if isinstance(run_at, datetime):
+        if run_at.tzinfo is None:
+            raise ValueError("run_at must be timezone-aware (e.g. datetime.now(UTC))")
+        return run_at.timestamp()
+    return None if run_at is None else float(run_at)
+
+
+def _keys(prefix: str | None) -> Keys:
+    return Keys(os.environ.get("QUEUE_PREFIX", "") if prefix is None else prefix)
+
+
+def enqueue(
+    redis: Any,
+    kind: str,
+    fields: Mapping[str, FieldValue] | None = None,
+    *,
+    delay_s: float | None = None,
+    run_at: datetime | float | None = None,
+    prefix: str | None = None,
+) -> str:
+    """Add a job; return its entry id, or its ``delayed`` member when it runs later.
+
+    ``prefix`` defaults to ``QUEUE_PREFIX`` from the environment.
+    """
+    keys = _keys(prefix)
+    job = job_fields(kind, fields)
+    due = run_at_epoch(delay_s, run_at)
+    if due is None:
+        entry_id = redis.xadd(keys.jobs, job)
+        return entry_id.decode() if isinstance(entry_id, bytes) else entry_id
+    member = encode_member(job)
+    redis.zadd(keys.delayed, {member: due})
+    return member
+
+
+async def enqueue_async(
+    redis: Any,
+    kind: str,
+    fields: Mapping[str, FieldValue] | None = None,
+    *,
+    delay_s: float | None = None,
+    run_at: datetime | float | None = None,
+    prefix: str | None = None,
+) -> str:
+    """:func:`enqueue` for a ``redis.asyncio`` client."""
+    keys = _keys(prefix)
+    job = job_fields(kind, fields)
+    due = run_at_epoch(delay_s, run_at)
+    if due is None:
+        entry_id = await redis.xadd(keys.jobs, job)
+        return entry_id.decode() if isinstance(entry_id, bytes) else entry_id
+    member = encode_member(job)
+    await redis.zadd(keys.delayed, {member: due})
+    return member

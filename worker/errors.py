@@ -1,0 +1,21 @@
+"""The worker's exceptions: one base class, each subclass says what went wrong."""
+
+
+class WorkerError(Exception):
+    """Base class of every error the worker package raises on purpose."""
+
+
+class SettingsError(WorkerError):
+    """A setting from the environment or the command line is invalid."""
+
+
+class UnknownKind(WorkerError):
+    """A job names a kind that no imported module registered."""
+
+
+class KindAlreadyRegistered(WorkerError):
+    """Two handlers were declared for the same kind name."""
+
+
+class JobTimeout(WorkerError):
+    """A handler ran longer than its kind's ``timeout_s``."""

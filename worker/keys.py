@@ -1,0 +1,69 @@
+"""Every Redis key the queue uses, built in one place from the prefix.
+
+Nobody else types a key string: the worker, the scheduler, opslib and the
+tests all ask a :class:`Keys` for it, so the wire format has one source.
+
+=========================  ==========  ====================  ==========================
+key (after QUEUE_PREFIX)   type        written by            read by
+=========================  ==========  ====================  ==========================
+``jobs``                   stream      enqueue, promote,     workers (group ``workers``)
+                                       relay, scheduler,
+                                       replay
+``delayed``                zset        enqueue, retry        promote (every worker, 1 s)
+``jobs:dead``              stream      bury (MAXLEN ~)       people, opslib, replay
+``jobs:dead:evicted``      string      bury (INCRBY)         opslib, metrics
+``sched:<name>:<tick>``    string, EX  scheduler (SET NX)    scheduler
+``workers:<name>``         string, EX  heartbeat chore       health, forget_consumers
+``replay:<batch>``         hash, EX    worker (outcomes)     opslib.replay_status
+``metrics:lock``           string, EX  metrics chore         metrics chore
+=========================  ==========  ====================  ==========================
+
+``QUEUE_PREFIX`` (default empty) goes in front of every key, e.g.
+``{stagedoor}:`` so that all keys of one queue share a Redis Cluster slot.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+GROUP = "workers"
+
+
+@dataclass(frozen=True)
+class Keys:
+    """The key names of one queue, for one prefix."""
+
+    prefix: str = ""
+
+    @property
+    def jobs(self) -> str:
+        return f"{self.prefix}jobs"
+
+    @property
+    def delayed(self) -> str:
+        return f"{self.prefix}delayed"
+
+    @property
+    def dead(self) -> str:
+        return f"{self.prefix}jobs:dead"
+
+    @property
+    def dead_evicted(self) -> str:
+        return f"{self.prefix}jobs:dead:evicted"
+
+    def sched(self, name: str, tick_epoch: int) -> str:
+        return f"{self.prefix}sched:{name}:{tick_epoch}"
+
+    @property
+    def heartbeat_prefix(self) -> str:
+        return f"{self.prefix}workers:"
+
+    def heartbeat(self, worker: str) -> str:
+        return f"{self.heartbeat_prefix}{worker}"
+
+    def replay(self, batch: str) -> str:
+        return f"{self.prefix}replay:{batch}"
+
+    @property
+    def metrics_lock(self) -> str:
+        return f"{self.prefix}metrics:lock"

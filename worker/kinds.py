@@ -1,0 +1,150 @@
+"""Job kinds: a handler declared with its retry policy, registered by import.
+
+An application's module declares its kinds next to their handlers::
+
+    @job_kind("send_email", retry=RetryPolicy(retries=5, base_s=1.0, cap_s=60.0))
+    async def send_email(job: Job) -> None: ...
+
+and the worker imports the modules named in ``WORKER_KINDS`` (or ``--kinds``)
+before it starts, so it knows exactly the kinds it imported and no others.
+Plain (non-async) handlers run in a thread so they never block the loop.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from worker.app import WorkerApp
+
+from worker.errors import KindAlreadyRegistered, SettingsError, UnknownKind
+from worker.retry import RetryPolicy
+
+
+@dataclass(frozen=True)
+class Job:
+    """What a handler receives: the parsed entry. ``fields`` holds every field as text."""
+
+    kind: str
+    job_id: str
+    attempts: int
+    entry_id: str
+    fields: dict[str, str]
+
+
+Handler = Callable[[Job], Awaitable[Any] | Any]
+
+
+@dataclass(frozen=True)
+class KindSpec:
+    """A registered kind: its handler, retry policy and optional timeout."""
+
+    name: str
+    handler: Handler
+    retry: RetryPolicy
+    timeout_s: float | None
+    is_async: bool
+
+
+Lifespan = Callable[["WorkerApp"], AbstractAsyncContextManager[None]]
+
+
+@dataclass
+class Registry:
+    """The kinds, schedules and lifespans that imported modules declared.
+
+    A lifespan is an async context manager the worker enters before it starts
+    consuming and leaves after it stopped: an application opens its database
+    pool there and adds its chores. ``needs_database`` tells the worker to
+    start the embedded PostgreSQL when ``DATABASE_URL`` is unset.
+    """
+
+    kinds: dict[str, KindSpec] = field(default_factory=dict)
+    schedules: dict[str, Any] = field(default_factory=dict)
+    lifespans: list[Lifespan] = field(default_factory=list)
+    needs_database: bool = False
+
+    def add(self, spec: KindSpec) -> None:
+        existing = self.kinds.get(spec.name)
+        if existing is not None and existing.handler is not spec.handler:
+            raise KindAlreadyRegistered(
+                f"kind {spec.name!r} is declared twice: by {_where(existing.handler)} and by {_where(spec.handler)}"
+            )
+        self.kinds[spec.name] = spec
+
+    def get(self, name: str) -> KindSpec:
+        try:
+            return self.kinds[name]
+        except KeyError:
+            known = ", ".join(sorted(self.kinds)) or "none"
+            raise UnknownKind(f"unknown kind {name!r}; known kinds: {known}") from None
+
+
+REGISTRY = Registry()
+"""The process-wide registry that ``@job_kind`` fills (like a Celery app's tasks)."""
+
+
+def job_kind(
+    name: str,
+    *,
+    retry: RetryPolicy | None = None,
+    timeout_s: float | None = None,
+    registry: Registry | None = None,
+) -> Callable[[Handler], Handler]:
+    """Declare ``name`` as a job kind handled by the decorated function."""
+    if not name or not isinstance(name, str):
+        raise ValueError(f"a kind name must be a non-empty string, got {name!r}")
+    if timeout_s is not None and timeout_s <= 0:
+        raise ValueError(f"timeout_s must be > 0 or None, got {timeout_s!r}")
+
+    def register(handler: Handler) -> Handler:
+        (registry or REGISTRY).add(
+            KindSpec(
+                name=name,
+                handler=handler,
+                retry=retry or RetryPolicy(),
+                timeout_s=timeout_s,
+                is_async=inspect.iscoroutinefunction(handler),
+            )
+        )
+        return handler
+
+    return register
+
+
+def lifespan(
+    *, needs_database: bool = False, registry: Registry | None = None
+) -> Callable[[Callable[[WorkerApp], AsyncIterator[None]]], Lifespan]:
+    """Declare an async generator ``fn(app)`` that sets up (before its yield) and
+    tears down (after it) what an application's handlers need."""
+
+    def register(fn: Callable[[WorkerApp], AsyncIterator[None]]) -> Lifespan:
+        managed = asynccontextmanager(fn)
+        target = registry or REGISTRY
+        if managed not in target.lifespans:
+            target.lifespans.append(managed)
+        target.needs_database = target.needs_database or needs_database
+        return managed
+
+    return register
+
+
+def import_kind_modules(modules: Iterable[str]) -> None:
+    """Import each module so that its ``@job_kind`` and ``schedule`` calls register."""
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise SettingsError(
+                f"WORKER_KINDS: cannot import {module!r} ({exc}); name importable modules, "
+                "comma-separated, e.g. worker.stagedoor.kinds"
+            ) from exc
+
+
+def _where(handler: Handler) -> str:
+    return f"{getattr(handler, '__module__', '?')}.{getattr(handler, '__qualname__', '?')}"

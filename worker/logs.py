@@ -1,0 +1,55 @@
+"""Logging set-up: readable sentences by default, one JSON object per line with
+``LOG_FORMAT=json``. Job log calls pass the job's facts in ``extra`` (kind,
+job_id, attempt, outcome, duration_ms, request_id, trace) so the JSON lines
+carry them as fields and the text lines stay full sentences."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from datetime import UTC, datetime
+
+JOB_FIELDS = (
+    "kind",
+    "job_id",
+    "attempt",
+    "outcome",
+    "duration_ms",
+    "reason",
+    "request_id",
+    "trace",
+)
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per record: time, level, logger, message and the job fields."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        data: dict[str, object] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for name in JOB_FIELDS:
+            value = getattr(record, name, None)
+            if value is not None:
+                data[name] = value
+        if record.exc_info:
+            data["exception"] = self.formatException(record.exc_info)
+        return json.dumps(data, ensure_ascii=False, default=str)
+
+
+def configure(log_format: str = "text", level: str = "INFO") -> None:
+    """Install one stderr handler on the root logger (replacing earlier ones)."""
+    handler = logging.StreamHandler(sys.stderr)
+    if log_format == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    for noisy in ("httpx", "httpcore", "asyncio"):
+        logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))

@@ -1,0 +1,55 @@
+--[[ Move a job to the dead-letter stream and acknowledge it, atomically.
+
+KEYS[1]  jobs        stream
+KEYS[2]  dead        dead-letter stream (capped, MAXLEN ~)
+KEYS[3]  evicted     counter of dead entries evicted by the cap
+ARGV[1]  group       consumer group name
+ARGV[2]  entry_id    the entry to bury
+ARGV[3]  maxlen      approximate cap of the dead stream
+ARGV[4]  min_idle_ms when > 0, bury only if the entry is pending and idle at
+                     least this long (the reclaim loop's poison check); 0 = always
+ARGV[5..] field, value pairs that override or extend the entry's own fields
+          (attempts, error, traceback, reason, failed_at, worker, ...)
+
+Returns: the dead entry's id, or false when nothing was done (the entry is no
+longer pending, or was claimed since the caller looked).
+The original fields are read here from the stream, byte for byte, so a
+malformed entry is preserved exactly as it arrived.
+]]
+local min_idle = tonumber(ARGV[4])
+if min_idle > 0 then
+  local p = redis.call('XPENDING', KEYS[1], ARGV[1], 'IDLE', min_idle, ARGV[2], ARGV[2], 1)
+  if #p == 0 then
+    return false
+  end
+end
+if redis.call('XACK', KEYS[1], ARGV[1], ARGV[2]) == 0 then
+  return false
+end
+local overrides = {}
+for i = 5, #ARGV, 2 do
+  overrides[ARGV[i]] = ARGV[i + 1]
+end
+local args = {}
+local found = redis.call('XRANGE', KEYS[1], ARGV[2], ARGV[2])
+if #found == 1 then
+  local fields = found[1][2]
+  for i = 1, #fields, 2 do
+    if overrides[fields[i]] == nil then
+      args[#args + 1] = fields[i]
+      args[#args + 1] = fields[i + 1]
+    end
+  end
+end
+for i = 5, #ARGV, 2 do
+  args[#args + 1] = ARGV[i]
+  args[#args + 1] = ARGV[i + 1]
+end
+local before = redis.call('XLEN', KEYS[2])
+local dead_id = redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*', unpack(args))
+local evicted = before + 1 - redis.call('XLEN', KEYS[2])
+if evicted > 0 then
+  redis.call('INCRBY', KEYS[3], evicted)
+end
+redis.call('XDEL', KEYS[1], ARGV[2])
+return dead_id

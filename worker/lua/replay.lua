@@ -1,0 +1,38 @@
+--[[ Put a dead entry back on the jobs stream, atomically.
+
+KEYS[1]  dead      dead-letter stream
+KEYS[2]  jobs      stream
+ARGV[1]  dead_id   the dead entry to replay
+ARGV[2]  batch     replay batch id, stored as `replay_batch`
+ARGV[3..] names of fields to drop (error, traceback, reason, ...)
+
+Returns: the new entry id on `jobs`, or false when the dead entry is no longer
+there (already replayed by someone else, or evicted). Because the read, XADD
+and XDEL are one script, two people replaying the same ids re-add each once.
+The job goes back with attempts 0, `replay_of` = dead_id, `replay_batch`.
+]]
+local found = redis.call('XRANGE', KEYS[1], ARGV[1], ARGV[1])
+if #found == 0 then
+  return false
+end
+local drop = {attempts = true, replay_of = true, replay_batch = true}
+for i = 3, #ARGV do
+  drop[ARGV[i]] = true
+end
+local fields = found[1][2]
+local args = {}
+for i = 1, #fields, 2 do
+  if not drop[fields[i]] then
+    args[#args + 1] = fields[i]
+    args[#args + 1] = fields[i + 1]
+  end
+end
+args[#args + 1] = 'attempts'
+args[#args + 1] = '0'
+args[#args + 1] = 'replay_of'
+args[#args + 1] = ARGV[1]
+args[#args + 1] = 'replay_batch'
+args[#args + 1] = ARGV[2]
+local new_id = redis.call('XADD', KEYS[2], '*', unpack(args))
+redis.call('XDEL', KEYS[1], ARGV[1])
+return new_id

@@ -1,0 +1,83 @@
+"""The atomic moves between queue structures, one Lua file each (``worker/lua``).
+
+Each file's header documents its KEYS, ARGV and return value. They are loaded
+once per client with ``register_script`` (EVALSHA, reloaded on NOSCRIPT), and
+this module builds their arguments, so the worker and opslib call the same
+moves the same way: promote, retry, bury, replay, trim, refresh_claims,
+forget_consumers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from worker.keys import GROUP, Keys
+
+NAMES = ("promote", "retry", "bury", "replay", "trim", "refresh_claims", "forget_consumers")
+
+
+@cache
+def source(name: str) -> str:
+    """The Lua source of one script."""
+    return (resources.files("worker") / "lua" / f"{name}.lua").read_text()
+
+
+class Scripts:
+    """The scripts registered on one client (sync or asyncio), with typed calls.
+
+    Each method returns what the client's script call returns: a value for a
+    plain client, an awaitable for an asyncio client. Pass ``client=`` a
+    pipeline to queue the call in it.
+    """
+
+    def __init__(self, redis: Any, keys: Keys) -> None:
+        self.keys = keys
+        self._scripts = {name: redis.register_script(source(name)) for name in NAMES}
+
+    def _call(self, name: str, keys: list[str], args: list[Any], client: Any = None) -> Any:
+        return self._scripts[name](keys=keys, args=args, client=client)
+
+    def promote(self, now: float, batch: int = 100, client: Any = None) -> Any:
+        return self._call("promote", [self.keys.delayed, self.keys.jobs], [repr(now), batch], client)
+
+    def retry(self, entry_id: str, run_at: float, member: str, client: Any = None) -> Any:
+        return self._call(
+            "retry",
+            [self.keys.delayed, self.keys.jobs],
+            [GROUP, entry_id, repr(run_at), member],
+            client,
+        )
+
+    def bury(
+        self,
+        entry_id: str,
+        fields: dict[str, str],
+        *,
+        maxlen: int,
+        min_idle_ms: int = 0,
+        client: Any = None,
+    ) -> Any:
+        args: list[Any] = [GROUP, entry_id, maxlen, min_idle_ms]
+        for name, value in fields.items():
+            args += [name, value]
+        return self._call("bury", [self.keys.jobs, self.keys.dead, self.keys.dead_evicted], args, client)
+
+    def replay(self, dead_id: str, batch: str, drop: Iterable[str], client: Any = None) -> Any:
+        return self._call("replay", [self.keys.dead, self.keys.jobs], [dead_id, batch, *drop], client)
+
+    def trim(self, client: Any = None) -> Any:
+        return self._call("trim", [self.keys.jobs], [GROUP], client)
+
+    def refresh_claims(self, consumer: str, entry_ids: Iterable[str], client: Any = None) -> Any:
+        return self._call("refresh_claims", [self.keys.jobs], [GROUP, consumer, *entry_ids], client)
+
+    def forget_consumers(self, min_idle_ms: int, client: Any = None) -> Any:
+        return self._call(
+            "forget_consumers",
+            [self.keys.jobs],
+            [GROUP, self.keys.heartbeat_prefix, min_idle_ms],
+            client,
+        )

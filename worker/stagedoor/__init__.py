@@ -1,0 +1,1 @@
+"""Stagedoor's own job kinds, schedules and PostgreSQL schema."""

@@ -1,0 +1,1 @@
+"""Stagedoor's job kinds (filled in by the Stagedoor issue)."""
