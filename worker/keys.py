@@ -14,7 +14,7 @@ key (after QUEUE_PREFIX)   type        written by            read by
 ``jobs:dead:evicted``      string      bury (INCRBY)         opslib, metrics
 ``sched:<name>:<tick>``    string, EX  scheduler (SET NX)    scheduler
 ``workers:<name>``         string, EX  heartbeat chore       health, forget_consumers
-``replay:<batch>``         hash, EX    worker (outcomes)     opslib.replay_status
+``replay:<batch>``         hash, EX    replay, worker        opslib.replay_status
 ``metrics:lock``           string, EX  metrics chore         metrics chore
 =========================  ==========  ====================  ==========================
 
@@ -27,6 +27,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 GROUP = "workers"
+
+#: How long ``replay:<batch>`` keeps a replay's jobs and their outcomes (replay script, worker).
+REPLAY_OUTCOME_TTL_S = 86_400
 
 
 @dataclass(frozen=True)

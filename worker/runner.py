@@ -33,7 +33,7 @@ import redis.exceptions
 from worker import wire
 from worker.chores import CONNECTION_ERRORS, Chore, run_chore, sleep_or_stop
 from worker.errors import JobTimeout
-from worker.keys import GROUP, Keys
+from worker.keys import GROUP, REPLAY_OUTCOME_TTL_S, Keys
 from worker.kinds import Job, KindSpec, Registry
 from worker.retry import DeadLetter, decide
 from worker.scripts import Scripts
@@ -41,7 +41,6 @@ from worker.settings import Settings
 
 log = logging.getLogger("worker")
 
-REPLAY_OUTCOME_TTL_S = 86_400
 HEARTBEAT_INTERVAL_S = 5.0
 HEARTBEAT_TTL_S = 15
 SUMMARY_INTERVAL_S = 60.0

@@ -14,7 +14,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from worker.keys import GROUP, Keys
+from worker.keys import GROUP, REPLAY_OUTCOME_TTL_S, Keys
 
 NAMES = ("promote", "retry", "bury", "replay", "trim", "refresh_claims", "forget_consumers")
 
@@ -66,7 +66,12 @@ class Scripts:
         return self._call("bury", [self.keys.jobs, self.keys.dead, self.keys.dead_evicted], args, client)
 
     def replay(self, dead_id: str, batch: str, drop: Iterable[str], client: Any = None) -> Any:
-        return self._call("replay", [self.keys.dead, self.keys.jobs], [dead_id, batch, *drop], client)
+        return self._call(
+            "replay",
+            [self.keys.dead, self.keys.jobs, self.keys.replay(batch)],
+            [dead_id, batch, REPLAY_OUTCOME_TTL_S, *drop],
+            client,
+        )
 
     def trim(self, client: Any = None) -> Any:
         return self._call("trim", [self.keys.jobs], [GROUP], client)
