@@ -1,1 +1,43 @@
-"""opslib: the queue's state as pandas DataFrames, for analysts in Jupyter."""
+"""opslib: the queue's state as pandas DataFrames, for analysts in Jupyter.
+
+Read: :func:`dead_letters`, :func:`pending`, :func:`pending_counts`,
+:func:`delayed`, :func:`queue_stats`, :func:`failure_groups`, :func:`sql`
+(:mod:`opslib.queries` lists every column and dtype). Act:
+:func:`replay`, :func:`replay_kind`, and follow up with
+:func:`replay_status` (:mod:`opslib.replay`). A panel for notebooks:
+:func:`opslib.widgets.dead_letter_panel`. On a terminal: ``python -m opslib``.
+
+Each function takes ``client=`` (and ``prefix=``) or finds the servers from
+the environment (``REDIS_URL``, ``DATABASE_URL``, ``QUEUE_PREFIX``) or from a
+running ``make run``. Every error raised on purpose is an :class:`OpslibError`.
+"""
+
+from opslib.errors import OpslibError
+from opslib.queries import (
+    QueueStats,
+    dead_letters,
+    delayed,
+    failure_groups,
+    pending,
+    pending_counts,
+    queue_stats,
+    sql,
+)
+from opslib.replay import replay, replay_kind, replay_status
+from opslib.signatures import signature
+
+__all__ = [
+    "OpslibError",
+    "QueueStats",
+    "dead_letters",
+    "delayed",
+    "failure_groups",
+    "pending",
+    "pending_counts",
+    "queue_stats",
+    "replay",
+    "replay_kind",
+    "replay_status",
+    "signature",
+    "sql",
+]

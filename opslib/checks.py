@@ -1,0 +1,95 @@
+"""Checks of the arguments people type: kinds, entry ids, times, limits.
+
+Each raises :class:`~opslib.errors.OpslibError` with what was wrong and what
+would be right, before anything is read or written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import re
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+
+import numpy as np
+import pandas as pd
+
+from opslib.connection import settings
+from opslib.errors import OpslibError
+from worker.errors import SettingsError
+from worker.kinds import REGISTRY, import_kind_modules
+
+ENTRY_ID = re.compile(r"^\d{1,20}-\d{1,20}$")
+BATCH_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,100}$")
+
+
+def registered_kinds() -> set[str]:
+    """The kinds the worker's modules (``WORKER_KINDS``) declare; empty when they cannot be imported."""
+    # Without them, the queue's own contents still name the kinds it holds.
+    with contextlib.suppress(SettingsError, OpslibError):
+        import_kind_modules(settings().kinds)
+    return set(REGISTRY.kinds)
+
+
+def check_kind(kind: object, seen: Iterable[str]) -> str:
+    """``kind`` when the worker declares it or the queue holds it; an :class:`OpslibError` otherwise."""
+    if not isinstance(kind, str) or not kind:
+        raise OpslibError(f"kind must be a non-empty string such as 'render_tickets', got {kind!r}")
+    known = registered_kinds() | {k for k in seen if k}
+    if kind in known:
+        return kind
+    close = difflib.get_close_matches(kind, known, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    listed = ", ".join(sorted(known)) or "none"
+    raise OpslibError(
+        f"unknown kind {kind!r}{hint} Known kinds (declared by WORKER_KINDS or present in the queue): {listed}"
+    )
+
+
+def check_entry_id(value: object) -> str:
+    """``value`` when it is a stream entry id (``<milliseconds>-<sequence>``)."""
+    text = value.decode() if isinstance(value, bytes) else value
+    if not isinstance(text, str) or not ENTRY_ID.match(text):
+        raise OpslibError(
+            f"{value!r} is not a stream entry id; ids look like 1758203641877-0 "
+            "(the index of dead_letters(), or the dead_id column of a replay)"
+        )
+    return text
+
+
+def check_batch(value: object) -> str:
+    """``value`` when it can be a replay batch id (the ``batch`` column of a replay)."""
+    if not isinstance(value, str) or not BATCH_ID.match(value):
+        raise OpslibError(
+            f"{value!r} is not a replay batch id; use the batch column of replay() or replay_kind(), "
+            "e.g. 20261130T211400Z-3f9a1c2e"
+        )
+    return value
+
+
+def check_limit(value: object) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+        raise OpslibError(f"limit must be a whole number >= 1 or None, got {value!r}")
+    return int(value)
+
+
+def parse_since(since: object) -> pd.Timestamp | None:
+    """A UTC timestamp from a time (naive means UTC), an ISO string, or a duration back from now."""
+    if since is None:
+        return None
+    if isinstance(since, timedelta | pd.Timedelta | np.timedelta64):
+        return pd.Timestamp.now(tz="UTC") - pd.Timedelta(since)
+    if isinstance(since, str | datetime | pd.Timestamp | np.datetime64):
+        try:
+            when = pd.Timestamp(since)
+        except ValueError:
+            when = pd.NaT
+        if when is not pd.NaT:
+            return when.tz_localize("UTC") if when.tzinfo is None else when.tz_convert("UTC")
+    raise OpslibError(
+        f"since={since!r} is not a time; give an ISO time such as '2026-11-30 21:00' (UTC unless it has an "
+        "offset), a datetime, or a duration back from now such as pd.Timedelta('2h')"
+    )

@@ -1,0 +1,181 @@
+"""``python -m opslib``: the queue's state and replays from a terminal.
+
+Commands::
+
+    stats                                  stream length, lag, pending, delayed, dead, consumers
+    dead [--kind K] [--since T] [--limit N] [--json | --csv]
+    groups [--kind K]                      dead letters grouped by error signature
+    pending [--kind K]
+    replay ID ...                          replay these dead entries
+    replay --kind K [--signature S | --error-contains T] [--since T] [--dry-run] [--yes]
+    status BATCH [--wait SECONDS]          what became of a replay batch
+
+A replay first shows what it would take (the dry run), then asks for
+confirmation on a terminal; ``--yes`` skips the question, ``--dry-run`` stops
+after showing. Without a terminal and without ``--yes`` it refuses.
+
+Exit codes: 0 done (a replay whose ids were already gone is done: they are
+listed as missing); 1 opslib could not do it (server unreachable, permission
+refused, unknown kind, malformed id or signature: the message says which);
+2 bad command line; 3 a replay not confirmed (declined, or no terminal and no
+``--yes``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import TextIO
+
+import pandas as pd
+
+from opslib.errors import OpslibError
+from opslib.queries import dead_letters, failure_groups, pending, queue_stats
+from opslib.replay import replay, replay_kind, replay_status
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NOT_CONFIRMED = 0, 1, 2, 3
+SHOWN = 20
+"""A replay lists at most this many of the entries it will take before asking."""
+EXIT_CODES = """exit codes:
+  0  done (ids already gone are listed as missing, not an error)
+  1  opslib could not do it: server unreachable, permission refused, unknown kind,
+     malformed id or signature (the message says which)
+  2  bad command line
+  3  replay not confirmed (declined, or no terminal and no --yes)"""
+DEAD_SUMMARY = ["dead_at", "kind", "job_id", "outbox_id", "attempts", "reason", "error"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m opslib",
+        description="The job queue's state and dead-letter replays (opslib).",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub.add_parser("stats", help="stream length, lag, pending, delayed, dead, consumers")
+    dead = sub.add_parser("dead", help="list dead letters")
+    dead.add_argument("--kind")
+    dead.add_argument("--since", help="ISO time (UTC unless it has an offset)")
+    dead.add_argument("--limit", type=int, help="only the most recent N")
+    fmt = dead.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true", help="every column, one JSON object per line")
+    fmt.add_argument("--csv", action="store_true", help="every column, CSV")
+    groups = sub.add_parser("groups", help="dead letters grouped by error signature")
+    groups.add_argument("--kind")
+    pend = sub.add_parser("pending", help="entries delivered and not acknowledged")
+    pend.add_argument("--kind")
+    rep = sub.add_parser("replay", help="put dead letters back on the queue")
+    rep.add_argument("ids", nargs="*", metavar="ID", help="dead entry ids (or use --kind)")
+    rep.add_argument("--kind", help="replay every dead letter of this kind (with the filters below)")
+    which = rep.add_mutually_exclusive_group()
+    which.add_argument("--signature", help="only this failure group (a signature from `groups`)")
+    which.add_argument("--error-contains", help="only errors containing this text")
+    rep.add_argument("--since", help="only entries dead at or after this ISO time")
+    rep.add_argument("--dry-run", action="store_true", help="show what would be replayed and stop")
+    rep.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    status = sub.add_parser("status", help="what became of a replay batch")
+    status.add_argument("batch")
+    status.add_argument("--wait", type=float, metavar="SECONDS", help="wait until every job has an outcome")
+    return parser
+
+
+def table(frame: pd.DataFrame, out: TextIO, width: int = 60) -> None:
+    """A frame as a plain-text table, long text cut to ``width`` characters."""
+    if frame.empty:
+        print("(none)", file=out)
+        return
+    shown = frame.copy()
+    for name in shown.columns:
+        if shown[name].dtype == "str":
+            shown[name] = shown[name].str.slice(0, width)
+    print(shown.to_string(), file=out)
+
+
+def cmd_dead(args: argparse.Namespace, out: TextIO) -> int:
+    frame = dead_letters(args.kind, since=args.since, limit=args.limit)
+    if args.json:
+        out.write(frame.reset_index().to_json(orient="records", lines=True, date_format="iso", date_unit="ms"))
+    elif args.csv:
+        frame.to_csv(out, date_format="%Y-%m-%dT%H:%M:%S.%fZ")
+    else:
+        table(frame[DEAD_SUMMARY], out)
+    return EXIT_OK
+
+
+def cmd_replay(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO) -> int:
+    if bool(args.ids) == bool(args.kind):
+        raise OpslibError("give dead entry ids, or --kind K (with --signature / --error-contains), not both or neither")
+    if args.ids and (args.signature or args.error_contains or args.since):
+        raise OpslibError("--signature, --error-contains and --since go with --kind, not with ids")
+
+    def run(dry_run: bool) -> pd.DataFrame:
+        if args.kind:
+            return replay_kind(
+                args.kind,
+                signature=args.signature,
+                error_contains=args.error_contains,
+                since=args.since,
+                dry_run=dry_run,
+            )
+        return replay(args.ids, dry_run=dry_run)
+
+    plan = run(dry_run=True)
+    taken = plan[plan["status"] == "would replay"]
+    gone = plan[plan["status"] == "missing"]
+    missing = f"; {len(gone)} ids are not in jobs:dead (replayed already, or evicted)" if len(gone) else ""
+    print(f"would replay {len(taken)} dead letters{missing}", file=out)
+    for dead_id in taken["dead_id"].head(SHOWN):
+        print(f"  {dead_id}", file=out)
+    if len(taken) > SHOWN:
+        print(f"  ... and {len(taken) - SHOWN} more", file=out)
+    if args.dry_run or taken.empty:
+        return EXIT_OK
+    if not args.yes:
+        if not stdin.isatty():
+            print("error: not replaying: no terminal to confirm on; add --yes to replay without asking", file=err)
+            return EXIT_NOT_CONFIRMED
+        print(f"Replay {len(taken)} dead letters? [y/N] ", end="", file=out, flush=True)
+        if stdin.readline().strip().lower() not in ("y", "yes"):
+            print("not replayed", file=out)
+            return EXIT_NOT_CONFIRMED
+    done = replay(taken["dead_id"])
+    counts = done["status"].value_counts()
+    batch = done.attrs["batch"]
+    print(
+        f"replayed {counts.get('replayed', 0)}, missing {counts.get('missing', 0)} (taken by someone else since); "
+        f"batch {batch}",
+        file=out,
+    )
+    print(f"follow it with: python -m opslib status {batch} --wait 60", file=out)
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None, *, stdin: TextIO | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    out, err = sys.stdout, sys.stderr
+    try:
+        if args.command == "stats":
+            stats = queue_stats()
+            table(stats.counts, out)
+            print("\nconsumers:", file=out)
+            table(stats.consumers, out)
+        elif args.command == "dead":
+            return cmd_dead(args, out)
+        elif args.command == "groups":
+            dead = dead_letters(args.kind) if args.kind else None
+            table(failure_groups(dead)[["count", "kinds", "signature", "last_seen"]], out, width=100)
+        elif args.command == "pending":
+            table(pending(args.kind), out)
+        elif args.command == "replay":
+            return cmd_replay(args, out, err, stdin or sys.stdin)
+        elif args.command == "status":
+            frame = replay_status(args.batch, wait_s=args.wait)
+            print(frame["status"].value_counts().to_string(), file=out)
+            table(frame[frame["status"] != "succeeded"].drop(columns=["batch"]), out)
+    except OpslibError as exc:
+        print(f"error: {exc}", file=err)
+        return EXIT_FAILED
+    return EXIT_OK

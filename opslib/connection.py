@@ -1,0 +1,144 @@
+"""Where opslib finds its servers, and the translation of server errors.
+
+Every public function takes an explicit client (``client=`` a
+``redis.Redis``, ``conn=`` a psycopg connection or URL) and a key prefix
+(``prefix=``). With none, opslib reads the environment the way the worker
+does (``REDIS_URL``, ``DATABASE_URL``, ``QUEUE_PREFIX``, through
+:class:`worker.settings.Settings`), and when no URL is set it looks for the
+servers that ``make run`` started: ``worker.embedded.running_stack`` of the
+data folder (``STAGEDOOR_DATA_DIR``, ``.data`` by default), searched from the
+current folder upwards, so a notebook in ``notebooks/`` finds the stack of the
+project folder without the analyst typing a URL.
+
+Server errors become :class:`~opslib.errors.OpslibError` here, in one place:
+an unreachable server names the URL tried and how to fix it; a Redis user
+without permission names the action that was refused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import redis
+
+from opslib.errors import OpslibError
+from worker.embedded import running_stack
+from worker.errors import SettingsError
+from worker.keys import Keys
+from worker.settings import Settings
+
+HOW_TO_CONNECT = (
+    "start the stack with `make run`, or set REDIS_URL (e.g. redis://127.0.0.1:6379/0), "
+    "or pass client=redis.Redis.from_url(...)"
+)
+
+
+def settings() -> Settings:
+    """The worker's settings from the environment (an invalid one is an :class:`OpslibError`)."""
+    try:
+        return Settings.from_env()
+    except SettingsError as exc:
+        raise OpslibError(f"invalid setting in the environment: {exc}") from None
+
+
+def find_stack(data_dir: str) -> dict[str, str] | None:
+    """The URLs of the stack a live ``make run`` started, looking in ``data_dir`` from here upwards."""
+    path = Path(data_dir)
+    if path.is_absolute():
+        return running_stack(path)
+    for folder in (Path.cwd(), *Path.cwd().parents):
+        stack = running_stack(folder / path)
+        if stack is not None:
+            return stack
+    return None
+
+
+def redis_url() -> str:
+    """``REDIS_URL``, or the embedded server of a running ``make run``."""
+    conf = settings()
+    if conf.redis_url:
+        return conf.redis_url
+    stack = find_stack(conf.data_dir)
+    if stack and stack["redis_url"]:
+        return stack["redis_url"]
+    raise OpslibError(f"no Redis to talk to: REDIS_URL is not set and no `make run` stack is running; {HOW_TO_CONNECT}")
+
+
+def database_url() -> str:
+    """``DATABASE_URL``, or the embedded PostgreSQL of a running ``make run``."""
+    conf = settings()
+    if conf.database_url:
+        return conf.database_url
+    stack = find_stack(conf.data_dir)
+    if stack and stack["database_url"]:
+        return stack["database_url"]
+    raise OpslibError(
+        "no PostgreSQL to talk to: DATABASE_URL is not set and no `make run` stack is running; "
+        "start the stack with `make run`, set DATABASE_URL (e.g. postgresql://postgres@127.0.0.1:5432/stagedoor), "
+        "or pass conn="
+    )
+
+
+def queue_keys(prefix: str | None) -> Keys:
+    """The key names for ``prefix``, or for ``QUEUE_PREFIX`` when it is None."""
+    return Keys(settings().prefix if prefix is None else prefix)
+
+
+def describe(client: Any) -> str:
+    """Where a client points, without its password (for error messages)."""
+    kwargs = client.connection_pool.connection_kwargs
+    if "path" in kwargs:
+        return f"unix://{kwargs['path']}"
+    return f"redis://{kwargs.get('host', '?')}:{kwargs.get('port', '?')}/{kwargs.get('db', 0)}"
+
+
+def hide_password(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.password:
+        netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+        return urlunsplit(parts._replace(netloc=netloc))
+    return url
+
+
+@contextlib.contextmanager
+def redis_session(
+    client: redis.Redis | None, prefix: str | None, action: str, needs: str = ""
+) -> Iterator[tuple[Any, Keys]]:
+    """Yield ``(client, keys)``: the given client, or one made from the environment and closed afterwards.
+
+    The client is typed ``Any``: redis-py's reply types are unions of every
+    shape a command can return, which its callers here parse anyway.
+
+    ``action`` says what the caller does ("read the dead letters"), for the
+    messages of the errors translated here; ``needs`` says which rights it needs.
+    """
+    keys = queue_keys(prefix)
+    own = client is None
+    if client is None:
+        url = redis_url()
+        try:
+            client = redis.Redis.from_url(url, socket_connect_timeout=5, socket_timeout=60)
+        except ValueError as exc:
+            raise OpslibError(
+                f"REDIS_URL={hide_password(url)!r} is not a Redis URL ({exc}); {HOW_TO_CONNECT}"
+            ) from None
+    try:
+        yield client, keys
+    except redis.exceptions.NoPermissionError as exc:
+        hint = f"; {needs}" if needs else ""
+        raise OpslibError(
+            f"Redis refused to {action}: {exc}. The Redis user of this client lacks the permission{hint}"
+        ) from None
+    except redis.exceptions.AuthenticationError as exc:
+        raise OpslibError(
+            f"Redis at {describe(client)} refused the login ({exc}); check the user and password"
+        ) from None
+    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+        raise OpslibError(f"cannot reach Redis at {describe(client)} to {action} ({exc}); {HOW_TO_CONNECT}") from None
+    finally:
+        if own:
+            client.close()

@@ -1,0 +1,13 @@
+"""opslib's one exception class.
+
+Every error opslib raises on purpose is an :class:`OpslibError` whose message
+says what was wrong and what would be right: an unknown kind (with the kinds
+that exist), a bad signature (with the signature of what was given), a
+malformed entry id (with an example of a good one), a server that cannot be
+reached (with the URL tried and how to point opslib elsewhere), a Redis user
+without the rights a call needs. Notebooks and the CLI catch this one class.
+"""
+
+
+class OpslibError(Exception):
+    """A call to opslib could not be carried out; the message says why and what to do instead."""

@@ -1,0 +1,319 @@
+"""Pure converters from Redis replies to DataFrames (no I/O: tested without Redis).
+
+Each ``*_to_frame`` takes what redis-py returned (bytes or, for a client made
+with ``decode_responses=True``, str) and builds a frame with the fixed
+columns of its ``*_COLUMNS`` map; :mod:`opslib.queries` does the reading.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+from opslib.columns import COUNT, DURATION, FLAG, OBJECT, TEXT, TIME, entry_times, text, typed_frame
+from opslib.signatures import error_type, signature
+from worker.wire import decode_member
+
+Entry = tuple[bytes | str, Mapping[Any, Any]]
+
+#: ``dead_letters()``: index ``dead_id`` (str), then these, then the payload's own fields (str, NaN where absent).
+DEAD_COLUMNS = {
+    "dead_at": TIME,
+    "kind": TEXT,
+    "job_id": TEXT,
+    "outbox_id": TEXT,
+    "attempts": COUNT,
+    "reason": TEXT,
+    "error_type": TEXT,
+    "error": TEXT,
+    "signature": TEXT,
+    "traceback": TEXT,
+    "worker": TEXT,
+    "request_id": TEXT,
+    "trace": TEXT,
+    "replay_of": TEXT,
+    "replay_batch": TEXT,
+}
+#: Wire fields that are not payload: the columns above that come from a field, and ``failed_at`` (= dead_at).
+_DEAD_WIRE_FIELDS = frozenset(DEAD_COLUMNS) - {"dead_at", "error_type", "signature"} | {"failed_at"}
+_DEAD_TEXT_FIELDS = [name for name in DEAD_COLUMNS if name in _DEAD_WIRE_FIELDS and name != "attempts"]
+
+
+def whole_number(value: str) -> int:
+    """A decimal field as an int; 0 when it is missing or not a whole number."""
+    return int(value) if value.isascii() and value.isdigit() and len(value) < 19 else 0
+
+
+def fields_of(raw: Mapping[Any, Any]) -> dict[str, str]:
+    """A stream entry's fields as a str -> str dict."""
+    return {text(name): text(value) for name, value in raw.items()}
+
+
+def dead_to_frame(raw: Iterable[Entry]) -> pd.DataFrame:
+    """The ``dead_letters()`` frame of XRANGE entries of ``jobs:dead`` (see :data:`DEAD_COLUMNS`).
+
+    Absent wire fields are ``""``; ``attempts`` is 0 when absent or not a
+    number; a payload field that an entry lacks is NaN. A payload field named
+    like a computed column (``dead_at``, ``error_type``, ``signature``) is
+    shown as ``field:<name>``.
+    """
+    ids: list[str] = []
+    rows: list[dict[str, str]] = []
+    for entry_id, fields in raw:
+        ids.append(text(entry_id))
+        rows.append(fields_of(fields))
+    columns: dict[str, Sequence[Any]] = {name: [row.get(name, "") for row in rows] for name in _DEAD_TEXT_FIELDS}
+    columns["dead_at"] = entry_times(ids)
+    columns["attempts"] = [whole_number(row.get("attempts", "")) for row in rows]
+    signatures: dict[str, str] = {}
+    for error in columns["error"]:
+        if error not in signatures:
+            signatures[error] = signature(error)
+    columns["signature"] = [signatures[error] for error in columns["error"]]
+    columns["error_type"] = [error_type(error) for error in columns["error"]]
+    payload = sorted({name for row in rows for name in row} - _DEAD_WIRE_FIELDS)
+    for name in payload:
+        shown = f"field:{name}" if name in DEAD_COLUMNS else name
+        columns[shown] = [row.get(name) for row in rows]
+    return typed_frame(columns, DEAD_COLUMNS, index=pd.Index(ids, dtype=TEXT, name="dead_id"))
+
+
+#: ``pending()``: index ``id`` (str, the entry on ``jobs``), then these.
+PENDING_COLUMNS = {"kind": TEXT, "job_id": TEXT, "consumer": TEXT, "idle": DURATION, "deliveries": COUNT}
+
+
+def job_id_of(fields: Mapping[str, str], default: str = "") -> str:
+    """``job_id``, or ``outbox_id`` for a job the outbox relay published (as the worker reads it)."""
+    return fields.get("job_id") or fields.get("outbox_id") or default
+
+
+def pending_to_frame(
+    pending: Iterable[Mapping[str, Any]], entries: Mapping[str, Mapping[Any, Any] | None]
+) -> pd.DataFrame:
+    """The ``pending()`` frame of XPENDING rows and the entries they name (None: entry gone).
+
+    ``pending`` holds redis-py's ``xpending_range`` dicts (``message_id``,
+    ``consumer``, ``time_since_delivered`` in ms, ``times_delivered``).
+    """
+    ids, kinds, job_ids, consumers, idle, deliveries = [], [], [], [], [], []
+    for row in pending:
+        entry_id = text(row["message_id"])
+        fields = fields_of(entries.get(entry_id) or {})
+        ids.append(entry_id)
+        kinds.append(fields.get("kind", ""))
+        job_ids.append(job_id_of(fields))
+        consumers.append(text(row["consumer"]))
+        idle.append(pd.Timedelta(milliseconds=int(row["time_since_delivered"])))
+        deliveries.append(int(row["times_delivered"]))
+    columns = {"kind": kinds, "job_id": job_ids, "consumer": consumers, "idle": idle, "deliveries": deliveries}
+    return typed_frame(columns, PENDING_COLUMNS, index=pd.Index(ids, dtype=TEXT, name="id"))
+
+
+#: ``pending_counts()``: one row per (consumer, kind), the most pending first.
+PENDING_COUNT_COLUMNS = {
+    "consumer": TEXT,
+    "kind": TEXT,
+    "pending": COUNT,
+    "beyond_reclaim": COUNT,
+    "oldest_idle": DURATION,
+}
+
+
+def pending_counts_to_frame(pending: pd.DataFrame, reclaim_idle: pd.Timedelta) -> pd.DataFrame:
+    """Counts of a ``pending()`` frame by consumer and kind; ``beyond_reclaim``: idle >= ``reclaim_idle``."""
+    if pending.empty:
+        return typed_frame({}, PENDING_COUNT_COLUMNS)
+    stale = pending.assign(beyond=pending["idle"] >= reclaim_idle)
+    grouped = stale.groupby(["consumer", "kind"], sort=True)
+    counts = grouped.agg(
+        pending=("deliveries", "size"), beyond_reclaim=("beyond", "sum"), oldest_idle=("idle", "max")
+    ).reset_index()
+    counts = counts.sort_values("pending", ascending=False, kind="stable", ignore_index=True)
+    return typed_frame({name: counts[name].tolist() for name in PENDING_COUNT_COLUMNS}, PENDING_COUNT_COLUMNS)
+
+
+#: ``delayed()``: one row per member of ``delayed``, the soonest first; ``fields`` holds the job's whole field map.
+DELAYED_COLUMNS = {
+    "run_at": TIME,
+    "kind": TEXT,
+    "job_id": TEXT,
+    "attempts": COUNT,
+    "due": FLAG,
+    "fields": OBJECT,
+}
+
+
+def delayed_to_frame(members: Iterable[tuple[bytes | str, float]], now_s: float) -> pd.DataFrame:
+    """The ``delayed()`` frame of ``ZRANGE ... WITHSCORES`` pairs; ``due``: run time <= ``now_s``.
+
+    A member that is not a JSON object of strings shows as
+    ``{"malformed_delayed": <member>}`` with kind ``""``, as the worker will
+    dead-letter it.
+    """
+    run_at, kinds, job_ids, attempts, due, all_fields = [], [], [], [], [], []
+    for member, score in members:
+        try:
+            fields = decode_member(member)
+        except ValueError:
+            fields = {"malformed_delayed": text(member)}
+        run_at.append(float(score))
+        kinds.append(fields.get("kind", ""))
+        job_ids.append(job_id_of(fields))
+        attempts.append(whole_number(fields.get("attempts", "")))
+        due.append(float(score) <= now_s)
+        all_fields.append(fields)
+    columns = {
+        "run_at": pd.to_datetime(run_at, unit="s", utc=True),
+        "kind": kinds,
+        "job_id": job_ids,
+        "attempts": attempts,
+        "due": due,
+        "fields": all_fields,
+    }
+    return typed_frame(columns, DELAYED_COLUMNS)
+
+
+#: ``queue_stats().consumers``: one row per consumer of group ``workers``.
+CONSUMER_COLUMNS = {"consumer": TEXT, "pending": COUNT, "idle": DURATION, "heartbeat": FLAG}
+
+
+def consumers_to_frame(consumers: Iterable[Mapping[str, Any]], alive: Iterable[str]) -> pd.DataFrame:
+    """XINFO CONSUMERS rows as a frame; ``heartbeat``: the worker's heartbeat key exists (it is running)."""
+    living = set(alive)
+    rows = [(text(c["name"]), int(c["pending"]), int(c["idle"])) for c in consumers]
+    columns: dict[str, list[Any]] = {
+        "consumer": [name for name, _, _ in rows],
+        "pending": [pending for _, pending, _ in rows],
+        "idle": [pd.Timedelta(milliseconds=idle) for _, _, idle in rows],
+        "heartbeat": [name in living for name, _, _ in rows],
+    }
+    return typed_frame(columns, CONSUMER_COLUMNS)
+
+
+#: ``replay()`` and ``replay_kind()``: one row per dead id asked for.
+REPLAY_COLUMNS = {"dead_id": TEXT, "new_id": TEXT, "status": TEXT, "batch": TEXT}
+REPLAYED, MISSING, WOULD_REPLAY = "replayed", "missing", "would replay"
+
+
+def replay_to_frame(
+    dead_ids: Sequence[str], results: Sequence[bytes | str | bool | None], batch: str, dry_run: bool
+) -> pd.DataFrame:
+    """The replay frame of each dead id and what its move returned (the new id, or None: gone).
+
+    In a dry run ``results`` holds, for each id, a truthy value when the
+    entry exists; ``new_id`` is then ``""`` and ``batch`` is ``""`` (nothing
+    was written).
+    """
+    new_ids, statuses = [], []
+    for result in results:
+        if not result:
+            new_ids.append("")
+            statuses.append(MISSING)
+        elif isinstance(result, bytes | str) and not dry_run:
+            new_ids.append(text(result))
+            statuses.append(REPLAYED)
+        else:
+            new_ids.append("")
+            statuses.append(WOULD_REPLAY)
+    columns = {"dead_id": list(dead_ids), "new_id": new_ids, "status": statuses, "batch": [batch] * len(dead_ids)}
+    frame = typed_frame(columns, REPLAY_COLUMNS)
+    frame.attrs["batch"] = batch
+    return frame
+
+
+#: ``replay_status()``: one row per dead id of the batch.
+STATUS_COLUMNS = {
+    "dead_id": TEXT,
+    "status": TEXT,
+    "where": TEXT,
+    "attempts": COUNT,
+    "error": TEXT,
+    "new_dead_id": TEXT,
+    "updated_at": TIME,
+    "batch": TEXT,
+}
+SUCCEEDED, FAILED_AGAIN, RETRYING, STILL_QUEUED = "succeeded", "failed again", "retrying", "still queued"
+FINAL_STATUSES = (SUCCEEDED, FAILED_AGAIN)
+
+
+def entry_order(entry_id: str) -> tuple[int, int]:
+    """Sort key of a stream entry id: (milliseconds, sequence)."""
+    millis, _, seq = entry_id.partition("-")
+    return (int(millis), int(seq or 0)) if millis.isdigit() and seq.isdigit() else (0, 0)
+
+
+def parse_outcome(raw: bytes | str) -> dict[str, Any]:
+    """A value of the ``replay:<batch>`` hash as a dict (``{}`` when it is not a JSON object)."""
+    try:
+        value = json.loads(text(raw))
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def replay_status_to_frame(
+    batch: str,
+    outcomes: Mapping[Any, Any],
+    dead_again: Iterable[Entry],
+    queued_where: Mapping[str, str],
+    delayed_of: Iterable[str],
+) -> pd.DataFrame:
+    """Combine what the worker recorded with where each replayed job is now.
+
+    ``outcomes``: the ``replay:<batch>`` hash (dead id -> JSON with
+    ``status`` queued / succeeded / retrying / failed, written by the replay
+    script and then by the worker). ``dead_again``: entries of ``jobs:dead``
+    carrying this batch (they failed again, also where the worker recorded
+    nothing: a poison or malformed burial). ``queued_where``: for jobs not run
+    yet, ``"jobs"`` (undelivered), ``"running"`` (delivered, pending) or
+    ``""`` (not found). ``delayed_of``: dead ids whose job waits in ``delayed``.
+
+    ``status`` is succeeded, failed again, retrying or still queued;
+    ``where`` is ``jobs:dead``, ``delayed``, ``jobs``, ``running`` or ``""``
+    (done, or not found); ``attempts`` counts the failed attempts since the
+    replay; ``updated_at`` is NaT until the worker recorded an outcome.
+    Rows are in dead id order.
+    """
+    recorded = {text(dead_id): parse_outcome(value) for dead_id, value in outcomes.items()}
+    again = {}
+    for entry_id, raw in dead_again:
+        fields = fields_of(raw)
+        again[fields.get("replay_of", "")] = (text(entry_id), fields)
+    waiting = set(delayed_of)
+    order = sorted(set(recorded) | (set(again) - {""}), key=entry_order)
+    columns: dict[str, list[Any]] = {name: [] for name in STATUS_COLUMNS}
+    for dead_id in order:
+        outcome = recorded.get(dead_id, {})
+        status, where, attempts = STILL_QUEUED, queued_where.get(dead_id, ""), 0
+        error, new_dead_id = str(outcome.get("error", "")), ""
+        updated_at = pd.Timestamp(outcome["at"]) if outcome.get("at") else pd.NaT
+        if dead_id in again:
+            new_dead_id, fields = again[dead_id]
+            status, where, error = FAILED_AGAIN, "jobs:dead", fields.get("error", "")
+            attempts = whole_number(fields.get("attempts", ""))
+            if updated_at is pd.NaT:
+                updated_at = entry_times([new_dead_id])[0]
+        elif outcome.get("status") == "failed":
+            status, where, new_dead_id = FAILED_AGAIN, "", str(outcome.get("dead_id") or "")
+        elif outcome.get("status") == "succeeded":
+            status, where = SUCCEEDED, ""
+        elif outcome.get("status") == "retrying":
+            status, where = RETRYING, "delayed" if dead_id in waiting else "jobs"
+            attempts = whole_number(str(outcome.get("attempts", "")))
+        for name, value in zip(
+            STATUS_COLUMNS,
+            (dead_id, status, where, attempts, error, new_dead_id, updated_at, batch),
+            strict=True,
+        ):
+            columns[name].append(value)
+    return typed_frame(columns, STATUS_COLUMNS)
+
+
+def select_dead(frame: pd.DataFrame, mask: pd.Series) -> pd.DataFrame:
+    """The rows of a ``dead_letters()`` frame where ``mask`` holds, without payload columns left all empty."""
+    kept = frame[mask]
+    empty = [name for name in kept.columns[len(DEAD_COLUMNS) :] if kept[name].isna().all()]
+    return kept.drop(columns=empty)

@@ -1,0 +1,338 @@
+"""The read-only queries: dead letters, pending entries, delayed jobs, stats, failure groups, SQL.
+
+Every function returns a pandas DataFrame whose columns and dtypes are fixed,
+even when it is empty (timestamps ``datetime64[ns, UTC]``, durations
+``timedelta64[ns]``, counts ``int64``, ids and text ``str``), or, for
+:func:`queue_stats`, a small object holding two such frames. Each takes
+``client=`` (a ``redis.Redis``) and ``prefix=`` (the ``QUEUE_PREFIX``), read
+from the environment when not given. None of them writes: a Redis user
+allowed only read commands can run them all.
+
+``dead_letters(kind=None, *, since=None, signature=None, limit=None)``
+    Index ``dead_id`` (str). Columns: dead_at (datetime64[ns, UTC], from the
+    entry id), kind, job_id, outbox_id (str), attempts (int64: attempts made),
+    reason (exhausted / poison / malformed / unknown_kind), error_type (the
+    exception name), error, signature (the error with values replaced, see
+    :mod:`opslib.signatures`), traceback, worker, request_id, trace,
+    replay_of, replay_batch (str, ``""`` when absent), then the payload's own
+    fields, sorted by name (str, NaN where an entry lacks one). Oldest first.
+
+``pending(kind=None)``
+    Index ``id`` (str, the entry on ``jobs``). Columns: kind, job_id,
+    consumer (str), idle (timedelta64[ns]), deliveries (int64).
+
+``pending_counts(*, reclaim_idle_ms=None)``
+    One row per (consumer, kind): consumer, kind (str), pending (int64),
+    beyond_reclaim (int64: idle at least ``RECLAIM_IDLE_MS``, the entries the
+    reclaim loop will take or bury), oldest_idle (timedelta64[ns]).
+
+``delayed(kind=None)``
+    run_at (datetime64[ns, UTC]), kind, job_id (str), attempts (int64:
+    failed attempts so far), due (bool: run_at has passed), fields (object:
+    the job's field dict). Soonest first.
+
+``queue_stats()``
+    A :class:`QueueStats`: ``.counts`` (index ``metric``, column ``value``
+    int64: stream_length, lag, pending, delayed, delayed_due, dead,
+    dead_evicted, consumers) and ``.consumers`` (consumer (str), pending
+    (int64), idle (timedelta64[ns]), heartbeat (bool)).
+
+``failure_groups(dead=None)``
+    One row per error signature, the largest first: signature, error_type,
+    kinds (str), count (int64), first_seen, last_seen (datetime64[ns, UTC]),
+    example_id, example_error (str).
+
+``sql(query, params=None, *, conn=None)``
+    The rows of a PostgreSQL query, columns as the query names them;
+    timestamps with a time zone become datetime64[ns, UTC].
+
+Example::
+
+    >>> dead = dead_letters("render_tickets")
+    >>> failure_groups(dead)[["signature", "count"]]
+                                              signature  count
+    0  SeatLabelInvalid: <str> is not a row letter ...     40
+"""
+
+from __future__ import annotations
+
+import html
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+import psycopg
+import redis
+
+from opslib.checks import check_kind, check_limit, parse_since
+from opslib.columns import COUNT, TEXT, text, typed_frame
+from opslib.connection import database_url, hide_password, redis_session, settings
+from opslib.errors import OpslibError
+from opslib.frames import (
+    consumers_to_frame,
+    dead_to_frame,
+    delayed_to_frame,
+    pending_counts_to_frame,
+    pending_to_frame,
+    select_dead,
+)
+from opslib.signatures import check_signature, failure_groups_to_frame
+from worker.keys import GROUP, Keys
+
+PAGE = 1000
+
+
+def read_dead(client: Any, keys: Keys, since: pd.Timestamp | None = None) -> list[Any]:
+    """The entries of ``jobs:dead`` from ``since`` on, oldest first."""
+    return client.xrange(keys.dead, min=entry_floor(since), max="+")
+
+
+def entry_floor(since: pd.Timestamp | None) -> str:
+    """The lowest stream id created at or after ``since`` (``-``: from the start)."""
+    return "-" if since is None else f"{int(since.timestamp() * 1000)}-0"
+
+
+def dead_letters(
+    kind: str | None = None,
+    *,
+    since: object = None,
+    signature: str | None = None,
+    limit: int | None = None,
+    client: redis.Redis | None = None,
+    prefix: str | None = None,
+) -> pd.DataFrame:
+    """The dead letters, oldest first: one row per entry of ``jobs:dead`` (columns in the module docstring).
+
+    ``kind`` keeps one kind; ``since`` keeps entries dead at or after a time
+    (or a duration back from now); ``signature`` keeps one failure group (a
+    value of ``failure_groups().signature``); ``limit`` keeps the most recent
+    ``limit`` of what is left.
+    """
+    start = parse_since(since)
+    last = check_limit(limit)
+    if signature is not None:
+        check_signature(signature)
+    with redis_session(client, prefix, "read the dead letters") as (redis_client, keys):
+        if kind is None and signature is None and last is not None:
+            newest = redis_client.xrevrange(keys.dead, max="+", min=entry_floor(start), count=last)
+            return dead_to_frame(reversed(newest))
+        frame = dead_to_frame(read_dead(redis_client, keys, start))
+    mask = pd.Series(True, index=frame.index)
+    if kind is not None:
+        check_kind(kind, frame["kind"].unique())
+        mask &= frame["kind"] == kind
+    if signature is not None:
+        mask &= frame["signature"] == signature
+    if kind is not None or signature is not None:
+        frame = select_dead(frame, mask)
+    return frame.tail(last) if last is not None else frame
+
+
+def read_pending(client: Any, keys: Keys) -> pd.DataFrame:
+    """Every pending entry of group ``workers`` with the fields it names (page by page)."""
+    rows: list[dict[str, Any]] = []
+    low = "-"
+    while True:
+        try:
+            page = client.xpending_range(keys.jobs, GROUP, min=low, max="+", count=PAGE)
+        except redis.exceptions.ResponseError as exc:
+            if "NOGROUP" in str(exc) or "no such key" in str(exc):
+                break
+            raise
+        rows += page
+        if len(page) < PAGE:
+            break
+        low = "(" + text(page[-1]["message_id"])
+    pipe = client.pipeline(transaction=False)
+    for row in rows:
+        entry_id = text(row["message_id"])
+        pipe.xrange(keys.jobs, min=entry_id, max=entry_id)
+    found = pipe.execute() if rows else []
+    entries = {text(row["message_id"]): (hit[0][1] if hit else None) for row, hit in zip(rows, found, strict=True)}
+    return pending_to_frame(rows, entries)
+
+
+def pending(kind: str | None = None, *, client: redis.Redis | None = None, prefix: str | None = None) -> pd.DataFrame:
+    """The entries delivered to a worker and not acknowledged yet, one row each (columns in the module docstring).
+
+    An entry stays pending while its job runs; one idle beyond
+    ``RECLAIM_IDLE_MS`` belonged to a process that died, and the reclaim loop
+    will run it again (or bury it as poison after ``MAX_DELIVERIES``).
+    """
+    with redis_session(client, prefix, "read the pending entries") as (redis_client, keys):
+        frame = read_pending(redis_client, keys)
+    if kind is not None:
+        check_kind(kind, frame["kind"].unique())
+        frame = frame[frame["kind"] == kind]
+    return frame
+
+
+def pending_counts(
+    *, reclaim_idle_ms: int | None = None, client: redis.Redis | None = None, prefix: str | None = None
+) -> pd.DataFrame:
+    """Pending entries counted by consumer and kind; ``beyond_reclaim`` counts those idle past the threshold.
+
+    ``reclaim_idle_ms`` defaults to the worker's ``RECLAIM_IDLE_MS``.
+    """
+    threshold = settings().reclaim_idle_ms if reclaim_idle_ms is None else reclaim_idle_ms
+    with redis_session(client, prefix, "read the pending entries") as (redis_client, keys):
+        frame = read_pending(redis_client, keys)
+    return pending_counts_to_frame(frame, pd.Timedelta(milliseconds=threshold))
+
+
+def delayed(kind: str | None = None, *, client: redis.Redis | None = None, prefix: str | None = None) -> pd.DataFrame:
+    """The jobs waiting in ``delayed`` (retries and jobs enqueued for later), soonest first."""
+    with redis_session(client, prefix, "read the delayed jobs") as (redis_client, keys):
+        members = redis_client.zrange(keys.delayed, 0, -1, withscores=True)
+    frame = delayed_to_frame(members, time.time())
+    if kind is not None:
+        check_kind(kind, frame["kind"].unique())
+        frame = frame[frame["kind"] == kind]
+    return frame
+
+
+STAT_NAMES = ("stream_length", "lag", "pending", "delayed", "delayed_due", "dead", "dead_evicted", "consumers")
+
+
+@dataclass(frozen=True)
+class QueueStats:
+    """The queue's numbers (``counts``, one int per metric) and its consumers, shown as two tables.
+
+    ``lag`` is the number of entries no worker has read yet. ``dead_evicted``
+    counts dead letters the ``DEAD_MAXLEN`` cap removed. Each metric is also
+    an attribute: ``queue_stats().dead``.
+    """
+
+    counts: pd.DataFrame
+    consumers: pd.DataFrame
+
+    def __getattr__(self, name: str) -> int:
+        if name in STAT_NAMES:
+            return int(self.counts.loc[name, "value"])
+        raise AttributeError(name)
+
+    def __repr__(self) -> str:
+        return f"{self.counts!r}\n\nconsumers:\n{self.consumers!r}"
+
+    def _repr_html_(self) -> str:
+        return (
+            self.counts.to_html(escape=True)
+            + f"<p><b>consumers of group {html.escape(GROUP)}</b></p>"
+            + self.consumers.to_html(index=False, escape=True)
+        )
+
+
+def _group_info(client: Any, keys: Keys) -> dict[str, Any]:
+    try:
+        groups = client.xinfo_groups(keys.jobs)
+    except redis.exceptions.ResponseError as exc:
+        if "no such key" in str(exc):
+            return {}
+        raise
+    return next((g for g in groups if text(g["name"]) == GROUP), {})
+
+
+def _lag(client: Any, keys: Keys, group: Mapping[str, Any]) -> int:
+    """Entries after the group's last-delivered id; counted by reading when Redis cannot tell."""
+    if not group:
+        return int(client.xlen(keys.jobs))
+    if group.get("lag") is not None:
+        return int(group["lag"])
+    count, low = 0, "(" + text(group["last-delivered-id"])
+    while True:
+        page = client.xrange(keys.jobs, min=low, max="+", count=10 * PAGE)
+        count += len(page)
+        if len(page) < 10 * PAGE:
+            return count
+        low = "(" + text(page[-1][0])
+
+
+def queue_stats(*, client: redis.Redis | None = None, prefix: str | None = None) -> QueueStats:
+    """Stream length, lag, pending, delayed (and due), dead (and evicted by the cap), consumers."""
+    with redis_session(client, prefix, "read the queue's numbers") as (redis_client, keys):
+        group = _group_info(redis_client, keys)
+        pipe = redis_client.pipeline(transaction=False)
+        pipe.xlen(keys.jobs)
+        pipe.zcard(keys.delayed)
+        pipe.zcount(keys.delayed, "-inf", time.time())
+        pipe.xlen(keys.dead)
+        pipe.get(keys.dead_evicted)
+        length, waiting, due, dead, evicted = pipe.execute()
+        consumers = redis_client.xinfo_consumers(keys.jobs, GROUP) if group else []
+        pipe = redis_client.pipeline(transaction=False)
+        for consumer in consumers:
+            pipe.exists(keys.heartbeat(text(consumer["name"])))
+        beating = pipe.execute() if consumers else []
+        lag = _lag(redis_client, keys, group)
+    alive = [text(c["name"]) for c, beat in zip(consumers, beating, strict=True) if beat]
+    values = {
+        "stream_length": int(length),
+        "lag": lag,
+        "pending": int(group.get("pending", 0)),
+        "delayed": int(waiting),
+        "delayed_due": int(due),
+        "dead": int(dead),
+        "dead_evicted": int(evicted or 0),
+        "consumers": len(consumers),
+    }
+    counts = typed_frame(
+        {"value": [values[name] for name in STAT_NAMES]},
+        {"value": COUNT},
+        index=pd.Index(STAT_NAMES, dtype=TEXT, name="metric"),
+    )
+    return QueueStats(counts, consumers_to_frame(consumers, alive))
+
+
+def failure_groups(
+    dead: pd.DataFrame | None = None, *, client: redis.Redis | None = None, prefix: str | None = None
+) -> pd.DataFrame:
+    """Dead letters grouped by error signature, the largest group first (columns in the module docstring).
+
+    ``dead`` is a ``dead_letters()`` frame, filtered as you like; with none,
+    every dead letter is read.
+    """
+    if dead is None:
+        dead = dead_letters(client=client, prefix=prefix)
+    missing = {"signature", "error_type", "kind", "dead_at", "error"} - set(dead.columns)
+    if missing:
+        raise OpslibError(
+            f"failure_groups needs a dead_letters() frame; this one lacks the columns {', '.join(sorted(missing))}"
+        )
+    return failure_groups_to_frame(dead)
+
+
+def sql(query: str, params: Sequence[Any] | Mapping[str, Any] | None = None, *, conn: Any = None) -> pd.DataFrame:
+    """The rows of a PostgreSQL query as a frame (columns as the query names them).
+
+    ``conn`` is a psycopg connection, a URL, or None for ``DATABASE_URL`` /
+    the ``make run`` stack. Pass values through ``params`` (``%s`` or
+    ``%(name)s`` placeholders), never by formatting them into ``query``.
+    """
+    own = not isinstance(conn, psycopg.Connection)
+    url = (conn or database_url()) if own else ""
+    try:
+        connection = psycopg.connect(url, connect_timeout=5) if own else conn
+    except psycopg.OperationalError as exc:
+        raise OpslibError(
+            f"cannot reach PostgreSQL at {hide_password(url)} ({str(exc).strip()}); "
+            "start the stack with `make run` or set DATABASE_URL"
+        ) from None
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(query, params)
+            names = [column.name for column in cursor.description or []]
+            rows = cursor.fetchall() if cursor.description else []
+    except psycopg.Error as exc:
+        if not own:
+            connection.rollback()
+        raise OpslibError(f"the query failed: {str(exc).strip()}") from None
+    finally:
+        if own:
+            connection.close()
+    frame = pd.DataFrame.from_records(rows, columns=names)
+    for name in frame.columns:
+        if isinstance(frame[name].dtype, pd.DatetimeTZDtype):
+            frame[name] = frame[name].dt.tz_convert("UTC").astype("datetime64[ns, UTC]")
+    return frame
