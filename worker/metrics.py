@@ -1,0 +1,353 @@
+"""Prometheus metrics of a worker, served on ``METRICS_HOST:METRICS_PORT`` (0: off).
+
+Two kinds of numbers, collected two ways:
+
+* **This process's work** — job outcomes per kind, job durations, the last
+  success of each kind, and the scheduler's ticks. :class:`Metrics` is the
+  loop's :class:`~worker.runner.Observer` (``job_finished``) and the
+  scheduler's (``tick_enqueued`` / ``tick_skipped``). Every worker exports its
+  own counts: add them up across replicas with ``sum``.
+* **The queue's state** — dead-stream length and evictions, pending, pending
+  idle beyond ``RECLAIM_IDLE_MS``, group lag, delayed and delayed-due, live
+  consumers. These are the same for every replica, so one worker at a time
+  reads them from Redis: the holder of the ``metrics:lock`` key (a redis-py
+  token lock held by the worker's name, renewed every ``METRICS_INTERVAL_S``
+  and expiring after three intervals). Only the holder exports those series;
+  the others export none, so there is no N-fold copy. Each series carries a
+  ``queue`` label (``QUEUE_PREFIX``), and after a hand-over (the holder died:
+  a new one takes over within three intervals) the series comes from another
+  ``instance``: aggregate with ``max by (queue)``, as ``deploy/alerts.yml``
+  does. A holder that cannot read Redis drops its numbers rather than export
+  stale ones.
+
+Queue-wide, from the lock holder only (label ``queue``): gauges
+``stagedoor_queue_dead_length``, ``stagedoor_queue_pending``,
+``stagedoor_queue_pending_idle``, ``stagedoor_queue_lag``,
+``stagedoor_queue_delayed``, ``stagedoor_queue_delayed_due``,
+``stagedoor_queue_consumers_live``; counter ``stagedoor_queue_dead_evicted_total``.
+
+From every worker (labels ``queue`` and ``kind``, ``schedule`` or ``reason``):
+counters ``stagedoor_jobs_succeeded_total``, ``stagedoor_jobs_retried_total``,
+``stagedoor_jobs_dead_total`` (kind, reason), ``stagedoor_scheduler_ticks_enqueued_total``
+and ``stagedoor_scheduler_ticks_skipped_total`` (schedule); histogram
+``stagedoor_job_duration_seconds``; gauges
+``stagedoor_job_last_success_timestamp_seconds`` and
+``stagedoor_schedule_interval_seconds`` (schedule, kind).
+
+Plus prometheus_client's ``process_*`` series (CPU, memory, start time).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Iterable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import redis.asyncio as aioredis
+import redis.exceptions
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from worker.chores import CONNECTION_ERRORS, Chore
+from worker.keys import GROUP, Keys
+from worker.kinds import Registry
+from worker.settings import Settings
+
+if TYPE_CHECKING:
+    from worker.app import WorkerApp
+    from worker.runner import Observer
+
+log = logging.getLogger("worker.metrics")
+
+#: ``stagedoor_queue_pending_idle`` counts at most this many entries (XPENDING ... COUNT).
+PENDING_IDLE_LIMIT = 1000
+#: Where Redis cannot report the group's lag (6.2, or a deleted entry past the read
+#: position), undelivered entries are counted by XRANGE, at most this many.
+LAG_COUNT_LIMIT = 1000
+DURATION_BUCKETS_S = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+
+
+@dataclass(frozen=True)
+class QueueState:
+    """The queue-wide numbers, as read from Redis in one round trip (plus one)."""
+
+    dead_length: int
+    dead_evicted: int
+    pending: int
+    pending_idle: int
+    lag: int
+    delayed: int
+    delayed_due: int
+    consumers_live: int
+
+
+async def read_queue_state(client: aioredis.Redis, keys: Keys, reclaim_idle_ms: int, now: float) -> QueueState:
+    """Read the queue-wide numbers; the ``jobs`` stream and its group must exist."""
+    pipe = client.pipeline(transaction=False)
+    pipe.xlen(keys.dead)
+    pipe.get(keys.dead_evicted)
+    pipe.xinfo_groups(keys.jobs)
+    pipe.xpending_range(keys.jobs, GROUP, min="-", max="+", count=PENDING_IDLE_LIMIT, idle=reclaim_idle_ms)
+    pipe.zcard(keys.delayed)
+    pipe.zcount(keys.delayed, "-inf", now)
+    pipe.xinfo_consumers(keys.jobs, GROUP)
+    dead, evicted, groups, idle, delayed, due, consumers = await pipe.execute()
+    group = next((g for g in groups if _text(g["name"]) == GROUP), None)
+    if group is None:
+        raise redis.exceptions.ResponseError(f"NOGROUP consumer group {GROUP} does not exist on {keys.jobs}")
+    lag = group.get("lag")
+    if lag is None:
+        lag = await _count_undelivered(client, keys, _text(group["last-delivered-id"]))
+    heartbeats = [keys.heartbeat(_text(c["name"])) for c in consumers]
+    live = await client.exists(*heartbeats) if heartbeats else 0
+    return QueueState(
+        dead_length=int(dead),
+        dead_evicted=int(evicted or 0),
+        pending=int(group["pending"]),
+        pending_idle=len(idle),
+        lag=int(lag),
+        delayed=int(delayed),
+        delayed_due=int(due),
+        consumers_live=int(live),
+    )
+
+
+async def _count_undelivered(client: aioredis.Redis, keys: Keys, last_delivered_id: str) -> int:
+    entries = await client.xrange(keys.jobs, min=f"({last_delivered_id}", max="+", count=LAG_COUNT_LIMIT)
+    return len(entries or [])
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+class QueueCollector(Collector):
+    """Exports the last :class:`QueueState` this worker read as the lock holder, or nothing."""
+
+    GAUGES = (
+        ("stagedoor_queue_dead_length", "Entries in the dead-letter stream jobs:dead.", "dead_length"),
+        ("stagedoor_queue_pending", "Entries delivered to a worker and not yet acknowledged.", "pending"),
+        (
+            "stagedoor_queue_pending_idle",
+            f"Pending entries idle beyond RECLAIM_IDLE_MS (counted up to {PENDING_IDLE_LIMIT}).",
+            "pending_idle",
+        ),
+        ("stagedoor_queue_lag", "Entries on jobs not yet delivered to the group.", "lag"),
+        ("stagedoor_queue_delayed", "Jobs in the delayed set (retries and jobs for later).", "delayed"),
+        ("stagedoor_queue_delayed_due", "Delayed jobs whose run time has come (promotion is due).", "delayed_due"),
+        ("stagedoor_queue_consumers_live", "Consumers in the group with a fresh heartbeat.", "consumers_live"),
+    )
+
+    def __init__(self, queue: str) -> None:
+        self.queue = queue
+        self.state: QueueState | None = None
+
+    def describe(self) -> Iterable[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        state = self.state
+        if state is None:
+            return
+        for name, help_text, attr in self.GAUGES:
+            gauge = GaugeMetricFamily(name, help_text, labels=["queue"])
+            gauge.add_metric([self.queue], getattr(state, attr))
+            yield gauge
+        evicted = CounterMetricFamily(
+            "stagedoor_queue_dead_evicted",
+            "Dead entries evicted by the DEAD_MAXLEN cap (the jobs:dead:evicted counter).",
+            labels=["queue"],
+        )
+        evicted.add_metric([self.queue], state.dead_evicted)
+        yield evicted
+
+
+@dataclass
+class _KindSeries:
+    """The label children of one kind, looked up once (the success path runs 15,000 times a second)."""
+
+    succeeded: Any
+    retried: Any
+    duration: Any
+    last_success: Any
+
+
+class Metrics:
+    """The metrics of one worker process, in a registry of its own."""
+
+    def __init__(self, settings: Settings, client: aioredis.Redis, registry: Registry) -> None:
+        self.settings = settings
+        self.redis = client
+        self.keys = Keys(settings.prefix)
+        self.queue = settings.prefix
+        self.registry = CollectorRegistry()
+        ProcessCollector(registry=self.registry)
+        self.queue_collector = QueueCollector(self.queue)
+        self.registry.register(self.queue_collector)
+        labels = ["queue", "kind"]
+        self.succeeded = Counter(
+            "stagedoor_jobs_succeeded", "Jobs whose handler returned.", labels, registry=self.registry
+        )
+        self.retried = Counter(
+            "stagedoor_jobs_retried", "Failed attempts put back in delayed for a retry.", labels, registry=self.registry
+        )
+        self.dead = Counter(
+            "stagedoor_jobs_dead",
+            "Jobs dead-lettered by this worker, by reason (exhausted, poison, malformed, unknown_kind).",
+            [*labels, "reason"],
+            registry=self.registry,
+        )
+        self.duration = Histogram(
+            "stagedoor_job_duration_seconds",
+            "Time a handler ran, whatever its outcome.",
+            labels,
+            buckets=DURATION_BUCKETS_S,
+            registry=self.registry,
+        )
+        self.last_success = Gauge(
+            "stagedoor_job_last_success_timestamp_seconds",
+            "Unix time of the kind's last success in this process; for a scheduled kind, "
+            "the process start until its first success.",
+            labels,
+            registry=self.registry,
+        )
+        self.interval = Gauge(
+            "stagedoor_schedule_interval_seconds",
+            "Time between two ticks of a schedule.",
+            ["queue", "schedule", "kind"],
+            registry=self.registry,
+        )
+        self.ticks_enqueued = Counter(
+            "stagedoor_scheduler_ticks_enqueued",
+            "Scheduler ticks this worker enqueued (it won the tick's lock).",
+            ["queue", "schedule"],
+            registry=self.registry,
+        )
+        self.ticks_skipped = Counter(
+            "stagedoor_scheduler_ticks_skipped",
+            "Scheduler ticks this worker skipped because another worker held the tick's lock.",
+            ["queue", "schedule"],
+            registry=self.registry,
+        )
+        self._kinds: dict[str, _KindSeries] = {}
+        started = time.time()
+        for schedule in registry.schedules.values():
+            self.interval.labels(self.queue, schedule.name, schedule.kind).set(
+                schedule.interval_s(started, settings.schedule_tz)
+            )
+            self.last_success.labels(self.queue, schedule.kind).set(started)
+        self._lock = client.lock(
+            self.keys.metrics_lock, timeout=3 * settings.metrics_interval_s, blocking=False, thread_local=False
+        )
+        self._holding = False
+        self._server: Any = None
+
+    # ------------------------------------------------------------ observers
+
+    def job_finished(self, kind: str, outcome: str, duration_s: float, reason: str | None) -> None:
+        """The loop's report of one finished job (:class:`worker.runner.Observer`)."""
+        if outcome == "dead":
+            self.dead.labels(self.queue, kind, reason or "").inc()
+            if reason not in (None, "exhausted"):
+                return  # never ran: malformed, unknown kind, or poison found by reclaim
+        series = self._kinds.get(kind) or self._series(kind)
+        series.duration.observe(duration_s)
+        if outcome == "succeeded":
+            series.succeeded.inc()
+            series.last_success.set(time.time())
+        elif outcome == "retried":
+            series.retried.inc()
+
+    def _series(self, kind: str) -> _KindSeries:
+        series = _KindSeries(
+            succeeded=self.succeeded.labels(self.queue, kind),
+            retried=self.retried.labels(self.queue, kind),
+            duration=self.duration.labels(self.queue, kind),
+            last_success=self.last_success.labels(self.queue, kind),
+        )
+        self._kinds[kind] = series
+        return series
+
+    def tick_enqueued(self, schedule: str) -> None:
+        """The scheduler won a tick's lock and enqueued the job."""
+        self.ticks_enqueued.labels(self.queue, schedule).inc()
+
+    def tick_skipped(self, schedule: str) -> None:
+        """The scheduler found a tick's lock taken by another worker."""
+        self.ticks_skipped.labels(self.queue, schedule).inc()
+
+    # ---------------------------------------------------- queue-wide gauges
+
+    def chore(self) -> Chore:
+        return Chore("metrics", self.settings.metrics_interval_s, self.refresh_queue_state)
+
+    async def refresh_queue_state(self) -> None:
+        """Hold (or take) the metrics lock and read the queue's state; drop it when not holding."""
+        try:
+            self._holding = await self._hold_lock()
+            if self._holding:
+                self.queue_collector.state = await read_queue_state(
+                    self.redis, self.keys, self.settings.reclaim_idle_ms, time.time()
+                )
+            else:
+                self.queue_collector.state = None
+        except BaseException:
+            self.queue_collector.state = None
+            raise
+
+    async def _hold_lock(self) -> bool:
+        if self._holding:
+            try:
+                await self._lock.reacquire()
+                return True
+            except redis.exceptions.LockError:
+                log.info(
+                    "Worker %s lost the metrics lock; another worker reports the queue.", self.settings.worker_name
+                )
+        taken = bool(await self._lock.acquire(token=self.settings.worker_name))
+        if taken:
+            log.info("Worker %s reports the queue-wide metrics.", self.settings.worker_name)
+        return taken
+
+    # ---------------------------------------------------------------- server
+
+    def serve(self) -> None:
+        """Start the HTTP endpoint (a daemon thread) on METRICS_HOST:METRICS_PORT."""
+        self._server, _thread = start_http_server(
+            self.settings.metrics_port, addr=self.settings.metrics_host, registry=self.registry
+        )
+        log.info(
+            "Serving Prometheus metrics on http://%s:%d/metrics.",
+            self.settings.metrics_host,
+            self.settings.metrics_port,
+        )
+
+    async def close(self) -> None:
+        """Release the lock (so another worker takes over at once) and stop the endpoint."""
+        if self._holding:
+            with contextlib.suppress(redis.exceptions.LockError, *CONNECTION_ERRORS):
+                await self._lock.release()
+            self._holding = False
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+
+@contextlib.asynccontextmanager
+async def worker_metrics(app: WorkerApp) -> AsyncIterator[list[Observer]]:
+    """Serve metrics while the worker runs, when METRICS_PORT is set; yield the observers to pass to it."""
+    if not app.settings.metrics_port:
+        yield []
+        return
+    metrics = Metrics(app.settings, app.redis, app.registry)
+    metrics.serve()
+    app.add_chore(metrics.chore())
+    try:
+        yield [metrics]
+    finally:
+        await metrics.close()
