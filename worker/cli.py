@@ -31,6 +31,7 @@ from worker.enqueue import enqueue
 from worker.errors import SettingsError, WorkerError
 from worker.keys import GROUP, Keys
 from worker.kinds import REGISTRY, import_kind_modules
+from worker.metrics import worker_metrics
 from worker.runner import HEARTBEAT_TTL_S, Worker
 from worker.settings import Settings, settings_help
 
@@ -154,9 +155,10 @@ async def serve(settings: Settings, redis_url: str, database_url: str, burst: bo
     app = WorkerApp(settings, client, database_url, REGISTRY, burst=burst)
     try:
         async with contextlib.AsyncExitStack() as stack:
+            observers = await stack.enter_async_context(worker_metrics(app))
             for lifespan in REGISTRY.lifespans:
                 await stack.enter_async_context(lifespan(app))
-            worker = Worker(client, settings, REGISTRY, burst=burst, chores=app.chores)
+            worker = Worker(client, settings, REGISTRY, burst=burst, chores=app.chores, observers=observers)
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, worker.stop)

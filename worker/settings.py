@@ -58,6 +58,9 @@ SETTINGS: dict[str, Setting] = {
     "scheduler": Setting("SCHEDULER", "on", "on/off: run the scheduler chore in this worker"),
     "metrics_port": Setting("METRICS_PORT", "0", "Prometheus endpoint port on 127.0.0.1/0.0.0.0; 0: off"),
     "metrics_host": Setting("METRICS_HOST", "0.0.0.0", "address the metrics endpoint binds"),
+    "metrics_interval_s": Setting(
+        "METRICS_INTERVAL_S", "5", "how often the queue-wide gauges are read (by one worker, under a lock)"
+    ),
     "log_format": Setting("LOG_FORMAT", "text", "text or json (one JSON object per line)"),
     "log_level": Setting("LOG_LEVEL", "INFO", "DEBUG, INFO, WARNING or ERROR"),
     "data_dir": Setting("STAGEDOOR_DATA_DIR", ".data", "where the embedded servers keep their files"),
@@ -140,6 +143,7 @@ _PARSERS: dict[str, Callable[[str, str], Any]] = {
     "scheduler": lambda n, r: _choice(n, r, ("on", "off")).lower() == "on",
     "metrics_port": _non_negative_int,
     "metrics_host": lambda n, r: r,
+    "metrics_interval_s": _positive_float,
     "log_format": lambda n, r: _choice(n, r, ("text", "json")).lower(),
     "log_level": lambda n, r: _choice(n, r, ("DEBUG", "INFO", "WARNING", "ERROR")).upper(),
     "data_dir": lambda n, r: r,
@@ -168,6 +172,7 @@ class Settings:
     scheduler: bool
     metrics_port: int
     metrics_host: str
+    metrics_interval_s: float
     log_format: str
     log_level: str
     data_dir: str
