@@ -1,13 +1,14 @@
 """Stagedoor's job system: one queue on Redis Streams.
 
 Public names (DESIGN.md): :func:`job_kind`, :class:`RetryPolicy`, :class:`Job`,
-:func:`enqueue` (and :func:`enqueue_async`), :func:`lifespan`; the scheduler's
-``schedule`` lives in :mod:`worker.scheduler`. ``python -m worker --help``
+:func:`enqueue` (and :func:`enqueue_async`), :func:`lifespan`, :func:`schedule`
+(declared in :mod:`worker.schedules`, run by :mod:`worker.scheduler`). ``python -m worker --help``
 lists the commands and every setting.
 """
 
 from worker.enqueue import enqueue, enqueue_async
 from worker.kinds import Job, job_kind, lifespan
 from worker.retry import RetryPolicy
+from worker.schedules import schedule
 
-__all__ = ["Job", "RetryPolicy", "enqueue", "enqueue_async", "job_kind", "lifespan"]
+__all__ = ["Job", "RetryPolicy", "enqueue", "enqueue_async", "job_kind", "lifespan", "schedule"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 import redis.asyncio as aioredis
@@ -15,18 +16,25 @@ from worker.settings import Settings
 class WorkerApp:
     """The running worker's shared parts, handed to each lifespan.
 
-    ``database_url`` is the configured or embedded PostgreSQL ("" when no
+    ``redis_url`` is the configured or embedded server's URL (for clients of
+    one's own, e.g. in a thread); ``database_url`` is the configured or embedded PostgreSQL ("" when no
     imported module needs one). ``burst`` is true under ``--burst``, where
     periodic chores such as the scheduler stay off so the queue can drain.
     """
 
     settings: Settings
     redis: aioredis.Redis
+    redis_url: str
     database_url: str
     registry: Registry
     burst: bool = False
     chores: list[Chore] = field(default_factory=list)
+    more_work: list[Callable[[], Awaitable[bool]]] = field(default_factory=list)
 
     def add_chore(self, chore: Chore) -> None:
         """Run ``chore`` beside the consumer loop for the worker's lifetime."""
         self.chores.append(chore)
+
+    def add_more_work(self, check: Callable[[], Awaitable[bool]]) -> None:
+        """Tell ``--burst`` not to exit while ``check()`` is true (e.g. unpublished outbox rows)."""
+        self.more_work.append(check)

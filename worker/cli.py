@@ -33,6 +33,7 @@ from worker.keys import GROUP, Keys
 from worker.kinds import REGISTRY, import_kind_modules
 from worker.metrics import worker_metrics
 from worker.runner import HEARTBEAT_TTL_S, Worker
+from worker.scheduler import scheduler_chore
 from worker.settings import Settings, settings_help
 
 log = logging.getLogger("worker")
@@ -152,13 +153,24 @@ def cmd_migrate(settings: Settings) -> int:
 async def serve(settings: Settings, redis_url: str, database_url: str, burst: bool) -> None:
     """Run the worker with its lifespans until a signal (or the drained queue in burst mode)."""
     client = aioredis.Redis.from_url(redis_url, socket_keepalive=True, health_check_interval=30)
-    app = WorkerApp(settings, client, database_url, REGISTRY, burst=burst)
+    app = WorkerApp(settings, client, redis_url, database_url, REGISTRY, burst=burst)
     try:
         async with contextlib.AsyncExitStack() as stack:
             observers = await stack.enter_async_context(worker_metrics(app))
             for lifespan in REGISTRY.lifespans:
                 await stack.enter_async_context(lifespan(app))
-            worker = Worker(client, settings, REGISTRY, burst=burst, chores=app.chores, observers=observers)
+            scheduler = scheduler_chore(app)
+            if scheduler is not None:
+                app.add_chore(scheduler)
+            worker = Worker(
+                client,
+                settings,
+                REGISTRY,
+                burst=burst,
+                chores=app.chores,
+                observers=observers,
+                more_work=app.more_work,
+            )
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, worker.stop)

@@ -22,7 +22,7 @@ import random
 import time
 import traceback
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -114,6 +114,7 @@ class Worker:
         burst: bool = False,
         chores: Iterable[Chore] = (),
         observers: Iterable[Observer] = (),
+        more_work: Iterable[Callable[[], Awaitable[bool]]] = (),
     ) -> None:
         self.redis = redis_client
         self.settings = settings
@@ -125,6 +126,7 @@ class Worker:
         self.tally = Tally()
         self.observers: list[Observer] = [self.tally, *observers]
         self.extra_chores = list(chores)
+        self.more_work = list(more_work)
         self.stopping = asyncio.Event()
         self.inflight: dict[str, asyncio.Task[None]] = {}
         self.started_at: dict[str, float] = {}
@@ -298,15 +300,28 @@ class Worker:
         self._slot_freed.set()
 
     async def _drained(self) -> bool:
-        """Burst mode's exit test: nothing in flight, pending, undelivered or delayed."""
+        """Burst mode's exit test: nothing in flight, pending, undelivered or delayed,
+        and no ``more_work`` check (a lifespan's, e.g. unpublished outbox rows) says otherwise.
+
+        The checks run before Redis is read: work they see end up in ``jobs`` or
+        ``delayed`` before they turn false, and the undelivered test catches an
+        entry a chore (relay, promote) added since the last read.
+        """
         if self.inflight:
             return False
+        for check in self.more_work:
+            if await check():
+                return False
         await self.flush_acks()
         pipe = self.redis.pipeline(transaction=False)
         pipe.xpending(self.keys.jobs, GROUP)
         pipe.zcard(self.keys.delayed)
-        pending, delayed = await pipe.execute()
-        return int(pending["pending"]) == 0 and int(delayed) == 0
+        pipe.xinfo_stream(self.keys.jobs)
+        pipe.xinfo_groups(self.keys.jobs)
+        pending, delayed, stream, groups = await pipe.execute()
+        delivered = next((g["last-delivered-id"] for g in groups if g["name"] in (GROUP, GROUP.encode())), None)
+        undelivered = stream["length"] > 0 and delivered != stream["last-generated-id"]
+        return int(pending["pending"]) == 0 and int(delayed) == 0 and not undelivered
 
     async def _drain(self) -> None:
         """On stop: let running jobs finish within the grace period, then flush acks."""

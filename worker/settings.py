@@ -61,6 +61,10 @@ SETTINGS: dict[str, Setting] = {
     "metrics_interval_s": Setting(
         "METRICS_INTERVAL_S", "5", "how often the queue-wide gauges are read (by one worker, under a lock)"
     ),
+    "mail_api_url": Setting(
+        "MAIL_API_URL", "", "the mail provider's API (send_email, send_reminder); make run: a stand-in"
+    ),
+    "payrail_url": Setting("PAYRAIL_URL", "", "Payrail's API (reconcile_payments); make run: a stand-in"),
     "log_format": Setting("LOG_FORMAT", "text", "text or json (one JSON object per line)"),
     "log_level": Setting("LOG_LEVEL", "INFO", "DEBUG, INFO, WARNING or ERROR"),
     "data_dir": Setting("STAGEDOOR_DATA_DIR", ".data", "where the embedded servers keep their files"),
@@ -144,6 +148,8 @@ _PARSERS: dict[str, Callable[[str, str], Any]] = {
     "metrics_port": _non_negative_int,
     "metrics_host": lambda n, r: r,
     "metrics_interval_s": _positive_float,
+    "mail_api_url": lambda n, r: _url(n, r, ("http", "https")),
+    "payrail_url": lambda n, r: _url(n, r, ("http", "https")),
     "log_format": lambda n, r: _choice(n, r, ("text", "json")).lower(),
     "log_level": lambda n, r: _choice(n, r, ("DEBUG", "INFO", "WARNING", "ERROR")).upper(),
     "data_dir": lambda n, r: r,
@@ -173,6 +179,8 @@ class Settings:
     metrics_port: int
     metrics_host: str
     metrics_interval_s: float
+    mail_api_url: str
+    payrail_url: str
     log_format: str
     log_level: str
     data_dir: str

@@ -96,7 +96,9 @@ def _not_text(entry_id: str, raw: dict[bytes, bytes]) -> Malformed:
 def _too_big(entry_id: str, raw: dict[bytes, bytes], max_field_bytes: int) -> Malformed:
     name, value = max(raw.items(), key=lambda item: max(len(item[0]), len(item[1])))
     size = max(len(name), len(value))
-    error = f"MalformedJob: field {_preview(name)} is {size} bytes, over the limit of {max_field_bytes} (MAX_FIELD_BYTES)"
+    error = (
+        f"MalformedJob: field {_preview(name)} is {size} bytes, over the limit of {max_field_bytes} (MAX_FIELD_BYTES)"
+    )
     return Malformed(entry_id, REASON_MALFORMED, error, "")
 
 

@@ -1,1 +1,50 @@
-"""Stagedoor's job kinds (filled in by the Stagedoor issue)."""
+"""Stagedoor's job kinds, schedules and lifespan: the default ``WORKER_KINDS`` module.
+
+Importing this module registers every kind (each declared next to its handler,
+with its retry policy and schedule) and the lifespan that, at worker start,
+migrates the schema, opens the connection pool and the HTTP client, and adds
+the outbox relay chore (which ``--burst`` also waits for).
+
+=======================  =====================  =========================  ========
+kind                     retries                schedule                   catch-up
+=======================  =====================  =========================  ========
+expire_holds             none                   every 60 s                 1 tick
+purge_idempotency_keys   none                   ``0 * * * *`` (hourly)     1 tick
+purge_outbox             none                   ``30 3 * * *`` (03:30)     1 tick
+reconcile_payments       none                   ``0 3 * * *`` (03:00)      none
+send_email               5, 1 s doubling to 60  outbox                     -
+send_reminder            5, 1 s doubling to 60  outbox, delayed            -
+render_tickets           1                      outbox                     -
+=======================  =====================  =========================  ========
+
+Cron times are in ``SCHEDULE_TZ`` (default UTC).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+from worker import lifespan
+from worker.app import WorkerApp
+from worker.chores import Chore
+from worker.keys import Keys
+from worker.stagedoor import holds, mail, purges, reconcile, tickets  # noqa: F401 - each registers its kinds
+from worker.stagedoor.context import open_context
+from worker.stagedoor.outbox import RELAY_INTERVAL_S, OutboxRelay
+from worker.stagedoor.schema import migrate_url
+
+
+@lifespan(needs_database=True)
+async def stagedoor(app: WorkerApp) -> AsyncIterator[None]:
+    await asyncio.to_thread(migrate_url, app.database_url)
+    async with open_context(
+        app.database_url,
+        mail_api_url=app.settings.mail_api_url,
+        payrail_url=app.settings.payrail_url,
+        pool_size=app.settings.concurrency + 2,
+    ) as ctx:
+        relay = OutboxRelay(ctx.pool, app.redis, Keys(app.settings.prefix))
+        app.add_chore(Chore("outbox-relay", RELAY_INTERVAL_S, relay.run))
+        app.add_more_work(relay.has_unpublished)
+        yield

@@ -1,0 +1,131 @@
+"""``python -m worker``: settings, help, enqueue, health and the embedded default."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import redis
+
+from tests.helpers import ROOT, Workers, wait_for
+from worker.keys import Keys
+from worker.settings import SETTINGS
+
+KINDS = "tests.queue.kinds_basic"
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "worker", *args],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def test_help_lists_every_setting_with_its_default() -> None:
+    out = run_cli("--help").stdout
+    for setting in SETTINGS.values():
+        assert setting.env in out
+    assert "WORKER_CONCURRENCY  default 8" in out
+
+
+@pytest.mark.parametrize(
+    ("env", "named"),
+    [
+        ({"WORKER_CONCURRENCY": "0"}, "WORKER_CONCURRENCY='0' must be >= 1"),
+        ({"WORKER_CONCURRENCY": "eight"}, "WORKER_CONCURRENCY='eight' is not an integer"),
+        ({"REDIS_URL": "localhost:6379"}, "REDIS_URL='localhost:6379' is not a URL"),
+        ({"DATABASE_URL": "mysql://x"}, "DATABASE_URL='mysql://x' is not a URL"),
+        ({"SCHEDULE_TZ": "Mars/Olympus"}, "SCHEDULE_TZ='Mars/Olympus' is not a known time zone"),
+        ({"LOG_FORMAT": "xml"}, "LOG_FORMAT='xml' is not one of: text, json"),
+        ({"WORKER_KINDS": "no_such_module_xyz"}, "cannot import 'no_such_module_xyz'"),
+    ],
+)
+def test_a_bad_setting_exits_2_with_one_line_naming_it(env: dict[str, str], named: str) -> None:
+    done = run_cli("--burst", env={"REDIS_URL": "redis://127.0.0.1:1/0", **env})
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert named in lines[0]
+
+
+def test_enqueue_command_adds_now_or_later(r: redis.Redis, keys: Keys, redis_url: str) -> None:
+    env = {"REDIS_URL": redis_url, "QUEUE_PREFIX": keys.prefix}
+    now = run_cli("enqueue", "send_email", "order_id=4471", "email=a@b.c", env=env)
+    assert now.returncode == 0, now.stderr
+    [(entry_id, fields)] = r.xrange(keys.jobs)
+    assert now.stdout.strip() == entry_id.decode()
+    assert fields[b"kind"] == b"send_email"
+    assert fields[b"order_id"] == b"4471"
+    assert fields[b"attempts"] == b"0"
+    assert len(fields[b"job_id"]) == 32
+
+    before = time.time()
+    later = run_cli("enqueue", "send_reminder", "order_id=1", "--delay", "2m", env=env)
+    assert later.returncode == 0, later.stderr
+    member = later.stdout.strip()
+    assert json.loads(member)["kind"] == "send_reminder"
+    assert before + 120 <= r.zscore(keys.delayed, member) <= time.time() + 120
+
+    at = run_cli("enqueue", "send_reminder", "--at", "2030-01-01T03:00:00+01:00", env=env)
+    assert r.zscore(keys.delayed, at.stdout.strip()) == 1893463200.0
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["enqueue", "k", "novalue"], "'novalue' is not key=value"),
+        (["enqueue", "k", "--delay", "soon"], "--delay 'soon' is not a duration"),
+        (["enqueue", "k", "--at", "tomorrow"], "--at 'tomorrow' is not ISO-8601"),
+        (["enqueue", "k", "--at", "2030-01-01T03:00:00"], "has no UTC offset"),
+    ],
+)
+def test_enqueue_command_refuses_bad_arguments(args: list[str], named: str, redis_url: str, keys: Keys) -> None:
+    done = run_cli(*args, env={"REDIS_URL": redis_url, "QUEUE_PREFIX": keys.prefix})
+    assert done.returncode == 2
+    assert named in done.stderr
+
+
+def test_health_reports_healthy_only_with_a_fresh_heartbeat(
+    r: redis.Redis, keys: Keys, redis_url: str, workers: Workers
+) -> None:
+    env = {"REDIS_URL": redis_url, "QUEUE_PREFIX": keys.prefix, "WORKER_NAME": "health-probe"}
+    missing = run_cli("health", env=env)
+    assert missing.returncode == 1
+    assert missing.stdout.startswith("unhealthy: stream")
+    proc = workers.start(KINDS, WORKER_NAME="health-probe")
+    wait_for(lambda: r.exists(keys.heartbeat("health-probe")), what="the heartbeat")
+    healthy = run_cli("health", env=env)
+    assert (healthy.returncode, healthy.stdout.split(":")[0]) == (0, "healthy")
+    proc.terminate()
+    assert proc.wait(30) == 0
+    gone = run_cli("health", env=env)
+    assert gone.returncode == 1
+    assert "no heartbeat" in gone.stdout
+    down = run_cli("health", env={**env, "REDIS_URL": "redis://127.0.0.1:1/0"})
+    assert down.returncode == 1
+    assert down.stdout.startswith("unhealthy: Redis does not answer")
+
+
+def test_without_redis_url_the_worker_starts_and_stops_its_own_server(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "DATABASE_URL")}
+    env.update({"PYTHONPATH": str(ROOT), "STAGEDOOR_DATA_DIR": str(tmp_path), "WORKER_KINDS": KINDS})
+    before = {p.pid for p in psutil.process_iter(["name"]) if p.info["name"] == "valkey-server"}
+    done = subprocess.run(
+        [sys.executable, "-m", "worker", "--burst"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert "started the embedded Valkey at redis://127.0.0.1:" in done.stderr
+    assert "Burst mode: the queue is drained" in done.stderr
+    after = {p.pid for p in psutil.process_iter(["name"]) if p.info["name"] == "valkey-server"}
+    assert after <= before  # nothing left behind
+    assert not (tmp_path / "stack.json").exists()

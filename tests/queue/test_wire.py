@@ -1,0 +1,69 @@
+"""Parsing at the loop's edge: every malformed shape becomes a reason, never an exception."""
+
+from __future__ import annotations
+
+import pytest
+
+from worker import wire
+from worker.kinds import Registry, job_kind
+
+
+@pytest.fixture
+def registry() -> Registry:
+    reg = Registry()
+
+    @job_kind("send_email", registry=reg)
+    async def send_email(job: object) -> None: ...
+
+    return reg
+
+
+def parse(raw: dict[bytes, bytes], registry: Registry, limit: int = 1024) -> wire.Malformed | object:
+    return wire.parse_entry("1-0", raw, registry, limit)
+
+
+def test_a_valid_entry_becomes_a_job(registry: Registry) -> None:
+    job = parse({b"kind": b"send_email", b"job_id": b"j1", b"attempts": b"2", b"email": b"a@b.c"}, registry)
+    assert not isinstance(job, wire.Malformed)
+    assert (job.kind, job.job_id, job.attempts, job.entry_id) == ("send_email", "j1", 2, "1-0")  # type: ignore[attr-defined]
+    assert job.fields["email"] == "a@b.c"  # type: ignore[attr-defined]
+
+
+def test_outbox_id_stands_for_job_id_and_attempts_default_to_zero(registry: Registry) -> None:
+    job = parse({b"kind": b"send_email", b"outbox_id": b"88210"}, registry)
+    assert (job.job_id, job.attempts) == ("88210", 0)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason", "named"),
+    [
+        ({b"order_id": b"1"}, wire.REASON_MALFORMED, "no 'kind'"),
+        ({b"kind": b"", b"order_id": b"1"}, wire.REASON_MALFORMED, "no 'kind'"),
+        ({b"kind": b"render_ticketz"}, wire.REASON_UNKNOWN_KIND, "'render_ticketz'"),
+        ({b"kind": b"send_email", b"attempts": b"two"}, wire.REASON_MALFORMED, "'two'"),
+        ({b"kind": b"send_email", b"attempts": b"-1"}, wire.REASON_MALFORMED, "'-1'"),
+        ({b"kind": b"send_email", b"attempts": b"1.5"}, wire.REASON_MALFORMED, "'1.5'"),
+        ({b"kind": b"send_email", b"attempts": b""}, wire.REASON_MALFORMED, "''"),
+        ({b"kind": b"send_email", b"attempts": "٣".encode()}, wire.REASON_MALFORMED, "'٣'"),
+        ({b"kind": b"send_email", b"attempts": b"9" * 30}, wire.REASON_MALFORMED, "999"),
+        ({b"kind": b"send_email", b"body": b"x" * 2000}, wire.REASON_MALFORMED, "2000 bytes"),
+        ({b"kind": b"send_email", b"x" * 2000: b"1"}, wire.REASON_MALFORMED, "2000 bytes"),
+        ({b"kind": b"send_email", b"name": b"\xff\xfe"}, wire.REASON_MALFORMED, "not UTF-8"),
+        ({b"kind": b"send_email", b"\xc3(": b"v"}, wire.REASON_MALFORMED, "not UTF-8"),
+        ({b"malformed_delayed": b"[1,2]"}, wire.REASON_MALFORMED, "[1,2]"),
+    ],
+)
+def test_malformed_entries_name_the_reason_and_the_offending_value(
+    raw: dict[bytes, bytes], reason: str, named: str, registry: Registry
+) -> None:
+    bad = parse(raw, registry)
+    assert isinstance(bad, wire.Malformed)
+    assert bad.reason == reason
+    assert named in bad.error
+
+
+def test_delayed_member_round_trips_with_sorted_compact_json() -> None:
+    fields = {"kind": "send_email", "job_id": "j", "attempts": "1", "email": "zoë@example.cz"}
+    member = wire.encode_member(fields)
+    assert member == '{"attempts":"1","email":"zoë@example.cz","job_id":"j","kind":"send_email"}'
+    assert wire.decode_member(member) == fields
