@@ -30,8 +30,22 @@ lint: venv
 	$(PY) -m ruff format --check worker opslib tests benchmarks
 	$(PY) -m mypy
 
-bench: venv
-	$(PY) benchmarks/throughput.py
+# The peers run in virtual environments of their own under benchmarks/.venv/
+# (benchmark-only dependencies: benchmarks/requirements/*.txt) and BullMQ in
+# benchmarks/bullmq/node_modules (npm); `make bench` installs them itself.
+BENCH_PEERS := arq saq rq dramatiq celery
+
+bench: venv $(foreach p,$(BENCH_PEERS),benchmarks/.venv/$(p)/.installed) benchmarks/bullmq/node_modules/.installed
+	$(PY) benchmarks/bench.py
+
+benchmarks/.venv/%/.installed: benchmarks/requirements/%.txt | $(UV)
+	$(UV) venv --quiet --allow-existing benchmarks/.venv/$* --python $(PYTHON)
+	$(UV) pip install --quiet --python benchmarks/.venv/$*/bin/python -r $<
+	touch $@
+
+benchmarks/bullmq/node_modules/.installed: benchmarks/bullmq/package.json benchmarks/bullmq/package-lock.json
+	cd benchmarks/bullmq && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
 
 clean:
 	rm -rf $(VENV) .tools .data

