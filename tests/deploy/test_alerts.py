@@ -1,0 +1,58 @@
+"""The Prometheus rules in deploy/alerts.yml: valid (``promtool check rules``) and unit-tested
+(``promtool test rules deploy/alerts.test.yml``), and every metric they read is one the worker exports."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+
+import redis.asyncio as aioredis
+import yaml
+
+from tests.deploy.tools import require
+from tests.helpers import ROOT
+from worker.kinds import Registry
+from worker.metrics import Metrics, QueueState
+from worker.settings import Settings
+
+DEPLOY = ROOT / "deploy"
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(args, cwd=DEPLOY, capture_output=True, text=True, timeout=60)
+
+
+def test_the_rules_are_valid() -> None:
+    done = run(str(require("promtool")), "check", "rules", "alerts.yml")
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_each_alert_passes_its_unit_tests() -> None:
+    done = run(str(require("promtool")), "test", "rules", "alerts.test.yml")
+    assert done.returncode == 0, done.stdout + done.stderr
+    alerts = {
+        rule["alert"]
+        for group in yaml.safe_load((DEPLOY / "alerts.yml").read_text())["groups"]
+        for rule in group["rules"]
+        if "alert" in rule
+    }
+    tested = set(re.findall(r"alertname: (\S+)", (DEPLOY / "alerts.test.yml").read_text()))
+    assert alerts == tested, f"alerts without a unit test: {alerts - tested}; tests of no alert: {tested - alerts}"
+
+
+def exported_metric_names() -> set[str]:
+    """Every series name a worker's registry can export (with the queue-wide gauges filled in)."""
+    metrics = Metrics(Settings.from_env({}), aioredis.Redis(), Registry())
+    metrics.queue_collector.state = QueueState(*range(8))
+    names = set()
+    for family in metrics.registry.collect():
+        suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_count", "_sum")}.get(family.type, ("",))
+        names |= {family.name + suffix for suffix in suffixes}
+    return names
+
+
+def test_the_rules_read_only_metrics_the_worker_exports() -> None:
+    rules = [rule for group in yaml.safe_load((DEPLOY / "alerts.yml").read_text())["groups"] for rule in group["rules"]]
+    used = {name for rule in rules for name in re.findall(r"(?<![:\w])stagedoor_\w+(?![:\w])", rule["expr"])}
+    missing = used - exported_metric_names()
+    assert used and not missing, f"rules read metrics the worker does not export: {missing}"

@@ -1,0 +1,151 @@
+"""Metrics of real worker processes, scraped over HTTP on 127.0.0.1, and the queue-wide reader."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+import time
+
+import httpx
+import pytest
+import redis
+import redis.asyncio as aioredis
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.helpers import Workers, wait_for
+from worker.embedded import free_port
+from worker.enqueue import enqueue
+from worker.keys import GROUP, Keys
+from worker.metrics import read_queue_state
+
+KINDS = "tests.deploy.kinds_metrics"
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+def scrape(port: int) -> Samples | None:
+    """Every sample on the worker's /metrics, keyed by (name, sorted labels); None while it does not answer."""
+    try:
+        text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text
+    except httpx.TransportError:
+        return None
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def sample(samples: Samples | None, name: str, **labels: str) -> float | None:
+    return (samples or {}).get((name, tuple(sorted(labels.items()))))
+
+
+def start_workers(workers: Workers, count: int = 1, **extra: str) -> list[tuple[int, subprocess.Popen[str]]]:
+    """Start ``count`` workers, each with its metrics on a free port, and wait until each answers."""
+    started = []
+    for _ in range(count):
+        port = free_port()
+        env = {"METRICS_PORT": str(port), "METRICS_HOST": "127.0.0.1", "METRICS_INTERVAL_S": "0.2", **extra}
+        started.append((port, workers.start(KINDS, **env)))
+    for port, _proc in started:
+        wait_for(lambda port=port: scrape(port), timeout_s=30, what="the worker's /metrics to answer")
+    return started
+
+
+def test_a_worker_exports_its_jobs_and_the_queue_state(
+    r: redis.Redis, keys: Keys, prefix: str, workers: Workers
+) -> None:
+    # A consumer that died holding one entry (pending, no heartbeat).
+    r.xgroup_create(keys.jobs, GROUP, id="0", mkstream=True)
+    ghost_id = enqueue(r, "ok", {}, prefix=prefix)
+    r.xreadgroup(GROUP, "ghost", {keys.jobs: ">"}, count=1)
+    for _ in range(5):
+        enqueue(r, "ok", {}, prefix=prefix)
+    enqueue(r, "flaky", {}, prefix=prefix)
+    enqueue(r, "boom", {"order_id": "4471"}, prefix=prefix)
+    enqueue(r, "nope", {}, prefix=prefix)
+    r.xadd(keys.jobs, {"order_id": "4471"})  # no kind: malformed
+    enqueue(r, "ok", {}, prefix=prefix, delay_s=3600)
+    r.set(keys.dead_evicted, 7)
+    q = {"queue": prefix}
+
+    [(port, _proc)] = start_workers(workers, RECLAIM_INTERVAL_S="3600")
+    done = wait_for(
+        lambda: (
+            (s := scrape(port))
+            and sample(s, "stagedoor_jobs_succeeded_total", kind="ok", **q) == 5
+            and sample(s, "stagedoor_jobs_succeeded_total", kind="flaky", **q) == 1
+            and sample(s, "stagedoor_queue_dead_length", **q) == 3
+            and sample(s, "stagedoor_queue_pending", **q) == 1  # the ghost's; the rest acknowledged
+            and s
+        ),
+        what="the jobs to be processed and counted",
+    )
+    assert isinstance(done, dict)
+    assert sample(done, "stagedoor_jobs_retried_total", kind="flaky", **q) == 1
+    assert sample(done, "stagedoor_jobs_dead_total", kind="boom", reason="exhausted", **q) == 1
+    assert sample(done, "stagedoor_jobs_dead_total", kind="nope", reason="unknown_kind", **q) == 1
+    assert sample(done, "stagedoor_jobs_dead_total", kind="?", reason="malformed", **q) == 1
+    assert sample(done, "stagedoor_job_duration_seconds_count", kind="ok", **q) == 5
+    assert sample(done, "stagedoor_job_duration_seconds_count", kind="flaky", **q) == 2
+    assert sample(done, "stagedoor_job_duration_seconds_count", kind="boom", **q) == 1
+    assert sample(done, "stagedoor_job_duration_seconds_count", kind="nope", **q) is None
+    last_ok = sample(done, "stagedoor_job_last_success_timestamp_seconds", kind="ok", **q)
+    assert last_ok is not None and abs(last_ok - time.time()) < 60
+    assert sample(done, "stagedoor_schedule_interval_seconds", schedule="nightly_ok", kind="ok", **q) == 86_400
+
+    # The ghost's entry: pending, and once idle beyond RECLAIM_IDLE_MS, counted as idle (reclaim sleeps an hour).
+    assert sample(done, "stagedoor_queue_pending_idle", **q) == 0
+    r.xclaim(keys.jobs, GROUP, "ghost", 0, [ghost_id], idle=120_000)
+    state = wait_for(
+        lambda: (s := scrape(port)) and sample(s, "stagedoor_queue_pending_idle", **q) == 1 and s,
+        what="the idle pending entry to be counted",
+    )
+    assert isinstance(state, dict)
+    assert sample(state, "stagedoor_queue_lag", **q) == 0
+    assert sample(state, "stagedoor_queue_delayed", **q) == 1
+    assert sample(state, "stagedoor_queue_delayed_due", **q) == 0
+    assert sample(state, "stagedoor_queue_consumers_live", **q) == 1  # the ghost has no heartbeat
+    assert sample(state, "stagedoor_queue_dead_evicted_total", **q) == 7
+
+
+def test_one_worker_at_a_time_exports_the_queue_state(r: redis.Redis, prefix: str, workers: Workers) -> None:
+    q = {"queue": prefix}
+    started = dict(start_workers(workers, 2))
+
+    def reporters() -> list[int]:
+        return [port for port in started if sample(scrape(port), "stagedoor_queue_consumers_live", **q) == 2]
+
+    wait_for(lambda: len(reporters()) == 1, what="one worker to report two live consumers")
+    [holder] = reporters()
+    for _ in range(10):  # over several refreshes (0.2 s): never both, never neither, never another
+        assert reporters() == [holder]
+        time.sleep(0.1)
+    started[holder].send_signal(signal.SIGTERM)
+    assert started[holder].wait(30) == 0
+    [other] = [port for port in started if port != holder]
+    wait_for(
+        lambda: sample(scrape(other), "stagedoor_queue_consumers_live", **q) == 1,
+        what="the other worker to take over the queue-wide gauges",
+    )
+    assert started[other].poll() is None
+
+
+def test_the_lag_is_counted_where_redis_cannot_report_it(redis_url: str, keys: Keys, r: redis.Redis) -> None:
+    r.xgroup_create(keys.jobs, GROUP, id="0", mkstream=True)
+    ids = [r.xadd(keys.jobs, {"kind": "ok"}) for _ in range(4)]
+    r.xreadgroup(GROUP, "someone", {keys.jobs: ">"}, count=1)
+
+    async def read() -> int:
+        client = aioredis.Redis.from_url(redis_url)
+        try:
+            return (await read_queue_state(client, keys, 60_000, time.time())).lag
+        finally:
+            await client.aclose()
+
+    assert asyncio.run(read()) == 3
+    r.xdel(keys.jobs, ids[2])  # a deleted undelivered entry: XINFO GROUPS reports lag nil
+    group = next(g for g in r.xinfo_groups(keys.jobs) if g["name"] == GROUP.encode())
+    if group.get("lag") is not None:
+        pytest.skip("this server still reports the lag after a deletion; nothing to count")
+    assert asyncio.run(read()) == 2
