@@ -159,7 +159,7 @@ async def serve(settings: Settings, redis_url: str, database_url: str, burst: bo
             observers = await stack.enter_async_context(worker_metrics(app))
             for lifespan in REGISTRY.lifespans:
                 await stack.enter_async_context(lifespan(app))
-            scheduler = scheduler_chore(app)
+            scheduler = scheduler_chore(app, observers)
             if scheduler is not None:
                 app.add_chore(scheduler)
             worker = Worker(

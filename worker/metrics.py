@@ -59,7 +59,6 @@ from worker.settings import Settings
 
 if TYPE_CHECKING:
     from worker.app import WorkerApp
-    from worker.runner import Observer
 
 log = logging.getLogger("worker.metrics")
 
@@ -339,8 +338,9 @@ class Metrics:
 
 
 @contextlib.asynccontextmanager
-async def worker_metrics(app: WorkerApp) -> AsyncIterator[list[Observer]]:
-    """Serve metrics while the worker runs, when METRICS_PORT is set; yield the observers to pass to it."""
+async def worker_metrics(app: WorkerApp) -> AsyncIterator[list[Metrics]]:
+    """Serve metrics while the worker runs, when METRICS_PORT is set; yield the observers to pass to
+    the loop and the scheduler (none when off)."""
     if not app.settings.metrics_port:
         yield []
         return

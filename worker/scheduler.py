@@ -25,7 +25,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from worker.chores import Chore
 from worker.enqueue import job_fields
@@ -49,6 +49,14 @@ WAKE_INTERVAL_S = 1.0
 LATE_LOG_S = 5.0
 
 
+class TickObserver(Protocol):
+    """What the scheduler reports about each due tick (metrics implement it)."""
+
+    def tick_enqueued(self, schedule: str) -> None: ...
+
+    def tick_skipped(self, schedule: str) -> None: ...
+
+
 class Scheduler:
     """Enqueues the ticks of ``schedules`` that fall due on this worker's clock."""
 
@@ -61,6 +69,7 @@ class Scheduler:
         owner: str,
         default_tz: str = "UTC",
         clock: Callable[[], float] = time.time,
+        observers: Iterable[TickObserver] = (),
     ) -> None:
         self.redis = redis
         self.keys = keys
@@ -68,6 +77,7 @@ class Scheduler:
         self.owner = owner
         self.default_tz = default_tz
         self.clock = clock
+        self.observers = list(observers)
         self._script = redis.register_script(source("schedule_tick"))
         self._cursor: dict[str, float] = {}
 
@@ -91,6 +101,11 @@ class Scheduler:
             for tick in s.ticks(lower, now, self.default_tz):
                 if await self._enqueue(s, tick, now):
                     enqueued += 1
+                    for observer in self.observers:
+                        observer.tick_enqueued(s.name)
+                else:  # another worker holds this tick's lock
+                    for observer in self.observers:
+                        observer.tick_skipped(s.name)
                 self._cursor[s.name] = tick
             self._cursor[s.name] = max(cursor, now)
         return enqueued
@@ -123,7 +138,7 @@ def describe(s: Schedule, default_tz: str) -> str:
     return f"{s.name} ({s.kind}, {when}, catch-up {catch_up})"
 
 
-def scheduler_chore(app: WorkerApp) -> Chore | None:
+def scheduler_chore(app: WorkerApp, observers: Iterable[TickObserver] = ()) -> Chore | None:
     """The scheduler as a chore of this worker, or None: no schedules, ``--burst``, or ``SCHEDULER=off``."""
     schedules = list(app.registry.schedules.values())
     if not schedules or app.burst or not app.settings.scheduler:
@@ -141,6 +156,7 @@ def scheduler_chore(app: WorkerApp) -> Chore | None:
         schedules,
         owner=app.settings.worker_name,
         default_tz=app.settings.schedule_tz,
+        observers=observers,
     )
     log.info(
         "Scheduler on: %s.",

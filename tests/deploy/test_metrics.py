@@ -40,13 +40,15 @@ def sample(samples: Samples | None, name: str, **labels: str) -> float | None:
     return (samples or {}).get((name, tuple(sorted(labels.items()))))
 
 
-def start_workers(workers: Workers, count: int = 1, **extra: str) -> list[tuple[int, subprocess.Popen[str]]]:
+def start_workers(
+    workers: Workers, count: int = 1, kinds: str = KINDS, **extra: str
+) -> list[tuple[int, subprocess.Popen[str]]]:
     """Start ``count`` workers, each with its metrics on a free port, and wait until each answers."""
     started = []
     for _ in range(count):
         port = free_port()
         env = {"METRICS_PORT": str(port), "METRICS_HOST": "127.0.0.1", "METRICS_INTERVAL_S": "0.2", **extra}
-        started.append((port, workers.start(KINDS, **env)))
+        started.append((port, workers.start(kinds, **env)))
     for port, _proc in started:
         wait_for(lambda port=port: scrape(port), timeout_s=30, what="the worker's /metrics to answer")
     return started
@@ -149,3 +151,22 @@ def test_the_lag_is_counted_where_redis_cannot_report_it(redis_url: str, keys: K
     if group.get("lag") is not None:
         pytest.skip("this server still reports the lag after a deletion; nothing to count")
     assert asyncio.run(read()) == 2
+
+
+def test_scheduler_ticks_are_counted_as_enqueued_by_one_worker_and_skipped_by_the_other(
+    r: redis.Redis, keys: Keys, prefix: str, workers: Workers
+) -> None:
+    q = {"queue": prefix, "schedule": "every_second"}
+    ports = [port for port, _proc in start_workers(workers, 2, kinds=f"{KINDS},tests.deploy.kinds_ticking")]
+
+    def totals() -> tuple[float, float] | None:
+        scraped = [scrape(port) for port in ports]
+        enqueued = sum(sample(s, "stagedoor_scheduler_ticks_enqueued_total", **q) or 0 for s in scraped)
+        skipped = sum(sample(s, "stagedoor_scheduler_ticks_skipped_total", **q) or 0 for s in scraped)
+        return (enqueued, skipped) if enqueued >= 3 and skipped >= 3 else None
+
+    counted = wait_for(totals, timeout_s=30, what="three ticks enqueued and three skipped")
+    assert isinstance(counted, tuple)
+    enqueued, _skipped = counted
+    locks = list(r.scan_iter(match=keys.sched("every_second", 0).removesuffix("0") + "*"))
+    assert len(locks) >= enqueued  # each enqueued tick took its own lock; none was enqueued twice
