@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from worker.errors import WorkerError
 
@@ -98,6 +99,7 @@ def valkey_binary() -> Path:
 
 def start_redis(data_dir: Path, *, port: int | None = None, extra_args: tuple[str, ...] = ()) -> EmbeddedServer:
     """Start valkey-server on 127.0.0.1 (a free port unless given); nothing on disk by default."""
+    data_dir = data_dir.resolve()  # valkey changes to --dir before it opens --logfile
     data_dir.mkdir(parents=True, exist_ok=True)
     port = port or free_port()
     log = data_dir / "valkey.log"
@@ -111,7 +113,8 @@ def start_redis(data_dir: Path, *, port: int | None = None, extra_args: tuple[st
         "--logfile", str(log),
         *extra_args,
     ]  # fmt: skip
-    proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+    # Its own process group: Ctrl-C reaches the worker, which stops first; then we stop the server.
+    proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent, process_group=0)
 
     def ready() -> bool:
         try:
@@ -167,14 +170,14 @@ def start_postgres(data_dir: Path) -> EmbeddedServer:
             os.chown(path, *ids)
         log.touch()
         os.chown(log, *ids)
-    user_kwargs: dict[str, int] = {} if ids is None else {"user": ids[0], "group": ids[1], "extra_groups": []}
+    user_kwargs: dict[str, Any] = {} if ids is None else {"user": ids[0], "group": ids[1], "extra_groups": []}
     if not (pgdata / "PG_VERSION").exists():
         shutil.rmtree(pgdata, ignore_errors=True)
         done = subprocess.run(
             [str(_pg_bin() / "initdb"), "-D", str(pgdata), "-U", "postgres", "--auth=trust", "-E", "UTF8",
              "--no-sync"],
             capture_output=True,
-            **user_kwargs,  # type: ignore[arg-type]
+            **user_kwargs,
         )  # fmt: skip
         if done.returncode != 0:
             raise EmbeddedServerError(f"initdb failed: {done.stderr.decode(errors='replace')[-2000:]}")
@@ -187,7 +190,8 @@ def start_postgres(data_dir: Path) -> EmbeddedServer:
             stdout=log_file,
             stderr=log_file,
             preexec_fn=_die_with_parent,
-            **user_kwargs,  # type: ignore[arg-type]
+            process_group=0,
+            **user_kwargs,
         )  # fmt: skip
     sock = sock_dir / f".s.PGSQL.{port}"
 

@@ -136,7 +136,6 @@ class Worker:
         self._reading = asyncio.Lock()
         self._threads = ThreadPoolExecutor(settings.concurrency, thread_name_prefix="job")
         self._rng = random.Random()
-        self.max_inflight_seen = 0
         self._side_tasks: set[asyncio.Task[None]] = set()
         self._read_conn: Any = None
         self._read_commands: dict[int, bytes] = {}
@@ -286,18 +285,9 @@ class Worker:
             self._acks[:0], self._replay_outcomes[:0] = acks, outcomes
             raise
 
-    def _start(self, entry_id: str, raw: dict[bytes, bytes]) -> None:
-        task = asyncio.create_task(self.run_entry(entry_id, raw))
-        self.inflight[entry_id] = task
+    def _start(self, entry_id: str, raw: dict[bytes, bytes], alone: bool = False) -> None:
+        self.inflight[entry_id] = asyncio.create_task(self.run_entry(entry_id, raw, alone=alone))
         self.started_at[entry_id] = time.monotonic()
-        if len(self.inflight) > self.max_inflight_seen:
-            self.max_inflight_seen = len(self.inflight)
-        task.add_done_callback(lambda _t, eid=entry_id: self._finished(eid))
-
-    def _finished(self, entry_id: str) -> None:
-        self.inflight.pop(entry_id, None)
-        self.started_at.pop(entry_id, None)
-        self._slot_freed.set()
 
     async def _drained(self) -> bool:
         """Burst mode's exit test: nothing in flight, pending, undelivered or delayed,
@@ -355,10 +345,8 @@ class Worker:
         if self._read_conn is not None:
             await self.redis.connection_pool.release(self._read_conn)
             self._read_conn = None
-        try:
+        with contextlib.suppress(*CONNECTION_ERRORS):
             await self.redis.delete(self.keys.heartbeat(self.name))
-        except CONNECTION_ERRORS:
-            pass
 
     # --------------------------------------------------------------- wrapper
 
@@ -372,7 +360,10 @@ class Worker:
             spec = self.registry.kinds[parsed.kind]
             started = time.perf_counter()
             try:
-                await self._call(spec, parsed)
+                if spec.is_async and spec.timeout_s is None:
+                    await spec.handler(parsed)  # the common case, without _call's frame
+                else:
+                    await self._call(spec, parsed)
             except (Exception, SystemExit) as exc:
                 await self._failed(spec, parsed, exc, time.perf_counter() - started)
                 return
@@ -384,6 +375,10 @@ class Worker:
         except Exception:
             # Only Redis being away can get here; the entry stays pending and is reclaimed.
             log.exception("Could not record the outcome of entry %s; it stays pending.", entry_id)
+        finally:
+            self.inflight.pop(entry_id, None)
+            self.started_at.pop(entry_id, None)
+            self._slot_freed.set()
 
     async def _call(self, spec: KindSpec, job: Job) -> None:
         if spec.is_async:
@@ -574,7 +569,9 @@ class Worker:
     async def reclaim(self) -> None:
         """Dead-letter poison entries; claim other idle pending entries and run each alone."""
         idle_ms = self.settings.reclaim_idle_ms
-        pending = await self.redis.xpending_range(self.keys.jobs, GROUP, min="-", max="+", count=100, idle=idle_ms)
+        pending: list[dict[str, Any]] = await self.redis.xpending_range(
+            self.keys.jobs, GROUP, min="-", max="+", count=100, idle=idle_ms
+        )
         for item in pending:
             if self.stopping.is_set():
                 return
@@ -613,7 +610,7 @@ class Worker:
             while self.inflight:
                 self._slot_freed.clear()
                 await self._slot_freed.wait()
-            claimed = await self.redis.xclaim(self.keys.jobs, GROUP, self.name, idle_ms, [entry_id])
+            claimed: list[Any] = await self.redis.xclaim(self.keys.jobs, GROUP, self.name, idle_ms, [entry_id])
             if not claimed or claimed[0] is None or claimed[0][1] is None:
                 return
             log.warning(
@@ -622,11 +619,8 @@ class Worker:
                 previous,
                 deliveries + 1,
             )
-            task = asyncio.create_task(self.run_entry(entry_id, claimed[0][1], alone=True))
-            self.inflight[entry_id] = task
-            self.started_at[entry_id] = time.monotonic()
-            task.add_done_callback(lambda _t: self._finished(entry_id))
-            await asyncio.shield(task)
+            self._start(entry_id, claimed[0][1], alone=True)
+            await asyncio.shield(self.inflight[entry_id])
 
     async def refresh_claims(self) -> None:
         """Reset the idle time of entries running longer than a third of RECLAIM_IDLE_MS."""
