@@ -10,6 +10,7 @@ dead-letters it.
 from __future__ import annotations
 
 import json
+from itertools import chain
 from dataclasses import dataclass
 
 from worker.kinds import Job, Registry
@@ -44,7 +45,7 @@ def parse_entry(entry_id: str, raw: dict[bytes, bytes], registry: Registry, max_
         fields = {name.decode(): value.decode() for name, value in raw.items()}
     except UnicodeDecodeError:
         return _not_text(entry_id, raw)
-    if max(map(len, raw.values()), default=0) > max_field_bytes or max(map(len, raw), default=0) > max_field_bytes:
+    if max(map(len, chain(raw, raw.values())), default=0) > max_field_bytes:
         return _too_big(entry_id, raw, max_field_bytes)
     kind = fields.get("kind", "")
     if "malformed_delayed" in fields:
