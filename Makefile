@@ -20,7 +20,7 @@ $(VENV)/.synced: pyproject.toml uv.lock | $(UV)
 venv: $(VENV)/.synced
 
 run: venv
-	$(PY) -m worker
+	$(PY) -m worker.stagedoor.demo
 
 test: venv
 	$(PY) -m pytest -q

@@ -80,6 +80,7 @@ class Scheduler:
         self.observers = list(observers)
         self._script = redis.register_script(source("schedule_tick"))
         self._cursor: dict[str, float] = {}
+        self._next: dict[str, float] = {}
 
     def lookback_s(self, s: Schedule, now: float) -> float:
         """The furthest back a wake at ``now`` looks for due ticks of ``s``."""
@@ -97,6 +98,8 @@ class Scheduler:
             cursor = self._cursor.get(s.name)
             if cursor is None:
                 cursor = now - s.catch_up_window_s(now, self.default_tz)
+            elif now < self._next[s.name]:
+                continue
             lower = max(cursor, now - self.lookback_s(s, now))
             for tick in s.ticks(lower, now, self.default_tz):
                 if await self._enqueue(s, tick, now):
@@ -108,6 +111,7 @@ class Scheduler:
                         observer.tick_skipped(s.name)
                 self._cursor[s.name] = tick
             self._cursor[s.name] = max(cursor, now)
+            self._next[s.name] = s.next_tick(self._cursor[s.name], self.default_tz)
         return enqueued
 
     async def _enqueue(self, s: Schedule, tick: float, now: float) -> bool:

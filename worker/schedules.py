@@ -25,7 +25,7 @@ without waiting. :mod:`worker.scheduler` is the chore that enqueues them.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -56,23 +56,31 @@ class Schedule:
 
     def ticks(self, after: float, until: float, default_tz: str = "UTC") -> list[float]:
         """The ticks ``t`` with ``after < t <= until`` (epoch seconds), oldest first."""
-        if until <= after:
-            return []
+        out: list[float] = []
+        for tick in self._ticks_after(after, default_tz):
+            if tick > until:
+                return out
+            out.append(tick)
+        raise AssertionError("unreachable: a schedule has no last tick")
+
+    def next_tick(self, after: float, default_tz: str = "UTC") -> float:
+        """The first tick strictly after ``after``."""
+        return next(self._ticks_after(after, default_tz))
+
+    def _ticks_after(self, after: float, default_tz: str) -> Iterator[float]:
         if self.every_s is not None:
-            first = (math.floor(after / self.every_s) + 1) * self.every_s
-            return [float(t) for t in range(first, math.floor(until) + 1, self.every_s)]
+            tick = (math.floor(after / self.every_s) + 1) * self.every_s
+            while True:
+                yield float(tick)
+                tick += self.every_s
         zone = self.zone(default_tz)
         assert self.cron is not None
         hourly_or_finer = croniter(self.cron).expanded[1] == ["*"]
         it = croniter(self.cron, datetime.fromtimestamp(after, zone))
-        out: list[float] = []
         while True:
-            tick = it.get_next(datetime)
-            at = tick.timestamp()
-            if at > until:
-                return out
-            if hourly_or_finer or not _repeated_wall_time(tick, zone):
-                out.append(at)
+            at = it.get_next(datetime)
+            if hourly_or_finer or not _repeated_wall_time(at, zone):
+                yield at.timestamp()
 
     def interval_s(self, at: float, default_tz: str = "UTC") -> float:
         """The length of the interval holding ``at``: ``every_s``, or the gap between the cron ticks around it."""

@@ -49,7 +49,7 @@ def render_pdf(order: TicketOrder, labels: Sequence[str]) -> bytes:
     size = landscape(A6)
     pdf = canvas.Canvas(out, pagesize=size, invariant=True)
     pdf.setTitle(f"Stagedoor order {order.order_id}")
-    width, height = size
+    height = size[1]
     for label, value in zip(labels, values, strict=True):
         pdf.setFont("Helvetica-Bold", 14)
         pdf.drawString(10 * mm, height - 15 * mm, order.event)

@@ -56,7 +56,7 @@ def status_line(demo: DemoNight, night: Night, client: redis.Redis) -> str:
     pending, delayed, dead = pipe.execute()
     failed = sum(n for status, n in demo.mail.answered.items() if status >= 500)
     return (
-        f"Night so far: outbox {unpublished} unpublished; jobs {pending['pending']} running, {delayed} delayed; "
+        f"outbox {unpublished} unpublished; jobs {pending['pending']} running, {delayed} delayed; "
         f"{dead} dead letters; tickets of {rendered}/{len(night.paid_orders)} orders rendered; "
         f"{len(demo.mail.messages())} emails sent ({failed} sends answered 503); {holds} holds left; "
         f"{issues} reconciliation issues."
@@ -136,13 +136,13 @@ def main() -> int:
                     while worker.poll() is None and time.monotonic() < deadline:
                         time.sleep(0.2)
                     if worker.poll() is None:
-                        log.info(status_line(demo, night, client))
+                        log.info("Night so far: %s", status_line(demo, night, client))
             except KeyboardInterrupt:
                 signal.signal(signal.SIGINT, signal.SIG_IGN)
                 signal.signal(signal.SIGTERM, signal.SIG_IGN)
                 log.info("Stopping: the worker first, then the stand-ins and the servers this started.")
                 _stop_worker(worker, settings.shutdown_grace_s)
-                log.info(status_line(demo, night, client))
+                log.info("The night ended with: %s", status_line(demo, night, client))
             client.close()
             if worker.returncode not in (0, -signal.SIGINT):
                 log.error("The worker exited with %s.", worker.returncode)
