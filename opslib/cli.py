@@ -105,11 +105,6 @@ def cmd_dead(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_replay(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO) -> int:
-    if bool(args.ids) == bool(args.kind):
-        raise OpslibError("give dead entry ids, or --kind K (with --signature / --error-contains), not both or neither")
-    if args.ids and (args.signature or args.error_contains or args.since):
-        raise OpslibError("--signature, --error-contains and --since go with --kind, not with ids")
-
     def run(dry_run: bool) -> pd.DataFrame:
         if args.kind:
             return replay_kind(
@@ -155,6 +150,11 @@ def cmd_replay(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO
 def main(argv: Sequence[str] | None = None, *, stdin: TextIO | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command == "replay":
+        if bool(args.ids) == bool(args.kind):
+            parser.error("replay: give dead entry ids, or --kind K (with --signature / --error-contains), not both")
+        if args.ids and (args.signature or args.error_contains or args.since):
+            parser.error("replay: --signature, --error-contains and --since go with --kind, not with ids")
     out, err = sys.stdout, sys.stderr
     try:
         if args.command == "stats":

@@ -93,8 +93,9 @@ def failure_groups_to_frame(dead: pd.DataFrame) -> pd.DataFrame:
     """
     if dead.empty:
         return typed_frame({name: [] for name in GROUP_COLUMNS}, GROUP_COLUMNS)
+    dead = dead.sort_values("dead_at", kind="stable")
     grouped = dead.groupby("signature", sort=False, observed=True)
-    newest = grouped["dead_at"].idxmax()
+    newest = dead.index.to_series().groupby(dead["signature"].to_numpy(), sort=False).last()
     columns = {
         "signature": list(newest.index),
         "error_type": list(dead.loc[newest.values, "error_type"]),

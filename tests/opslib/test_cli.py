@@ -1,0 +1,151 @@
+"""``python -m opslib``: output, confirmation of replays, exit codes."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import pty
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import TextIO
+
+import pandas as pd
+import pytest
+import redis
+
+from opslib.cli import EXIT_FAILED, EXIT_NOT_CONFIRMED, EXIT_OK, EXIT_USAGE, main
+from tests.helpers import ROOT
+from tests.opslib.seed import bury
+from worker.embedded import free_port
+from worker.keys import Keys
+
+
+@pytest.fixture
+def env(redis_url: str, keys: Keys, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """Point opslib at the test's queue through the environment, as an operator's shell would."""
+    monkeypatch.setenv("REDIS_URL", redis_url)
+    monkeypatch.setenv("QUEUE_PREFIX", keys.prefix)
+    return {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+@pytest.fixture
+def dead(r: redis.Redis, keys: Keys) -> list[str]:
+    return [
+        bury(r, keys, {"kind": "seat_label", "seat": s, "order_id": "7"}, {"error": f"SeatLabelInvalid: {s!r} is bad"})
+        for s in ("14-C", "7-A")
+    ]
+
+
+@pytest.fixture
+def terminal() -> Iterator[tuple[TextIO, int]]:
+    """A real pseudo-terminal: (its reading end as the CLI's stdin, the fd to type into)."""
+    typist, line = pty.openpty()
+    stdin = os.fdopen(line, "r")
+    try:
+        yield stdin, typist
+    finally:
+        stdin.close()
+        os.close(typist)
+
+
+def run(*argv: str, stdin: TextIO | None = None) -> int:
+    return main(list(argv), stdin=stdin or io.StringIO())
+
+
+def test_queries_print_tables_json_and_csv(
+    env: dict[str, str], dead: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run("stats") == EXIT_OK
+    assert "dead_evicted" in capsys.readouterr().out
+    assert run("dead") == EXIT_OK
+    out = capsys.readouterr().out
+    assert dead[0] in out and "SeatLabelInvalid: '14-C' is bad" in out
+    assert run("dead", "--kind", "seat_label", "--json") == EXIT_OK
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [row["dead_id"] for row in rows] == dead and rows[0]["seat"] == "14-C"
+    assert run("dead", "--csv") == EXIT_OK
+    frame = pd.read_csv(io.StringIO(capsys.readouterr().out), dtype=str)
+    assert frame["dead_id"].tolist() == dead
+    assert run("groups") == EXIT_OK
+    assert "SeatLabelInvalid: <str> is bad" in capsys.readouterr().out
+    assert run("pending") == EXIT_OK
+    assert "(none)" in capsys.readouterr().out
+
+
+def test_replay_asks_on_a_terminal(
+    env: dict[str, str],
+    dead: list[str],
+    r: redis.Redis,
+    keys: Keys,
+    terminal: tuple[TextIO, int],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    stdin, typist = terminal
+    os.write(typist, b"n\n")
+    assert run("replay", "--kind", "seat_label", stdin=stdin) == EXIT_NOT_CONFIRMED
+    out = capsys.readouterr().out
+    assert "would replay 2 dead letters" in out and "Replay 2 dead letters? [y/N]" in out and "not replayed" in out
+    assert r.xlen(keys.dead) == 2
+    os.write(typist, b"y\n")
+    assert (
+        run("replay", "--kind", "seat_label", "--signature", "SeatLabelInvalid: <str> is bad", stdin=stdin) == EXIT_OK
+    )
+    out = capsys.readouterr().out
+    assert "replayed 2, missing 0" in out
+    batch = out.split("batch ")[1].split()[0]
+    assert r.xlen(keys.dead) == 0
+    assert run("status", batch) == EXIT_OK
+    assert "still queued    2" in capsys.readouterr().out
+
+
+def test_replay_without_a_terminal_needs_yes(
+    env: dict[str, str], dead: list[str], r: redis.Redis, keys: Keys, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run("replay", dead[0]) == EXIT_NOT_CONFIRMED
+    assert "no terminal to confirm on; add --yes" in capsys.readouterr().err
+    assert run("replay", "--kind", "seat_label", "--dry-run") == EXIT_OK
+    assert r.xlen(keys.dead) == 2
+    assert run("replay", dead[0], "1-0", "--yes") == EXIT_OK
+    assert "replayed 1, missing 0" in capsys.readouterr().out
+    assert run("replay", dead[0], "--yes") == EXIT_OK  # already replayed: reported, not an error
+    assert "would replay 0 dead letters; 1 ids are not in jobs:dead" in capsys.readouterr().out
+    assert r.xlen(keys.dead) == 1
+
+
+def test_errors_exit_with_their_codes(env: dict[str, str], dead: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert run("replay", "14-C", "--yes") == EXIT_FAILED
+    assert "'14-C' is not a stream entry id" in capsys.readouterr().err
+    assert run("replay", "--kind", "seat_lable", "--yes") == EXIT_FAILED
+    assert "did you mean 'seat_label'?" in capsys.readouterr().err
+    assert run("status", "nothing-here") == EXIT_FAILED
+    with pytest.raises(SystemExit) as usage:
+        run("replay")
+    assert usage.value.code == EXIT_USAGE
+    with pytest.raises(SystemExit) as usage:
+        run("replay", dead[0], "--kind", "seat_label")
+    assert usage.value.code == EXIT_USAGE
+
+
+def test_the_module_runs_and_exits_with_the_code(env: dict[str, str], dead: list[str]) -> None:
+    """As a process: no terminal, no --yes: refused (3); an unreachable server: 1."""
+    refused = subprocess.run(
+        [sys.executable, "-m", "opslib", "replay", dead[0]],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert refused.returncode == EXIT_NOT_CONFIRMED, refused.stderr
+    assert "would replay 1 dead letters" in refused.stdout
+    away = subprocess.run(
+        [sys.executable, "-m", "opslib", "stats"],
+        env={**env, "REDIS_URL": f"redis://127.0.0.1:{free_port()}/0"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert away.returncode == EXIT_FAILED
+    assert away.stderr.startswith("error: cannot reach Redis at redis://127.0.0.1:")
