@@ -105,6 +105,13 @@ def cmd_enqueue(settings: Settings, args: argparse.Namespace) -> int:
             raise SettingsError(f"--at {args.at!r} is not ISO-8601; e.g. 2026-12-01T03:00:00+00:00") from None
         if run_at.tzinfo is None:
             raise SettingsError(f"--at {args.at!r} has no UTC offset; add one, e.g. +00:00")
+    import_kind_modules(settings.kinds)
+    if args.kind not in REGISTRY.kinds:
+        known = ", ".join(sorted(REGISTRY.kinds)) or "none"
+        raise SettingsError(
+            f"unknown kind {args.kind!r}: the modules in WORKER_KINDS declare {known} "
+            "(a worker would dead-letter it as unknown_kind)"
+        )
     client = redis.Redis.from_url(connect_url(settings))
     try:
         result = enqueue(client, args.kind, fields, delay_s=delay_s, run_at=run_at, prefix=settings.prefix)

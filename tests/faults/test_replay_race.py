@@ -70,7 +70,7 @@ def test_two_processes_replaying_the_same_dead_entries_re_add_each_once(
             if p.poll() is None:
                 p.kill()
                 p.wait()
-    for p, (out, err) in zip(procs, outputs, strict=True):
+    for p, (_out, err) in zip(procs, outputs, strict=True):
         assert p.returncode == 0, err
     counts = [json.loads(out.strip().splitlines()[-1]) for out, _ in outputs]
     replayed = [c.get("replayed", 0) for c in counts]

@@ -1,0 +1,129 @@
+"""Bad input at the edges: opslib (its functions and ``python -m opslib``) and
+``python -m worker enqueue`` given unknown kinds, malformed ids and unreachable
+servers answer with a clear message and change nothing in the queue.
+
+The command lines are checked for what only they add (exit code, a short
+message without a traceback); each ``python -m opslib`` start costs seconds
+here, so its checks of ids and kinds are made through the functions it calls.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+import redis
+
+import opslib
+from tests.faults.support import KINDS
+from tests.helpers import ROOT, Workers
+from worker.embedded import free_port
+from worker.enqueue import enqueue
+from worker.keys import Keys
+
+
+def queue_state(r: redis.Redis, prefix: str) -> dict[bytes, Any]:
+    """Every key under the prefix with its whole content, to compare before and after."""
+    state: dict[bytes, Any] = {}
+    for key in sorted(r.scan_iter(match=f"{prefix}*", count=1000)):
+        kind = r.type(key)
+        if kind == b"stream":
+            state[key] = r.xrange(key)
+        elif kind == b"zset":
+            state[key] = r.zrange(key, 0, -1, withscores=True)
+        elif kind == b"hash":
+            state[key] = r.hgetall(key)
+        else:
+            state[key] = r.get(key)
+    return state
+
+
+@pytest.fixture
+def filled(r: redis.Redis, keys: Keys, prefix: str) -> dict[bytes, Any]:
+    """A queue with two jobs, one delayed job and three dead entries; its state."""
+    enqueue(r, "record", {"order_id": "1"}, prefix=prefix)
+    enqueue(r, "record", {"order_id": "2"}, prefix=prefix)
+    enqueue(r, "record", {"order_id": "3"}, delay_s=3600, prefix=prefix)
+    for i in range(3):
+        r.xadd(keys.dead, {"kind": "fail", "job_id": f"d{i}", "attempts": "1", "error": "ValueError: on purpose",
+                           "reason": "exhausted", "failed_at": "2026-11-30T21:14:00.000Z", "worker": "w"})  # fmt: skip
+    return queue_state(r, prefix)
+
+
+def unreachable() -> str:
+    return f"redis://127.0.0.1:{free_port()}/0"
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda c, p: opslib.replay("not-an-id", client=c, prefix=p), "is not a stream entry id"),
+        (lambda c, p: opslib.replay(["1-0", "1-x"], client=c, prefix=p), "'1-x' is not a stream entry id"),
+        (lambda c, p: opslib.replay_kind("no_such_kind", client=c, prefix=p), "unknown kind 'no_such_kind'"),
+        (lambda c, p: opslib.dead_letters("no_such_kind", client=c, prefix=p), "unknown kind 'no_such_kind'"),
+        (lambda c, p: opslib.replay_status("no such batch!", client=c, prefix=p), "batch"),
+        (lambda c, p: opslib.replay("1-0", client=redis.Redis.from_url(unreachable()), prefix=p), "127.0.0.1"),
+        (lambda c, p: opslib.dead_letters(client=redis.Redis.from_url(unreachable()), prefix=p), "127.0.0.1"),
+    ],
+    ids=[
+        "replay-bad-id",
+        "replay-one-bad-id",
+        "replay-kind-unknown",
+        "dead-unknown-kind",
+        "status-bad-batch",
+        "replay-unreachable",
+        "dead-unreachable",
+    ],
+)
+def test_opslib_refuses_bad_input_clearly_and_changes_nothing(
+    call: Any, message: str, r: redis.Redis, prefix: str, filled: dict[bytes, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("WORKER_KINDS", KINDS)
+    with pytest.raises(opslib.OpslibError, match=message.replace("(", r"\(")) as caught:
+        call(r, prefix)
+    assert len(str(caught.value)) < 1000
+    assert queue_state(r, prefix) == filled
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "code", "message"),
+    [
+        (["-m", "opslib", "stats"], {"REDIS_URL": "unreachable"}, 1, "127.0.0.1"),
+        (["-m", "worker", "enqueue", "no_such_kind", "order_id=1"], {}, 2, "unknown kind 'no_such_kind'"),
+        (["-m", "worker", "enqueue", "record", "order_id"], {}, 2, "'order_id' is not key=value"),
+        (["-m", "worker", "enqueue", "record", "order_id=1"], {"REDIS_URL": "unreachable"}, 1, "Redis does not answer"),
+    ],
+    ids=[
+        "opslib-unreachable",
+        "worker-enqueue-unknown-kind",
+        "worker-enqueue-bad-field",
+        "worker-enqueue-unreachable",
+    ],
+)
+def test_the_command_lines_refuse_bad_input_clearly_and_change_nothing(
+    argv: list[str],
+    env: dict[str, str],
+    code: int,
+    message: str,
+    r: redis.Redis,
+    prefix: str,
+    workers: Workers,
+    filled: dict[bytes, Any],
+) -> None:
+    extra = {name: unreachable() if value == "unreachable" else value for name, value in env.items()}
+    done = subprocess.run(
+        [sys.executable, *argv],
+        cwd=ROOT,
+        env=workers.env(KINDS, **extra),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == code, done.stdout + done.stderr
+    assert message in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) <= 3, done.stderr
+    assert queue_state(r, prefix) == filled
