@@ -1,0 +1,94 @@
+"""The dead-letter panel in-process: its flow, and HTML escaping of every untrusted string."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import ipywidgets as w
+import pandas as pd
+import redis
+
+from opslib.frames import replay_status_to_frame
+from opslib.signatures import signature
+from opslib.widgets import DeadLetterPanel, status_html
+from tests.opslib.seed import bury
+from worker.keys import Keys
+
+SCRIPT = "<script>alert('dead')</script>"
+IMG = "<img src=x onerror=alert(1)>"
+RAW = ("<script", "<img", "<b onmouseover")
+
+
+def html_values(widget: w.Widget) -> Iterator[str]:
+    """The HTML of every HTML widget in the panel."""
+    if isinstance(widget, w.HTML):
+        yield widget.value
+    for child in getattr(widget, "children", ()):
+        yield from html_values(child)
+
+
+def test_untrusted_strings_are_escaped_wherever_they_are_html(r: redis.Redis, keys: Keys) -> None:
+    evil_kind = f"render{IMG}"
+    for seat in ("1-A", "2-B"):
+        bury(
+            r,
+            keys,
+            {"kind": evil_kind, "seat": seat, "note": IMG, "<b onmouseover=alert(2)>": SCRIPT},
+            {"attempts": "2", "error": f"ValueError: {SCRIPT} {IMG} at {seat!r}", "traceback": SCRIPT},
+        )
+    panel = DeadLetterPanel(client=r, prefix=keys.prefix)
+    assert panel.kind.options[1] == (evil_kind, evil_kind)  # a dropdown label is text, not HTML
+    panel.kind.value = evil_kind
+    assert panel.group.value == signature(f"ValueError: {SCRIPT} {IMG} at '1-A'")
+    panel.replay_button.click()
+    pages = list(html_values(panel.widget))
+    assert "&lt;script&gt;alert(&lt;str&gt;)&lt;/script&gt;" in panel.table.value
+    assert "&lt;script&gt;alert('dead')&lt;/script&gt;" in panel.preview.value
+    assert "&lt;img src=x onerror=alert(1)&gt;" in panel.preview.value
+    assert "&lt;b onmouseover=alert(2)&gt;" in panel.preview.value  # a payload field's name
+    assert "Replay 2 dead letters</b> of render&lt;img" in panel.question.value
+    panel.confirm.click()
+    assert "Replayed <b>2</b> of 2" in panel.result.value
+    assert "still queued: <b>2</b>" in panel.status.value
+    pages += list(html_values(panel.widget))
+    for page in pages:
+        for raw in RAW:
+            assert raw not in page, page
+
+    outcome = {"status": "failed", "dead_id": "2-0", "error": f"ValueError: {IMG}", "at": "2026-11-30T21:00:00Z"}
+    failed = replay_status_to_frame("B", {b"1-0": json.dumps(outcome)}, [], {}, [])
+    assert "&lt;img src=x onerror=alert(1)&gt;" in status_html(failed)
+    assert "<img" not in status_html(failed)
+
+
+def test_the_panel_previews_exactly_what_it_replays(r: redis.Redis, keys: Keys) -> None:
+    seat_ids = [
+        bury(r, keys, {"kind": "seat_label", "seat": s}, {"attempts": "2", "error": f"SeatLabelInvalid: {s!r} is bad"})
+        for s in ("1-A", "2-B", "3-C")
+    ]
+    bury(r, keys, {"kind": "mailer", "email": "a@b"}, {"attempts": "4", "error": "ConnectionError: 503"})
+    panel = DeadLetterPanel(client=r, prefix=keys.prefix)
+    assert "<b>4</b> dead letters" in panel.counts.value
+    assert [label for label, _ in panel.group.options] == [
+        "3 × SeatLabelInvalid: <str> is bad",
+        "1 × ConnectionError: <num>",
+    ]
+    assert list(panel.taken.index) == seat_ids
+    assert "A replay would take <b>3</b> entries" in panel.preview.value
+    panel.kind.value = "mailer"
+    assert [label for label, _ in panel.group.options] == ["1 × ConnectionError: <num>"]
+    assert "email" in panel.taken.columns and "seat" not in panel.taken.columns
+    panel.kind.value = "seat_label"
+    panel.replay_button.click()
+    panel.cancel.click()
+    assert r.xlen(keys.dead) == 4
+    panel.replay_button.click()
+    panel.confirm.click()
+    assert "Replayed <b>3</b> of 3" in panel.result.value
+    assert r.xlen(keys.dead) == 1
+    assert "<b>1</b> dead letters" in panel.counts.value  # reloaded after the replay
+    assert panel.progress.value == 3
+    assert (
+        pd.Series([f[b"replay_of"].decode() for _, f in r.xrange(keys.jobs) if b"replay_of" in f]).tolist() == seat_ids
+    )
