@@ -1,0 +1,66 @@
+"""The demo night to its end, the data fix and the replay: the story the notebook tells."""
+
+from __future__ import annotations
+
+import re
+import uuid
+
+import psycopg
+import redis
+
+from worker.keys import Keys
+from worker.scripts import Scripts
+from worker.stagedoor.demo import PLANTED_ISSUES, DemoNight
+from worker.wire import DEAD_FIELDS
+
+ERROR = re.compile(r"SeatLabelInvalid: '(\d+-[A-D])' is not a row letter and a seat number")
+
+
+def dead(r: redis.Redis, keys: Keys) -> list[tuple[str, dict[str, str]]]:
+    return [(i.decode(), {k.decode(): v.decode() for k, v in f.items()}) for i, f in r.xrange(keys.dead)]
+
+
+def test_the_night_ends_with_40_dead_renders_and_a_data_fix_and_replay_render_them(
+    db: str, redis_url: str, r: redis.Redis, keys: Keys
+) -> None:
+    with DemoNight(db, redis_url, prefix=keys.prefix) as demo:
+        night = demo.load()
+        assert len(night.bad_orders) == 40 and "14-C" in night.bad_labels
+        log = demo.run_to_end()
+        assert "Burst mode: the queue is drained" in log
+
+        entries = dead(r, keys)
+        assert len(entries) == 40
+        assert {f["kind"] for _, f in entries} == {"render_tickets"}
+        assert {(f["attempts"], f["reason"]) for _, f in entries} == {("2", "exhausted")}
+        labels = sorted(ERROR.fullmatch(f["error"]).group(1) for _, f in entries)  # type: ignore[union-attr]
+        assert labels == sorted(night.bad_labels)
+        assert {int(f["order_id"]) for _, f in entries} == set(night.bad_orders)
+        assert all(f["outbox_id"] and f["request_id"] and f["trace"] for _, f in entries)
+        assert "ticket_pdf.py" in entries[0][1]["traceback"]
+
+        with psycopg.connect(db, autocommit=True) as conn:
+            assert conn.execute("SELECT count(*) FROM tickets WHERE rendered_at IS NOT NULL").fetchone() == (
+                len(night.good_orders),
+            )
+            found = conn.execute("SELECT issue FROM reconciliation_issues ORDER BY issue").fetchall()
+            assert tuple(issue for (issue,) in found) == PLANTED_ISSUES
+            assert conn.execute("SELECT count(*) FROM holds WHERE expires_at < now()").fetchone() == (0,)
+        sent = demo.mail.messages()
+        assert len(sent) == len({m["key"] for m in sent}) == 2 * len(night.paid_orders) + len(night.good_orders)
+        assert demo.mail.answered[503] == demo.mail_failures
+
+        with psycopg.connect(db, autocommit=True) as conn:
+            fixed = conn.execute("UPDATE seats SET label = replace(label, '-', '') WHERE label LIKE '%-%'").rowcount
+        assert fixed == 40
+        scripts = Scripts(r, keys)
+        batch = uuid.uuid4().hex[:8]
+        assert all(scripts.replay(dead_id, batch, DEAD_FIELDS) for dead_id, _ in entries)
+        demo.run_to_end()
+
+        assert r.xlen(keys.dead) == 0
+        with psycopg.connect(db, autocommit=True) as conn:
+            assert conn.execute("SELECT count(*) FROM tickets WHERE rendered_at IS NOT NULL").fetchone() == (
+                len(night.paid_orders),
+            )
+        assert len(demo.mail.messages()) == 3 * len(night.paid_orders)

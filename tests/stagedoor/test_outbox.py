@@ -1,0 +1,118 @@
+"""The outbox relay: rows become jobs with outbox_id; a crash between publish and mark
+publishes twice and loses nothing; two relays share the rows; --burst waits for the outbox."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import psycopg
+import pytest
+import redis
+import redis.asyncio as aioredis
+from psycopg.types.json import Jsonb
+from psycopg_pool import AsyncConnectionPool
+
+from tests.helpers import Workers
+from worker.keys import Keys
+from worker.stagedoor.outbox import OutboxRelay
+from worker.stagedoor.standins import MailStandIn
+
+STAGEDOOR = "worker.stagedoor.kinds"
+
+
+def add_rows(conn: psycopg.Connection, count: int, **payload: str) -> None:
+    for i in range(count):
+        conn.execute(
+            "INSERT INTO outbox (kind, payload) VALUES ('send_email', %s)",
+            (Jsonb({"email": f"b{i}@example.com", "template": "order_confirmation", "order_id": str(i), **payload}),),
+        )
+
+
+def with_relay(db: str, redis_url: str, keys: Keys, body: Callable[[OutboxRelay], Awaitable[Any]]) -> Any:
+    async def main() -> Any:
+        client = aioredis.Redis.from_url(redis_url)
+        async with AsyncConnectionPool(db, min_size=2, max_size=4, kwargs={"autocommit": True}) as pool:
+            try:
+                return await body(OutboxRelay(pool, client, keys))
+            finally:
+                await client.aclose()
+
+    return asyncio.run(main())
+
+
+def jobs(r: redis.Redis, keys: Keys) -> list[dict[str, str]]:
+    return [{k.decode(): v.decode() for k, v in f.items()} for _, f in r.xrange(keys.jobs)]
+
+
+def test_rows_become_jobs_with_their_outbox_id_and_delayed_ones_wait(
+    db: str, conn: psycopg.Connection, r: redis.Redis, keys: Keys, redis_url: str
+) -> None:
+    add_rows(conn, 2, request_id="7f3a9c2e")
+    conn.execute(
+        "INSERT INTO outbox (kind, payload, run_at) VALUES"
+        " ('send_reminder', '{\"order_id\": 9, \"seats\": [1, 2]}', now() + interval '1 day'),"
+        " ('send_reminder', '{\"order_id\": 10}', now() - interval '1 hour')"
+    )
+    assert with_relay(db, redis_url, keys, lambda relay: relay.relay_once()) == 4
+    assert with_relay(db, redis_url, keys, lambda relay: relay.relay_once()) == 0
+    published = jobs(r, keys)
+    assert [(j["kind"], j["outbox_id"], j["attempts"]) for j in published] == [
+        ("send_email", "1", "0"),
+        ("send_email", "2", "0"),
+        ("send_reminder", "4", "0"),
+    ]
+    assert published[0]["request_id"] == "7f3a9c2e" and "job_id" not in published[0]
+    ((member, score),) = r.zrange(keys.delayed, 0, -1, withscores=True)
+    assert json.loads(member) == {"attempts": "0", "kind": "send_reminder", "order_id": "9", "outbox_id": "3",
+                                  "seats": "[1, 2]"}  # fmt: skip
+    assert score == pytest.approx(time.time() + 86_400, abs=60)
+    assert conn.execute("SELECT count(*) FROM outbox WHERE published_at IS NULL").fetchone() == (0,)
+
+
+def test_a_crash_between_publish_and_mark_publishes_again_and_loses_nothing(
+    db: str, conn: psycopg.Connection, r: redis.Redis, keys: Keys, redis_url: str
+) -> None:
+    add_rows(conn, 5)
+
+    async def crash_after_publish(relay: OutboxRelay) -> None:
+        with pytest.raises(RuntimeError):
+            async with relay.pool.connection() as aconn, aconn.transaction():
+                await relay.publish(await relay.claim(aconn))
+                raise RuntimeError("the process died here")  # the transaction rolls back: no mark
+
+    with_relay(db, redis_url, keys, crash_after_publish)
+    assert with_relay(db, redis_url, keys, lambda relay: relay.has_unpublished()) is True
+    assert with_relay(db, redis_url, keys, lambda relay: relay.relay_once()) == 5
+    assert Counter(j["outbox_id"] for j in jobs(r, keys)) == {str(i): 2 for i in range(1, 6)}
+    assert with_relay(db, redis_url, keys, lambda relay: relay.has_unpublished()) is False
+
+
+def test_two_relays_at_once_publish_disjoint_rows(
+    db: str, conn: psycopg.Connection, r: redis.Redis, keys: Keys, redis_url: str
+) -> None:
+    add_rows(conn, 10)
+
+    async def side_by_side(relay: OutboxRelay) -> tuple[int, int]:
+        async with relay.pool.connection() as aconn, aconn.transaction():
+            mine = await relay.claim(aconn, limit=5)  # locked until this transaction ends
+            other = await relay.relay_once()  # a second worker's relay, meanwhile
+            await relay.publish(mine)
+            await relay.mark(aconn, mine)
+        return len(mine), other
+
+    assert with_relay(db, redis_url, keys, side_by_side) == (5, 5)
+    assert sorted(int(j["outbox_id"]) for j in jobs(r, keys)) == list(range(1, 11))
+
+
+def test_burst_drains_the_outbox_before_it_exits(
+    db: str, conn: psycopg.Connection, keys: Keys, workers: Workers, mail: MailStandIn
+) -> None:
+    add_rows(conn, 3)
+    workers.burst(STAGEDOOR, DATABASE_URL=db, MAIL_API_URL=mail.url)
+    assert conn.execute("SELECT count(*) FROM outbox WHERE published_at IS NULL").fetchone() == (0,)
+    assert sorted(m["key"] for m in mail.messages()) == ["outbox:1", "outbox:2", "outbox:3"]
