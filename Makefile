@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 export UV_PYTHON_DOWNLOADS := never
 export UV_PROJECT_ENVIRONMENT := $(VENV)
 
-.PHONY: run test lint typecheck bench lab clean venv
+.PHONY: run test lint typecheck bench lab clean venv container-test
 
 $(UV):
 	$(PYTHON) -m venv .tools
@@ -46,6 +46,11 @@ benchmarks/.venv/%/.installed: benchmarks/requirements/%.txt | $(UV)
 benchmarks/bullmq/node_modules/.installed: benchmarks/bullmq/package.json benchmarks/bullmq/package-lock.json
 	cd benchmarks/bullmq && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
+
+# Builds the worker image with podman and runs it against servers of its own,
+# offline (root; a few minutes): see the steps in scripts/container-test.sh.
+container-test: venv
+	scripts/container-test.sh
 
 clean:
 	rm -rf $(VENV) .tools .data

@@ -1,0 +1,83 @@
+# Stagedoor's worker as a container: `python -m worker`, configured by environment
+# variables (`python -m worker --help` lists them), stopped cleanly by SIGTERM.
+#
+#   docker build -t stagedoor-worker .                       # the worker (last stage)
+#   docker build --target notebook -t stagedoor-notebook .   # JupyterLab for compose.yaml
+#
+# BASE is any Debian-like image with python3 >= 3.11 and `python3 -m venv`: the
+# official slim image by default; scripts/container-test.sh builds offline on one
+# made with debootstrap. PIP_CERT (unset by default) names a CA bundle for pip where
+# a proxy needs one: mount the file at build time, it is never stored in the image:
+#   podman build -v /etc/ssl/certs/ca-certificates.crt:/run/host-ca.crt:ro \
+#     --build-arg PIP_CERT=/run/host-ca.crt ...
+ARG BASE=python:3.11-slim-bookworm
+
+# ---------------------------------------------------------------- build: the venvs
+FROM ${BASE} AS build
+ARG PIP_CERT
+ARG UV_VERSION=0.13.9
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_ROOT_USER_ACTION=ignore \
+    UV_NO_CACHE=1
+WORKDIR /src
+# uv exports uv.lock's pins (with hashes) and installs them; the venvs get no pip of their own.
+RUN python3 -m venv /opt/uv \
+    && /opt/uv/bin/pip install --quiet "uv==${UV_VERSION}" \
+    && python3 -m venv --without-pip /opt/venv \
+    && python3 -m venv --without-pip /opt/notebook-venv
+COPY pyproject.toml uv.lock ./
+RUN /opt/uv/bin/uv export --frozen --no-dev --no-emit-project --no-header --output-file runtime.txt \
+    && /opt/uv/bin/uv export --frozen --no-dev --extra notebook --no-emit-project --no-header --output-file notebook.txt
+# uv reads a CA bundle from SSL_CERT_FILE: PIP_CERT's, when given.
+RUN if [ -n "${PIP_CERT:-}" ]; then export SSL_CERT_FILE="$PIP_CERT"; fi \
+    && /opt/uv/bin/uv pip install --quiet --python /opt/venv/bin/python --compile-bytecode \
+        --require-hashes --no-deps --requirement runtime.txt
+COPY README.md ./
+COPY worker ./worker
+COPY opslib ./opslib
+RUN if [ -n "${PIP_CERT:-}" ]; then export SSL_CERT_FILE="$PIP_CERT"; fi \
+    && /opt/uv/bin/uv pip install --quiet --python /opt/venv/bin/python --compile-bytecode --no-deps .
+
+# ----------------------------------------------- notebook: JupyterLab on the same stack
+FROM build AS notebook-build
+ARG PIP_CERT
+RUN if [ -n "${PIP_CERT:-}" ]; then export SSL_CERT_FILE="$PIP_CERT"; fi \
+    && /opt/uv/bin/uv pip install --quiet --python /opt/notebook-venv/bin/python --compile-bytecode \
+        --require-hashes --no-deps --requirement notebook.txt \
+    && /opt/uv/bin/uv pip install --quiet --python /opt/notebook-venv/bin/python --compile-bytecode --no-deps .
+
+FROM ${BASE} AS notebook
+RUN groupadd --gid 10002 analyst \
+    && useradd --create-home --uid 10002 --gid 10002 --shell /usr/sbin/nologin analyst
+COPY --from=notebook-build /opt/notebook-venv /opt/notebook-venv
+ENV PATH=/opt/notebook-venv/bin:$PATH \
+    PYTHONUNBUFFERED=1
+USER 10002:10002
+WORKDIR /home/analyst/notebooks
+EXPOSE 8888
+# The token comes from JUPYTER_TOKEN in the environment (compose.yaml sets it).
+CMD ["jupyter", "lab", "--ip=0.0.0.0", "--port=8888", "--no-browser"]
+
+# ------------------------------------------------------------- worker (the default)
+FROM ${BASE} AS worker
+RUN groupadd --gid 10001 stagedoor \
+    && useradd --uid 10001 --gid 10001 --no-create-home --shell /usr/sbin/nologin stagedoor
+COPY --from=build /opt/venv /opt/venv
+# METRICS_PORT 9108 serves /metrics; LOG_FORMAT json writes one JSON object per line.
+# STAGEDOOR_DATA_DIR is only used without REDIS_URL/DATABASE_URL (the embedded servers).
+ENV PATH=/opt/venv/bin:$PATH \
+    PYTHONUNBUFFERED=1 \
+    PYTHONDONTWRITEBYTECODE=1 \
+    METRICS_PORT=9108 \
+    LOG_FORMAT=json \
+    STAGEDOOR_DATA_DIR=/tmp/stagedoor
+USER 10001:10001
+WORKDIR /tmp
+EXPOSE 9108
+STOPSIGNAL SIGTERM
+# Healthy: Redis answers, the consumer group exists, this container's worker has a fresh
+# heartbeat (the worker is PID 1: its name is <hostname>-1 unless WORKER_NAME is set).
+HEALTHCHECK --interval=15s --timeout=10s --start-period=30s --retries=3 \
+    CMD ["python", "-m", "worker", "health"]
+ENTRYPOINT ["python", "-m", "worker"]
