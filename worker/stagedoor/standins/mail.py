@@ -25,8 +25,8 @@ log = logging.getLogger("stagedoor.standins.mail")
 class MailStandIn(StandIn):
     name = "mail stand-in"
 
-    def __init__(self, port: int = 0) -> None:
-        super().__init__(port)
+    def __init__(self, port: int = 0, host: str = "127.0.0.1") -> None:
+        super().__init__(port, host)
         self._messages: list[dict[str, str]] = []
         self._by_key: dict[str, dict[str, str]] = {}
         self._fail_count = 0
@@ -114,6 +114,6 @@ class MailStandIn(StandIn):
         return 202, {"id": message["id"]}
 
 
-def start_mail(port: int = 0) -> MailStandIn:
+def start_mail(port: int = 0, host: str = "127.0.0.1") -> MailStandIn:
     """Start the mail stand-in (on a free port unless given) and return it."""
-    return MailStandIn(port).start()
+    return MailStandIn(port, host).start()

@@ -21,8 +21,13 @@ MAX_PER_PAGE = 500
 class PayrailStandIn(StandIn):
     name = "payrail stand-in"
 
-    def __init__(self, payments: Mapping[str, Sequence[Mapping[str, Any]]] | None = None, port: int = 0) -> None:
-        super().__init__(port)
+    def __init__(
+        self,
+        payments: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
+        port: int = 0,
+        host: str = "127.0.0.1",
+    ) -> None:
+        super().__init__(port, host)
         self._days: dict[str, list[dict[str, Any]]] = {}
         for day, records in (payments or {}).items():
             self.set_payments(day, records)
@@ -62,6 +67,8 @@ class PayrailStandIn(StandIn):
         return 200, {"payments": chunk, "page": page, "next_page": page + 1 if more else None}
 
 
-def start_payrail(payments: Mapping[str, Sequence[Mapping[str, Any]]] | None = None, port: int = 0) -> PayrailStandIn:
+def start_payrail(
+    payments: Mapping[str, Sequence[Mapping[str, Any]]] | None = None, port: int = 0, host: str = "127.0.0.1"
+) -> PayrailStandIn:
     """Start Payrail's stand-in with ``{day: [payment, ...]}`` and return it."""
-    return PayrailStandIn(payments, port).start()
+    return PayrailStandIn(payments, port, host).start()

@@ -34,14 +34,18 @@ Response = tuple[int, Any]
 class StandIn:
     """A real HTTP server on 127.0.0.1 (a free port unless given), served from a daemon thread.
 
+    ``host`` is the address to bind: 127.0.0.1 here; 0.0.0.0 inside a container
+    (compose.yaml), where the workers reach it by its service name.
+
     Subclasses implement :meth:`route`; a ValueError it raises becomes a 400
     with the message, so a wrong request says what was wrong.
     """
 
     name = "stand-in"
 
-    def __init__(self, port: int = 0) -> None:
-        self.server = ThreadingHTTPServer(("127.0.0.1", port), self._handler_class())
+    def __init__(self, port: int = 0, host: str = "127.0.0.1") -> None:
+        self.host = host
+        self.server = ThreadingHTTPServer((host, port), self._handler_class())
         self.server.daemon_threads = True
         self.lock = threading.Lock()
         self._thread = threading.Thread(target=self.server.serve_forever, name=self.name, daemon=True)
@@ -52,7 +56,7 @@ class StandIn:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     def start(self) -> Self:
         self._thread.start()
