@@ -4,6 +4,7 @@ servers, the night's 40 dead letters, and Ctrl-C leaving no process behind."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -60,7 +61,7 @@ def test_make_run_shows_the_night_and_ctrl_c_stops_everything(tmp_path: Path) ->
             proc.wait()
     out = log_path.read_text()
     assert "started the embedded Valkey" in out and "started the embedded PostgreSQL" in out
-    assert "answered 503" in out and "Reconciled" in out and "Expired 5 holds" in out
+    assert "answered 503" in out and "Reconciled" in out and re.search(r"Expired \d+ holds", out)
     assert "The night ended with: outbox 0 unpublished" in out and "40 dead letters" in out
     assert "Stopped. Nothing this started is left running." in out
     wait_for(lambda: not any(alive(pid) for pid in started), timeout_s=10, what="every child process gone")

@@ -45,7 +45,10 @@ def test_the_night_ends_with_40_dead_renders_and_a_data_fix_and_replay_render_th
             )
             found = conn.execute("SELECT issue FROM reconciliation_issues ORDER BY issue").fetchall()
             assert tuple(issue for (issue,) in found) == PLANTED_ISSUES
-            assert conn.execute("SELECT count(*) FROM holds WHERE expires_at < now()").fetchone() == (0,)
+            # the holds that had expired when the night was loaded are gone; later ones may remain
+            assert conn.execute(
+                "SELECT count(*) FROM holds WHERE expires_at < now() - interval '1 minute'"
+            ).fetchone() == (0,)
         sent = demo.mail.messages()
         assert len(sent) == len({m["key"] for m in sent}) == 2 * len(night.paid_orders) + len(night.good_orders)
         assert demo.mail.answered[503] == demo.mail_failures

@@ -4,13 +4,14 @@
 seeded generator; only the times move with ``now``):
 
 - Divadlo Na Rohu, "Cyrano" tonight: 60 seats ``1A``..``10F``, 10 paid
-  orders, 11 holds (3 expired already, then one expiring each minute).
+  orders, 11 holds (3 expired already, then one expiring before each of the
+  next 8 minute ticks, when expire_holds runs).
 - Klub Kotelna, "Late-night jazz" tonight: a balcony of 40 seats typed as
   ``11-A``..``20-D`` (``14-C`` among them), every one sold, one per order:
   these 40 orders' render_tickets jobs fail with ``SeatLabelInvalid`` and are
   dead-lettered with attempts 2.
 - Filharmonie Brno, "Dvořák: Symphony No. 9" tonight: 60 seats ``1A``..``12E``,
-  10 paid orders, 10 holds (2 expired, then one a minute).
+  10 paid orders, 10 holds (2 expired, then one before each of the next 8 ticks).
 - With ``next_week=True`` (``make run``), "Cyrano" next week: 4 paid orders
   whose reminders wait in ``delayed`` for six days (``--burst`` would wait for
   them too, so the tests leave this out).
@@ -179,9 +180,10 @@ def _venue(conn: psycopg.Connection, night: Night, venue: Venue, now: datetime) 
 def _holds(
     conn: psycopg.Connection, night: Night, venue: Venue, free: list[int], now: datetime, rng: random.Random
 ) -> None:
-    """Holds on free seats: some expired already, then one expiring each minute."""
+    """Holds on free seats: some expired already, then one expiring before each of the next minute ticks."""
+    minute = now.replace(second=0, microsecond=0)
     expiries = [now - timedelta(minutes=2)] * venue.expired_holds + [
-        now + timedelta(minutes=m, seconds=rng.randrange(5, 55)) for m in range(1, venue.later_holds + 1)
+        minute + timedelta(minutes=m, seconds=-rng.randrange(5, 50)) for m in range(1, venue.later_holds + 1)
     ]
     for expires_at in expiries:
         seat_id = free.pop(rng.randrange(len(free)))
