@@ -12,8 +12,10 @@ render_tickets jobs and the next expire_holds tick complete the work.
 
 from __future__ import annotations
 
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -83,9 +85,12 @@ def counts(url: str) -> tuple[int, int]:
 
 @pytest.mark.timeout(180)
 def test_postgres_away_for_10_s_under_render_tickets_and_expire_holds(
-    tmp_path: Path, r: redis.Redis, keys: Keys, prefix: str, workers: Workers
+    r: redis.Redis, keys: Keys, prefix: str, workers: Workers
 ) -> None:
-    server = start_postgres(tmp_path / "pg")
+    # Not under tmp_path: pytest makes /tmp/pytest-of-<user> private (0700) at each session's start,
+    # which would lock out the unprivileged user PostgreSQL runs as when another session starts.
+    pg_dir = Path(tempfile.mkdtemp(prefix="stagedoor-pg-outage-"))
+    server = start_postgres(pg_dir)
     mail = start_mail()  # each render queues a "tickets ready" email
     try:
         url = server.url
@@ -100,7 +105,7 @@ def test_postgres_away_for_10_s_under_render_tickets_and_expire_holds(
             enqueue(r, "render_tickets", {"order_id": str(order)}, prefix=prefix)
         enqueue(r, "expire_holds", prefix=prefix)
         time.sleep(max(0.0, OUTAGE_S - (time.monotonic() - stopped)))  # the fault itself: PostgreSQL stays away
-        server = restart(server, tmp_path / "pg" / "postgres.log")
+        server = restart(server, pg_dir / "postgres.log")
         back = time.monotonic()
 
         def settled() -> bool:
@@ -143,3 +148,4 @@ def test_postgres_away_for_10_s_under_render_tickets_and_expire_holds(
     finally:
         mail.stop()
         server.stop()
+        shutil.rmtree(pg_dir, ignore_errors=True)
