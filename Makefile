@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 export UV_PYTHON_DOWNLOADS := never
 export UV_PROJECT_ENVIRONMENT := $(VENV)
 
-.PHONY: run test lint typecheck bench lab clean venv container-test
+.PHONY: run test lint typecheck bench lab clean venv container-test chromium
 
 $(UV):
 	$(PYTHON) -m venv .tools
@@ -22,8 +22,24 @@ venv: $(VENV)/.synced
 run: venv
 	$(PY) -m worker.stagedoor.demo
 
-test: venv
+# The tests, then the analysts' notebooks, each against a fresh demo night with its outputs
+# compared by nbval (the panel notebook is run by the browser test instead).
+test: venv chromium
 	$(PY) -m pytest -q
+	$(PY) -m pytest -q -p tests.notebooks.nbval_stack --nbval --nbval-current-env \
+		--nbval-sanitize-with notebooks/sanitize.cfg --ignore=notebooks/dead_letter_panel.ipynb notebooks
+
+# Debian's chromium for the panel's browser test, where this can install it (root with apt-get);
+# elsewhere that test skips and says why (under CI=true it fails instead).
+chromium:
+	@[ -x /usr/bin/chromium ] || [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null || \
+		{ apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium >/dev/null; } || \
+		echo "could not install chromium: the panel's browser test will skip"
+
+# JupyterLab on notebooks/, against the stack `make run` started (opslib finds it: no URL to type).
+lab: venv
+	$(PY) -m jupyter lab --notebook-dir=notebooks --ServerApp.ip=127.0.0.1 --no-browser \
+		$(if $(filter 0,$(shell id -u)),--allow-root)
 
 lint: venv
 	$(PY) -m ruff check worker opslib tests benchmarks

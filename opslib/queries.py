@@ -309,11 +309,14 @@ def sql(query: str, params: Sequence[Any] | Mapping[str, Any] | None = None, *, 
     ``conn`` is a psycopg connection, a URL, or None for ``DATABASE_URL`` /
     the ``make run`` stack. Pass values through ``params`` (``%s`` or
     ``%(name)s`` placeholders), never by formatting them into ``query``.
+    On a connection of its own (no ``conn``, or a URL) the statement commits
+    at once, as in psql, so a data fix (``UPDATE ... RETURNING ...``) takes
+    effect; on a connection you pass, the transaction is yours.
     """
     own = not isinstance(conn, psycopg.Connection)
     url = (conn or database_url()) if own else ""
     try:
-        connection = psycopg.connect(url, connect_timeout=5) if own else conn
+        connection = psycopg.connect(url, connect_timeout=5, autocommit=True) if own else conn
     except psycopg.OperationalError as exc:
         raise OpslibError(
             f"cannot reach PostgreSQL at {hide_password(url)} ({str(exc).strip()}); "
