@@ -75,6 +75,7 @@ async def open_context(
         min_size=1,
         max_size=max(1, pool_size),
         kwargs={"autocommit": True},
+        check=AsyncConnectionPool.check_connection,  # after a PostgreSQL restart, no dead connection is handed out
         open=False,
         name="stagedoor",
     )

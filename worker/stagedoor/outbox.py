@@ -22,8 +22,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import psycopg
 from psycopg import AsyncConnection
-from psycopg_pool import AsyncConnectionPool
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from worker.keys import Keys
 from worker.wire import encode_member
@@ -57,6 +58,7 @@ class OutboxRelay:
         self.redis = redis
         self.keys = keys
         self.batch = batch
+        self._db_away = False
 
     async def claim(self, conn: AsyncConnection, limit: int | None = None) -> list[OutboxRow]:
         """Lock up to ``limit`` unpublished rows (inside the caller's transaction), oldest first."""
@@ -99,8 +101,16 @@ class OutboxRelay:
         return 0.0 if await self.relay_once() == self.batch else None
 
     async def has_unpublished(self) -> bool:
-        """True while some row waits for the relay (``--burst`` does not exit before)."""
-        async with self.pool.connection() as conn:
-            cur = await conn.execute("SELECT EXISTS (SELECT 1 FROM outbox WHERE published_at IS NULL)")
-            row = await cur.fetchone()
+        """True while some row waits for the relay (``--burst`` does not exit before), and
+        while PostgreSQL does not answer: unknown is not "drained"."""
+        try:
+            async with self.pool.connection() as conn:
+                cur = await conn.execute("SELECT EXISTS (SELECT 1 FROM outbox WHERE published_at IS NULL)")
+                row = await cur.fetchone()
+        except (psycopg.OperationalError, PoolTimeout) as exc:
+            if not self._db_away:
+                log.warning("Cannot tell whether the outbox is drained (%s); waiting for PostgreSQL.", exc)
+            self._db_away = True
+            return True
+        self._db_away = False
         return bool(row and row[0])
