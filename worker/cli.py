@@ -147,7 +147,11 @@ def cmd_health(settings: Settings) -> int:
         wanted = f"{socket.gethostname()}-<pid>"
         prefix = wanted.removesuffix("<pid>")
         consumers = (c["name"] for c in client.xinfo_consumers(keys.jobs, GROUP))
-        names = [n for n in (c.decode() if isinstance(c, bytes) else c for c in consumers) if n.startswith(prefix)]
+        names = [
+            n
+            for n in (c.decode() if isinstance(c, bytes) else c for c in consumers)
+            if n.startswith(prefix) and n[len(prefix) :].isdigit()
+        ]
     fresh = [n for n in names if client.exists(keys.heartbeat(n))]
     if not fresh:
         print(f"unhealthy: no heartbeat of {wanted} in the last {HEARTBEAT_TTL_S} s")
