@@ -50,15 +50,20 @@ attempts = st.one_of(
     values,
 )
 clean_names = st.text(st.characters(codec="utf-8"), min_size=1, max_size=24).map(str.encode)
-entries = st.builds(
+garbage = st.builds(
     lambda base, kind, tries: {**base, **kind, **tries},
-    st.one_of(
-        st.dictionaries(clean_names.filter(lambda n: n != b"probe"), texts, max_size=4),
-        st.dictionaries(names, values, max_size=5),
-    ),
+    st.dictionaries(names, values, max_size=5),
     st.one_of(st.just({}), kinds.map(lambda k: {b"kind": k})),
     st.one_of(st.just({}), attempts.map(lambda a: {b"attempts": a})),
 )
+# Entries a worker can run, with arbitrary payload fields: processed (record) or failed and exhausted (fail).
+runnable = st.builds(
+    lambda base, kind, tries: {**base, b"kind": kind, **tries},
+    st.dictionaries(clean_names.filter(lambda n: n not in (b"probe", b"malformed_delayed")), texts, max_size=4),
+    st.sampled_from([b"record", b"fail"]),
+    st.one_of(st.just({}), st.sampled_from([b"0", b"1", b"4"]).map(lambda a: {b"attempts": a})),
+)
+entries = st.one_of(garbage, runnable)
 
 
 def test_garbage_entries_end_processed_or_dead_lettered_and_the_worker_survives(
