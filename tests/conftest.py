@@ -13,7 +13,7 @@ import os
 import shutil
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psycopg
@@ -32,32 +32,29 @@ def tmp_servers_dir() -> Iterator[Path]:
     shutil.rmtree(path, ignore_errors=True)
 
 
-@pytest.fixture(scope="session")
-def redis_url(tmp_servers_dir: Path) -> Iterator[str]:
-    """The Redis-compatible server of this run: REDIS_URL, or an embedded Valkey."""
-    url = os.environ.get("REDIS_URL", "")
+def _server_url(env_name: str, start: Callable[[], EmbeddedServer]) -> Iterator[str]:
+    """The URL in ``env_name`` when set; else a server started here and stopped after the session."""
+    url = os.environ.get(env_name, "")
     if url:
         yield url
         return
-    server = start_redis(tmp_servers_dir / "valkey")
+    server = start()
     try:
         yield server.url
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_servers_dir: Path) -> Iterator[str]:
+    """The Redis-compatible server of this run: REDIS_URL, or an embedded Valkey."""
+    yield from _server_url("REDIS_URL", lambda: start_redis(tmp_servers_dir / "valkey"))
 
 
 @pytest.fixture(scope="session")
 def database_url(tmp_servers_dir: Path) -> Iterator[str]:
     """The PostgreSQL of this run: DATABASE_URL, or an embedded PostgreSQL."""
-    url = os.environ.get("DATABASE_URL", "")
-    if url:
-        yield url
-        return
-    server: EmbeddedServer = start_postgres(tmp_servers_dir / "postgres")
-    try:
-        yield server.url
-    finally:
-        server.stop()
+    yield from _server_url("DATABASE_URL", lambda: start_postgres(tmp_servers_dir / "postgres"))
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ import os
 import time
 import uuid
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -56,8 +57,31 @@ def run_at_epoch(delay_s: float | None, run_at: datetime | float | None) -> floa
     return None if run_at is None else float(run_at)
 
 
-def _keys(prefix: str | None) -> Keys:
-    return Keys(os.environ.get("QUEUE_PREFIX", "") if prefix is None else prefix)
+@dataclass(frozen=True)
+class _Plan:
+    """Where a new job goes: ``jobs`` now, or ``delayed`` with ``member`` at ``due``."""
+
+    keys: Keys
+    job: dict[str, str]
+    due: float | None
+    member: str
+
+
+def _plan(
+    kind: str,
+    fields: Mapping[str, FieldValue] | None,
+    delay_s: float | None,
+    run_at: datetime | float | None,
+    prefix: str | None,
+) -> _Plan:
+    keys = Keys(os.environ.get("QUEUE_PREFIX", "") if prefix is None else prefix)
+    job = job_fields(kind, fields)
+    due = run_at_epoch(delay_s, run_at)
+    return _Plan(keys, job, due, encode_member(job) if due is not None else "")
+
+
+def _text(value: str | bytes) -> str:
+    return value.decode() if isinstance(value, bytes) else value
 
 
 def enqueue(
@@ -73,15 +97,11 @@ def enqueue(
 
     ``prefix`` defaults to ``QUEUE_PREFIX`` from the environment.
     """
-    keys = _keys(prefix)
-    job = job_fields(kind, fields)
-    due = run_at_epoch(delay_s, run_at)
-    if due is None:
-        entry_id = redis.xadd(keys.jobs, job)
-        return entry_id.decode() if isinstance(entry_id, bytes) else entry_id
-    member = encode_member(job)
-    redis.zadd(keys.delayed, {member: due})
-    return member
+    plan = _plan(kind, fields, delay_s, run_at, prefix)
+    if plan.due is None:
+        return _text(redis.xadd(plan.keys.jobs, plan.job))
+    redis.zadd(plan.keys.delayed, {plan.member: plan.due})
+    return plan.member
 
 
 async def enqueue_async(
@@ -94,12 +114,8 @@ async def enqueue_async(
     prefix: str | None = None,
 ) -> str:
     """:func:`enqueue` for a ``redis.asyncio`` client."""
-    keys = _keys(prefix)
-    job = job_fields(kind, fields)
-    due = run_at_epoch(delay_s, run_at)
-    if due is None:
-        entry_id = await redis.xadd(keys.jobs, job)
-        return entry_id.decode() if isinstance(entry_id, bytes) else entry_id
-    member = encode_member(job)
-    await redis.zadd(keys.delayed, {member: due})
-    return member
+    plan = _plan(kind, fields, delay_s, run_at, prefix)
+    if plan.due is None:
+        return _text(await redis.xadd(plan.keys.jobs, plan.job))
+    await redis.zadd(plan.keys.delayed, {plan.member: plan.due})
+    return plan.member

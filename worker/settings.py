@@ -71,24 +71,23 @@ SETTINGS: dict[str, Setting] = {
 }
 
 
-def _positive_int(name: str, raw: str) -> int:
-    try:
-        value = int(raw)
-    except ValueError:
-        raise SettingsError(f"{name}={raw!r} is not an integer; give a whole number >= 1") from None
-    if value < 1:
-        raise SettingsError(f"{name}={raw!r} must be >= 1")
-    return value
+def _int_at_least(minimum: int) -> Callable[[str, str], int]:
+    """A parser of whole numbers >= ``minimum`` that names the setting when it refuses."""
+
+    def parse(name: str, raw: str) -> int:
+        try:
+            value = int(raw)
+        except ValueError:
+            raise SettingsError(f"{name}={raw!r} is not an integer; give a whole number >= {minimum}") from None
+        if value < minimum:
+            raise SettingsError(f"{name}={raw!r} must be >= {minimum}")
+        return value
+
+    return parse
 
 
-def _non_negative_int(name: str, raw: str) -> int:
-    try:
-        value = int(raw)
-    except ValueError:
-        raise SettingsError(f"{name}={raw!r} is not an integer; give a whole number >= 0") from None
-    if value < 0:
-        raise SettingsError(f"{name}={raw!r} must be >= 0")
-    return value
+_positive_int = _int_at_least(1)
+_non_negative_int = _int_at_least(0)
 
 
 def _positive_float(name: str, raw: str) -> float:
