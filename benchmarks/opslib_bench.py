@@ -1,0 +1,105 @@
+"""opslib's speed on a full dead stream: 10,000 dead letters, each with a 2 KB traceback.
+
+Measures, on a dedicated embedded valkey-server (or ``--redis-url``, under a
+key prefix of its own, deleted afterwards):
+
+- ``dead_letters()``: read and convert every entry (target < 0.5 s);
+- ``failure_groups(dead)``: group them by error signature (target < 0.3 s);
+- ``replay_kind(kind)``: read, filter and move all 10,000 back to ``jobs``
+  with pipelined replay-script calls (target < 2 s).
+
+The dead letters are buried by the worker's own bury script
+(``tests.opslib.seed.buried_many``). Each figure is the median of
+``--rounds`` runs (a replay needs a fresh dead stream, so each replay round
+buries 10,000 again first). Run: ``.venv/bin/python benchmarks/opslib_bench.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import redis
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import opslib  # noqa: E402
+from tests.opslib.seed import buried_many  # noqa: E402
+from worker.embedded import start_redis  # noqa: E402
+from worker.keys import Keys  # noqa: E402
+
+ENTRIES = 10_000
+TRACEBACK_BYTES = 2048
+TARGETS_S = {"dead_letters()": 0.5, "failure_groups(dead)": 0.3, "replay_kind() of all": 2.0}
+
+
+def timed(call: Callable[[], object]) -> tuple[float, object]:
+    started = time.perf_counter()
+    result = call()
+    return time.perf_counter() - started, result
+
+
+def clear(client: redis.Redis, keys: Keys) -> None:
+    for key in client.scan_iter(match=f"{keys.prefix}*", count=1000):
+        client.delete(key)
+
+
+def measure(client: redis.Redis, keys: Keys, rounds: int) -> dict[str, list[float]]:
+    at = {"client": client, "prefix": keys.prefix}
+    times: dict[str, list[float]] = {name: [] for name in TARGETS_S}
+    buried_many(client, keys, ENTRIES, traceback_bytes=TRACEBACK_BYTES)
+    dead = opslib.dead_letters(**at)
+    assert len(dead) == ENTRIES and dead["traceback"].str.len().min() == TRACEBACK_BYTES
+    for _ in range(rounds):
+        elapsed, dead = timed(lambda: opslib.dead_letters(**at))
+        times["dead_letters()"].append(elapsed)
+        elapsed, groups = timed(lambda: opslib.failure_groups(dead))  # noqa: B023
+        times["failure_groups(dead)"].append(elapsed)
+        assert groups["count"].tolist() == [ENTRIES]  # type: ignore[index]
+    for round_ in range(rounds):
+        if round_:
+            clear(client, keys)
+            buried_many(client, keys, ENTRIES, traceback_bytes=TRACEBACK_BYTES)
+        elapsed, done = timed(lambda: opslib.replay_kind("seat_label", **at))
+        times["replay_kind() of all"].append(elapsed)
+        assert (done["status"] == "replayed").sum() == ENTRIES  # type: ignore[index]
+        assert client.xlen(keys.dead) == 0
+    return times
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--redis-url", help="use this server (under a fresh key prefix) instead of an embedded one")
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    folder = Path(tempfile.mkdtemp(prefix="opslib-bench-"))
+    server = None if args.redis_url else start_redis(folder / "valkey")
+    client = redis.Redis.from_url(args.redis_url or server.url)  # type: ignore[union-attr]
+    keys = Keys(f"bench:{uuid.uuid4().hex[:8]}:")
+    try:
+        times = measure(client, keys, args.rounds)
+    finally:
+        clear(client, keys)
+        client.close()
+        if server is not None:
+            server.stop()
+    print(f"opslib on {ENTRIES:,} dead letters with {TRACEBACK_BYTES:,}-byte tracebacks, {args.rounds} rounds")
+    print(f"{'call':<24}{'median':>10}{'min':>10}{'max':>10}{'target':>10}")
+    over = 0
+    for name, values in times.items():
+        median, target = statistics.median(values), TARGETS_S[name]
+        over += median > target
+        verdict = "" if median <= target else "  OVER"
+        print(f"{name:<24}{median:>9.3f}s{min(values):>9.3f}s{max(values):>9.3f}s{target:>9.1f}s{verdict}")
+    return 1 if over else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
