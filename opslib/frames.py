@@ -65,7 +65,12 @@ def dead_to_frame(raw: Iterable[Entry]) -> pd.DataFrame:
     for entry_id, fields in raw:
         if isinstance(entry_id, bytes):  # decoded here, not by text(): 10,000 entries have 150,000 fields
             ids.append(entry_id.decode())
-            rows.append({k.decode("utf-8", "backslashreplace"): v.decode("utf-8", "backslashreplace") for k, v in fields.items()})
+            rows.append(
+                {
+                    k.decode("utf-8", "backslashreplace"): v.decode("utf-8", "backslashreplace")
+                    for k, v in fields.items()
+                }
+            )
         else:
             ids.append(entry_id)
             rows.append(dict(fields))
