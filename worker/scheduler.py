@@ -125,9 +125,8 @@ class Scheduler:
             return False
         late_s = now - tick
         log.info(
-            "Scheduled %s (%s) for %s%s as job %s.",
-            s.name,
-            s.kind,
+            "Scheduled %s for %s%s as job %s.",
+            s.name if s.name == s.kind else f"{s.name} (kind {s.kind})",
             scheduled_for,
             f", caught up {late_s:.0f} s late" if late_s > LATE_LOG_S else "",
             fields["job_id"],
@@ -137,9 +136,11 @@ class Scheduler:
 
 
 def describe(s: Schedule, default_tz: str) -> str:
-    when = f"every {s.every_s} s" if s.every_s is not None else f"cron '{s.cron}' {s.tz or default_tz}"
-    catch_up = "one interval" if s.catch_up_s is None else ("none" if s.catch_up_s == 0 else f"{s.catch_up_s:g} s")
-    return f"{s.name} ({s.kind}, {when}, catch-up {catch_up})"
+    """``expire_holds every 60 s (catch-up: the last tick)``, for the start-up log line."""
+    name = s.name if s.name == s.kind else f"{s.name} (kind {s.kind})"
+    when = f"every {s.every_s} s" if s.every_s is not None else f"'{s.cron}' {s.tz or default_tz}"
+    catch_up = "the last tick" if s.catch_up_s is None else ("none" if s.catch_up_s == 0 else f"{s.catch_up_s:g} s")
+    return f"{name} {when} (catch-up: {catch_up})"
 
 
 def scheduler_chore(app: WorkerApp, observers: Iterable[TickObserver] = ()) -> Chore | None:

@@ -55,7 +55,7 @@ def epoch(iso: str) -> int:
 
 def won_ticks(proc: subprocess.Popen[str]) -> list[int]:
     """The ticks this worker's scheduler enqueued (from its log)."""
-    found = re.findall(r"Scheduled tick \(tick\) for (\S+?Z)", Workers.log(proc))
+    found = re.findall(r"Scheduled tick for (\S+?Z)", Workers.log(proc))
     return [epoch(t) for t in found]
 
 
