@@ -202,7 +202,8 @@ class QueueStats:
 
     ``lag`` is the number of entries no worker has read yet. ``dead_evicted``
     counts dead letters the ``DEAD_MAXLEN`` cap removed. Each metric is also
-    an attribute: ``queue_stats().dead``.
+    an attribute (``queue_stats().dead``), except ``consumers``: that
+    attribute is the consumers' table.
     """
 
     counts: pd.DataFrame

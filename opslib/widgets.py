@@ -40,7 +40,7 @@ def counts_html(stats: QueueStats) -> str:
         f"{stats.pending} pending",
         f"{stats.delayed} delayed ({stats.delayed_due} due)",
         f"lag {stats.lag}",
-        f"{stats.consumers} consumers",
+        f"{len(stats.consumers)} consumers",
     ]
     return "<p>" + " · ".join(parts) + "</p>"
 

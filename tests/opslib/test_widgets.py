@@ -70,6 +70,7 @@ def test_the_panel_previews_exactly_what_it_replays(r: redis.Redis, keys: Keys) 
     bury(r, keys, {"kind": "mailer", "email": "a@b"}, {"attempts": "4", "error": "ConnectionError: 503"})
     panel = DeadLetterPanel(client=r, prefix=keys.prefix)
     assert "<b>4</b> dead letters" in panel.counts.value
+    assert panel.counts.value.endswith(" · 1 consumers</p>")  # the bury script's "seeder"
     assert [label for label, _ in panel.group.options] == [
         "3 × SeatLabelInvalid: <str> is bad",
         "1 × ConnectionError: <num>",
