@@ -42,14 +42,16 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from bisect import bisect_left
 from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import TYPE_CHECKING, Any
 
 import redis.asyncio as aioredis
 import redis.exceptions
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, start_http_server
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client import CollectorRegistry, Counter, Gauge, ProcessCollector, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from worker.chores import CONNECTION_ERRORS, Chore
@@ -165,14 +167,81 @@ class QueueCollector(Collector):
         yield evicted
 
 
-@dataclass
-class _KindSeries:
-    """The label children of one kind, looked up once (the success path runs 15,000 times a second)."""
+class JobCollector(Collector):
+    """This process's job outcomes per kind, kept as plain numbers and turned into metrics at scrape time.
 
-    succeeded: Any
-    retried: Any
-    duration: Any
-    last_success: Any
+    :meth:`job_finished` runs on the loop's success path, up to 15,000 times a
+    second: these dictionary updates cost about 1 µs a job, where prometheus_client's
+    labelled Counter, Histogram and Gauge (each with a lock) cost about 4.7 µs. The
+    loop is the only writer; a scrape (another thread) copies the numbers first.
+    """
+
+    def __init__(self, queue: str) -> None:
+        self.queue = queue
+        self.succeeded: dict[str, int] = {}
+        self.retried: dict[str, int] = {}
+        self.dead: dict[tuple[str, str], int] = {}
+        self.buckets: dict[str, list[int]] = {}
+        """Per kind: observations per bucket, not cumulative; the last one is +Inf."""
+        self.duration_sum: dict[str, float] = {}
+        self.last_success: dict[str, float] = {}
+
+    def job_finished(self, kind: str, outcome: str, duration_s: float, reason: str | None) -> None:
+        """The loop's report of one finished job (:class:`worker.runner.Observer`)."""
+        if outcome == "dead":
+            key = (kind, reason or "")
+            self.dead[key] = self.dead.get(key, 0) + 1
+            if reason not in (None, "exhausted"):
+                return  # never ran: malformed, unknown kind, or poison found by reclaim
+        buckets = self.buckets.get(kind)
+        if buckets is None:
+            buckets = self.buckets[kind] = [0] * (len(DURATION_BUCKETS_S) + 1)
+        buckets[bisect_left(DURATION_BUCKETS_S, duration_s)] += 1
+        self.duration_sum[kind] = self.duration_sum.get(kind, 0.0) + duration_s
+        if outcome == "succeeded":
+            self.succeeded[kind] = self.succeeded.get(kind, 0) + 1
+            self.last_success[kind] = time.time()
+        elif outcome == "retried":
+            self.retried[kind] = self.retried.get(kind, 0) + 1
+
+    def describe(self) -> Iterable[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        q = self.queue
+        succeeded = CounterMetricFamily(
+            "stagedoor_jobs_succeeded", "Jobs whose handler returned.", labels=["queue", "kind"]
+        )
+        for kind, n in list(self.succeeded.items()):
+            succeeded.add_metric([q, kind], n)
+        retried = CounterMetricFamily(
+            "stagedoor_jobs_retried", "Failed attempts put back in delayed for a retry.", labels=["queue", "kind"]
+        )
+        for kind, n in list(self.retried.items()):
+            retried.add_metric([q, kind], n)
+        dead = CounterMetricFamily(
+            "stagedoor_jobs_dead",
+            "Jobs dead-lettered by this worker, by reason (exhausted, poison, malformed, unknown_kind).",
+            labels=["queue", "kind", "reason"],
+        )
+        for (kind, reason), n in list(self.dead.items()):
+            dead.add_metric([q, kind, reason], n)
+        duration = HistogramMetricFamily(
+            "stagedoor_job_duration_seconds", "Time a handler ran, whatever its outcome.", labels=["queue", "kind"]
+        )
+        for kind, counts in list(self.buckets.items()):
+            cumulative = list(accumulate(counts))
+            bounds = [*(f"{b:g}" for b in DURATION_BUCKETS_S), "+Inf"]
+            duration.add_metric([q, kind], list(zip(bounds, cumulative, strict=True)), self.duration_sum.get(kind, 0.0))
+        last_success = GaugeMetricFamily(
+            "stagedoor_job_last_success_timestamp_seconds",
+            "Unix time of the kind's last success in this process; for a scheduled kind, "
+            "the process start until its first success.",
+            labels=["queue", "kind"],
+        )
+        for kind, at in list(self.last_success.items()):
+            last_success.add_metric([q, kind], at)
+        yield from (succeeded, retried, dead, duration, last_success)
 
 
 class Metrics:
@@ -187,33 +256,8 @@ class Metrics:
         ProcessCollector(registry=self.registry)
         self.queue_collector = QueueCollector(self.queue)
         self.registry.register(self.queue_collector)
-        labels = ["queue", "kind"]
-        self.succeeded = Counter(
-            "stagedoor_jobs_succeeded", "Jobs whose handler returned.", labels, registry=self.registry
-        )
-        self.retried = Counter(
-            "stagedoor_jobs_retried", "Failed attempts put back in delayed for a retry.", labels, registry=self.registry
-        )
-        self.dead = Counter(
-            "stagedoor_jobs_dead",
-            "Jobs dead-lettered by this worker, by reason (exhausted, poison, malformed, unknown_kind).",
-            [*labels, "reason"],
-            registry=self.registry,
-        )
-        self.duration = Histogram(
-            "stagedoor_job_duration_seconds",
-            "Time a handler ran, whatever its outcome.",
-            labels,
-            buckets=DURATION_BUCKETS_S,
-            registry=self.registry,
-        )
-        self.last_success = Gauge(
-            "stagedoor_job_last_success_timestamp_seconds",
-            "Unix time of the kind's last success in this process; for a scheduled kind, "
-            "the process start until its first success.",
-            labels,
-            registry=self.registry,
-        )
+        self.jobs = JobCollector(self.queue)
+        self.registry.register(self.jobs)
         self.interval = Gauge(
             "stagedoor_schedule_interval_seconds",
             "Time between two ticks of a schedule.",
@@ -232,13 +276,12 @@ class Metrics:
             ["queue", "schedule"],
             registry=self.registry,
         )
-        self._kinds: dict[str, _KindSeries] = {}
         started = time.time()
         for schedule in registry.schedules.values():
             self.interval.labels(self.queue, schedule.name, schedule.kind).set(
                 schedule.interval_s(started, settings.schedule_tz)
             )
-            self.last_success.labels(self.queue, schedule.kind).set(started)
+            self.jobs.last_success[schedule.kind] = started
         self._lock = client.lock(
             self.keys.metrics_lock, timeout=3 * settings.metrics_interval_s, blocking=False, thread_local=False
         )
@@ -249,27 +292,7 @@ class Metrics:
 
     def job_finished(self, kind: str, outcome: str, duration_s: float, reason: str | None) -> None:
         """The loop's report of one finished job (:class:`worker.runner.Observer`)."""
-        if outcome == "dead":
-            self.dead.labels(self.queue, kind, reason or "").inc()
-            if reason not in (None, "exhausted"):
-                return  # never ran: malformed, unknown kind, or poison found by reclaim
-        series = self._kinds.get(kind) or self._series(kind)
-        series.duration.observe(duration_s)
-        if outcome == "succeeded":
-            series.succeeded.inc()
-            series.last_success.set(time.time())
-        elif outcome == "retried":
-            series.retried.inc()
-
-    def _series(self, kind: str) -> _KindSeries:
-        series = _KindSeries(
-            succeeded=self.succeeded.labels(self.queue, kind),
-            retried=self.retried.labels(self.queue, kind),
-            duration=self.duration.labels(self.queue, kind),
-            last_success=self.last_success.labels(self.queue, kind),
-        )
-        self._kinds[kind] = series
-        return series
+        self.jobs.job_finished(kind, outcome, duration_s, reason)
 
     def tick_enqueued(self, schedule: str) -> None:
         """The scheduler won a tick's lock and enqueued the job."""
