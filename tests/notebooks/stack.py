@@ -31,7 +31,7 @@ import redis
 
 import opslib
 from tests.helpers import with_schema
-from worker.embedded import EmbeddedServer, _die_with_parent, start_postgres, start_redis
+from worker.embedded import EmbeddedServer, die_with_parent, start_postgres, start_redis
 from worker.keys import Keys
 from worker.stagedoor.demo import DemoNight
 
@@ -87,7 +87,7 @@ class NightStack:
                     stdin=subprocess.DEVNULL,
                     stdout=log,
                     stderr=subprocess.STDOUT,
-                    preexec_fn=_die_with_parent,
+                    preexec_fn=die_with_parent,
                 )
             self.wait_until_settled()
         except BaseException:

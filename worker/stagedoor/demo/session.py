@@ -25,7 +25,7 @@ from typing import Self
 import psycopg
 import redis
 
-from worker.embedded import _die_with_parent
+from worker.embedded import die_with_parent
 from worker.enqueue import enqueue
 from worker.stagedoor.demo.night import Night, clear_night, load_night
 from worker.stagedoor.schema import migrate_url
@@ -111,7 +111,7 @@ class DemoNight:
             [sys.executable, "-m", "worker", *args],
             env=self.worker_env(**extra),
             stdin=subprocess.DEVNULL,
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
         )
 
     def run_to_end(self, timeout_s: float = 120.0, **extra: str) -> str:
@@ -126,7 +126,7 @@ class DemoNight:
                 stderr=subprocess.STDOUT,
                 text=True,
                 timeout=timeout_s,
-                preexec_fn=_die_with_parent,
+                preexec_fn=die_with_parent,
             )
         except subprocess.TimeoutExpired as exc:
             out = exc.output.decode(errors="replace") if isinstance(exc.output, bytes) else exc.output or ""
