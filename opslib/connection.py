@@ -24,6 +24,8 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import redis
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
 
 from opslib.errors import OpslibError
 from worker.embedded import running_stack
@@ -31,6 +33,9 @@ from worker.errors import SettingsError
 from worker.keys import Keys
 from worker.settings import Settings
 
+#: A blip is retried twice within a second; a server that is away is reported at once, not after
+#: redis-py's default of ten retries with backoff.
+QUICK_RETRY = Retry(ExponentialBackoff(cap=0.5, base=0.05), 2)
 HOW_TO_CONNECT = (
     "start the stack with `make run`, or set REDIS_URL (e.g. redis://127.0.0.1:6379/0), "
     "or pass client=redis.Redis.from_url(...)"
@@ -121,7 +126,7 @@ def redis_session(
     if client is None:
         url = redis_url()
         try:
-            client = redis.Redis.from_url(url, socket_connect_timeout=5, socket_timeout=60)
+            client = redis.Redis.from_url(url, socket_connect_timeout=5, socket_timeout=60, retry=QUICK_RETRY)
         except ValueError as exc:
             raise OpslibError(
                 f"REDIS_URL={hide_password(url)!r} is not a Redis URL ({exc}); {HOW_TO_CONNECT}"

@@ -14,6 +14,7 @@ import pytest
 import redis
 
 import opslib
+from opslib.connection import QUICK_RETRY
 from opslib.frames import CONSUMER_COLUMNS, DEAD_COLUMNS, DELAYED_COLUMNS, PENDING_COLUMNS, PENDING_COUNT_COLUMNS
 from opslib.signatures import GROUP_COLUMNS
 from tests.helpers import Workers
@@ -153,7 +154,7 @@ def test_bad_arguments_raise_one_clear_error(r: redis.Redis, keys: Keys, at: dic
 
 def test_an_unreachable_server_says_where_and_how_to_fix_it() -> None:
     port = free_port()
-    client = redis.Redis(host="127.0.0.1", port=port, socket_connect_timeout=1)
+    client = redis.Redis(host="127.0.0.1", port=port, socket_connect_timeout=1, retry=QUICK_RETRY)
     with pytest.raises(opslib.OpslibError, match=rf"cannot reach Redis at redis://127.0.0.1:{port}/0 .*make run"):
         opslib.dead_letters(client=client)
     with pytest.raises(opslib.OpslibError, match="cannot reach Redis"):
