@@ -5,7 +5,9 @@ After changing a notebook, or opslib's output, run::
     .venv/bin/python -m tests.notebooks.refresh_outputs [notebooks/NAME.ipynb ...]
 
 Each notebook gets its own :class:`~tests.notebooks.stack.NightStack`, as under
-nbval, and is executed in place with its outputs kept.
+nbval, and is executed in place with its outputs kept. By default: every
+notebook but the panel's, which Voilà runs in the browser test and which is
+kept without outputs.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from tests.helpers import ROOT
 from tests.notebooks.stack import NightStack, Servers
 
 NOTEBOOKS = ROOT / "notebooks"
+PANEL = NOTEBOOKS / "dead_letter_panel.ipynb"
 
 
 def refresh(paths: list[Path]) -> None:
@@ -41,4 +44,4 @@ def refresh(paths: list[Path]) -> None:
 
 
 if __name__ == "__main__":
-    refresh([Path(arg).resolve() for arg in sys.argv[1:]] or sorted(NOTEBOOKS.glob("*.ipynb")))
+    refresh([Path(arg).resolve() for arg in sys.argv[1:]] or sorted(set(NOTEBOOKS.glob("*.ipynb")) - {PANEL}))

@@ -27,11 +27,11 @@ import psycopg
 import pytest
 
 from tests.helpers import ROOT
+from tests.notebooks.refresh_outputs import PANEL
 from tests.notebooks.stack import NightStack
 from worker.embedded import free_port
 
 CHROMIUM = Path("/usr/bin/chromium")
-NOTEBOOK = ROOT / "notebooks" / "dead_letter_panel.ipynb"
 ARTIFACTS = ROOT / "test-artifacts"
 LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1", "[::1]"}
 CHROMIUM_ARGS = [
@@ -91,7 +91,7 @@ def voila(night: NightStack, tmp_path: Path) -> Iterator[str]:
     with open(log, "wb") as out:
         proc = subprocess.Popen(
             [
-                sys.executable, "-m", "voila", str(NOTEBOOK), "--no-browser", f"--port={port}",
+                sys.executable, "-m", "voila", str(PANEL), "--no-browser", f"--port={port}",
                 "--Voila.ip=127.0.0.1", f"--token={token}",
             ],
             cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
