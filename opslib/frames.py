@@ -18,6 +18,9 @@ from opslib.signatures import error_type, signature
 from worker.wire import decode_member
 
 Entry = tuple[bytes | str, Mapping[Any, Any]]
+"""A stream entry as redis-py returns it: its id and its fields."""
+RawEntry = Entry | Sequence[Any]
+"""Also the raw reply's ``[id, [field, value, ...]]``."""
 
 #: ``dead_letters()``: index ``dead_id`` (str), then these, then the payload's own fields (str, NaN where absent).
 DEAD_COLUMNS = {
@@ -52,8 +55,11 @@ def fields_of(raw: Mapping[Any, Any]) -> dict[str, str]:
     return {text(name): text(value) for name, value in raw.items()}
 
 
-def dead_to_frame(raw: Iterable[Entry]) -> pd.DataFrame:
+def dead_to_frame(raw: Iterable[RawEntry]) -> pd.DataFrame:
     """The ``dead_letters()`` frame of XRANGE entries of ``jobs:dead`` (see :data:`DEAD_COLUMNS`).
+
+    Each entry is ``(id, {field: value})`` as redis-py returns it, or the raw
+    reply's ``[id, [field, value, ...]]``.
 
     Absent wire fields are ``""``; ``attempts`` is 0 when absent or not a
     number; a payload field that an entry lacks is NaN. A payload field named
@@ -63,17 +69,15 @@ def dead_to_frame(raw: Iterable[Entry]) -> pd.DataFrame:
     ids: list[str] = []
     rows: list[dict[str, str]] = []
     for entry_id, fields in raw:
+        pairs = fields.items() if isinstance(fields, Mapping) else zip(fields[::2], fields[1::2], strict=True)
         if isinstance(entry_id, bytes):  # decoded here, not by text(): 10,000 entries have 150,000 fields
             ids.append(entry_id.decode())
             rows.append(
-                {
-                    k.decode("utf-8", "backslashreplace"): v.decode("utf-8", "backslashreplace")
-                    for k, v in fields.items()
-                }
+                {k.decode("utf-8", "backslashreplace"): v.decode("utf-8", "backslashreplace") for k, v in pairs}
             )
         else:
             ids.append(entry_id)
-            rows.append(dict(fields))
+            rows.append(dict(pairs))
     columns: dict[str, Sequence[Any]] = {name: [row.get(name, "") for row in rows] for name in _DEAD_TEXT_FIELDS}
     columns["dead_at"] = entry_times(ids)
     columns["attempts"] = [whole_number(row.get("attempts", "")) for row in rows]

@@ -85,8 +85,23 @@ PAGE = 1000
 
 
 def read_dead(client: Any, keys: Keys, since: pd.Timestamp | None = None) -> list[Any]:
-    """The entries of ``jobs:dead`` from ``since`` on, oldest first."""
-    return client.xrange(keys.dead, min=entry_floor(since), max="+")
+    """The entries of ``jobs:dead`` from ``since`` on, oldest first, as ``[id, [field, value, ...]]``.
+
+    The reply is read from a connection of the client's pool without
+    redis-py's parsing into a dict per entry, which costs a third of the
+    time of ``dead_letters()`` on a full dead stream.
+    """
+    pool = client.connection_pool
+    connection = pool.get_connection()
+    try:
+        connection.send_command("XRANGE", keys.dead, entry_floor(since), "+")
+        reply = connection.read_response()
+    except BaseException:
+        connection.disconnect()
+        raise
+    finally:
+        pool.release(connection)
+    return list(reply or [])
 
 
 def entry_floor(since: pd.Timestamp | None) -> str:

@@ -68,6 +68,11 @@ def test_dead_to_frame_reads_bytes_or_text(decoded: bool) -> None:
     assert "failed_at" not in frame.columns  # it is dead_at
 
 
+def test_dead_to_frame_reads_the_raw_reply_alike() -> None:
+    flat = [DEAD[0], [item for pair in DEAD[1].items() for item in pair]]
+    pd.testing.assert_frame_equal(frames.dead_to_frame([flat]), frames.dead_to_frame([DEAD]))
+
+
 def test_select_dead_drops_payload_columns_left_empty() -> None:
     frame = frames.dead_to_frame([DEAD, ("1796000000001-0", {"kind": "send_email", "email": "a@b"})])
     kept = frames.select_dead(frame, frame["kind"] == "render_tickets")
