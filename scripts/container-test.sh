@@ -26,6 +26,10 @@
 #      PostgreSQL: the worker migrates, turns healthy and runs a purge job
 #   8. the healthcheck says healthy, then unhealthy once Redis is stopped
 #
+# It leaves the images localhost/stagedoor-base:bookworm and
+# localhost/stagedoor-worker:test and podman's build cache (so the next run
+# takes about a minute); `podman image prune` reclaims the cache.
+#
 # Environment: DEBIAN_MIRROR (default http://deb.debian.org/debian), REBUILD_BASE=1,
 # PIP_CERT (default /etc/ssl/certs/ca-certificates.crt when it exists),
 # PG_ADMIN_URL (default postgresql://postgres@127.0.0.1:5432/postgres).
