@@ -96,5 +96,5 @@ def test_it_names_the_dependencies_of_pyproject_nothing_missing_nothing_extra(en
     assert not missing and not extra, f"conda section: missing {sorted(missing)}, not in pyproject {sorted(extra)}"
     pip_extra = set(in_pip) - {canonicalize_name(r.name) for r in pyproject_requirements()}
     assert not pip_extra, f"pip section: not in pyproject {sorted(pip_extra)}"
-    for name, version in expected_conda.items():
-        assert in_conda[name] == version, f"conda {name}{in_conda[name]}: pyproject asks {version or 'any version'}"
+    for package, version in expected_conda.items():
+        assert in_conda[package] == version, f"conda {package}{in_conda[package]}: pyproject asks {version or 'any'}"

@@ -6,6 +6,7 @@ import asyncio
 import signal
 import subprocess
 import time
+from functools import partial
 
 import httpx
 import pytest
@@ -50,7 +51,7 @@ def start_workers(
         env = {"METRICS_PORT": str(port), "METRICS_HOST": "127.0.0.1", "METRICS_INTERVAL_S": "0.2", **extra}
         started.append((port, workers.start(kinds, **env)))
     for port, _proc in started:
-        wait_for(lambda port=port: scrape(port), timeout_s=30, what="the worker's /metrics to answer")
+        wait_for(partial(scrape, port), timeout_s=30, what="the worker's /metrics to answer")
     return started
 
 
