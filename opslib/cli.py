@@ -100,7 +100,7 @@ def cmd_dead(args: argparse.Namespace, out: TextIO) -> int:
     elif args.csv:
         frame.to_csv(out, date_format="%Y-%m-%dT%H:%M:%S.%fZ")
     else:
-        table(frame[DEAD_SUMMARY], out)
+        table(frame[DEAD_SUMMARY], out, width=90)
     return EXIT_OK
 
 
@@ -121,8 +121,11 @@ def cmd_replay(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO
     gone = plan[plan["status"] == "missing"]
     missing = f"; {len(gone)} ids are not in jobs:dead (replayed already, or evicted)" if len(gone) else ""
     print(f"would replay {len(taken)} dead letters{missing}", file=out)
-    for dead_id in taken["dead_id"].head(SHOWN):
-        print(f"  {dead_id}", file=out)
+    shown = taken["dead_id"].head(SHOWN).tolist()
+    dead = dead_letters() if shown else pd.DataFrame()
+    for dead_id in shown:
+        about = f"  {dead.at[dead_id, 'kind']}  {dead.at[dead_id, 'error'][:90]}" if dead_id in dead.index else ""
+        print(f"  {dead_id}{about}", file=out)
     if len(taken) > SHOWN:
         print(f"  ... and {len(taken) - SHOWN} more", file=out)
     if args.dry_run or taken.empty:
