@@ -56,7 +56,7 @@ def wait(condition: str, holds: object, timeout_s: float) -> int:
 
 
 def succeeded(kind: str, port: int) -> float:
-    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5, trust_env=False).text
     return sum(
         s.value
         for family in text_string_to_metric_families(text)
