@@ -190,11 +190,11 @@ def child_env(**extra: str) -> dict[str, str]:
 
     PYTHONDONTWRITEBYTECODE (set on some machines) would make every Python
     process compile its imports from source at each start; the benchmarks
-    measure warm starts, as on a normal install, after one warm-up run.
+    measure warm starts, as on a normal install, after one warm-up run
+    (unless ``extra`` sets it again).
     """
-    env = {**os.environ, **extra}
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    return env
+    env = {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
+    return {**env, **extra}
 
 
 def ours_env(redis_url: str, prefix: str = "", **extra: str) -> dict[str, str]:

@@ -28,19 +28,25 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=8, help="WORKER_CONCURRENCY (default 8)")
     parser.add_argument("--server", default="valkey", help="'valkey' (the wheel's) or a redis-server path")
     parser.add_argument("--python", default=sys.executable, help="the worker's interpreter (default: this one)")
+    parser.add_argument(
+        "--cold",
+        action="store_true",
+        help="no warm-up, and PYTHONDONTWRITEBYTECODE=1 for the worker: start-up as with no .pyc files installed",
+    )
     args = parser.parse_args()
 
+    cold = {"PYTHONDONTWRITEBYTECODE": "1"} if args.cold else {}
     server = BenchRedis(args.server)
     logs = Path(tempfile.mkdtemp(prefix="stagedoor-throughput-"))
     print(f"{args.jobs} no-op jobs, WORKER_CONCURRENCY={args.concurrency}, server {server.version}")
     runs = []
     try:
-        for i in range(-1, args.runs):
+        for i in range(0 if args.cold else -1, args.runs):
             server.flush()
             enqueue_rate = enqueue_ours(server.client, "noop", args.jobs if i >= 0 else 100)
             run = run_worker(
                 (args.python, *OURS_ARGV[1:]),
-                env=ours_env(server.url, WORKER_CONCURRENCY=str(args.concurrency)),
+                env=ours_env(server.url, WORKER_CONCURRENCY=str(args.concurrency), **cold),
                 jobs=args.jobs if i >= 0 else 100,
                 server=server,
                 timeout_s=120,
