@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import time
 from bisect import bisect_left
 from collections.abc import AsyncIterator, Iterable, Iterator
@@ -95,16 +96,18 @@ async def read_queue_state(client: aioredis.Redis, keys: Keys, reclaim_idle_ms: 
     pipe.xpending_range(keys.jobs, GROUP, min="-", max="+", count=PENDING_IDLE_LIMIT, idle=reclaim_idle_ms)
     pipe.zcard(keys.delayed)
     pipe.zcount(keys.delayed, "-inf", now)
-    pipe.xinfo_consumers(keys.jobs, GROUP)
-    dead, evicted, groups, idle, delayed, due, consumers = await pipe.execute()
+    dead, evicted, groups, idle, delayed, due = await pipe.execute()
     group = next((g for g in groups if _text(g["name"]) == GROUP), None)
     if group is None:
         raise redis.exceptions.ResponseError(f"NOGROUP consumer group {GROUP} does not exist on {keys.jobs}")
     lag = group.get("lag")
     if lag is None:
         lag = await _count_undelivered(client, keys, _text(group["last-delivered-id"]))
-    heartbeats = [keys.heartbeat(_text(c["name"])) for c in consumers]
-    live = await client.exists(*heartbeats) if heartbeats else 0
+    # Live workers are their heartbeat keys. Not XINFO CONSUMERS: Redis 7.0 lists a
+    # consumer only once it was handed an entry, so an idle new worker is missing there.
+    live = 0
+    async for _key in client.scan_iter(match=glob_escape(keys.heartbeat_prefix) + "*", count=1000):
+        live += 1
     return QueueState(
         dead_length=int(dead),
         dead_evicted=int(evicted or 0),
@@ -120,6 +123,11 @@ async def read_queue_state(client: aioredis.Redis, keys: Keys, reclaim_idle_ms: 
 async def _count_undelivered(client: aioredis.Redis, keys: Keys, last_delivered_id: str) -> int:
     entries = await client.xrange(keys.jobs, min=f"({last_delivered_id}", max="+", count=LAG_COUNT_LIMIT)
     return len(entries or [])
+
+
+def glob_escape(text: str) -> str:
+    """``text`` matched literally in a SCAN ``MATCH`` pattern (a prefix may hold ``[`` or ``*``)."""
+    return re.sub(r"([*?\[\]\\])", r"\\\1", text)
 
 
 def _text(value: bytes | str) -> str:
@@ -140,7 +148,11 @@ class QueueCollector(Collector):
         ("stagedoor_queue_lag", "Entries on jobs not yet delivered to the group.", "lag"),
         ("stagedoor_queue_delayed", "Jobs in the delayed set (retries and jobs for later).", "delayed"),
         ("stagedoor_queue_delayed_due", "Delayed jobs whose run time has come (promotion is due).", "delayed_due"),
-        ("stagedoor_queue_consumers_live", "Consumers in the group with a fresh heartbeat.", "consumers_live"),
+        (
+            "stagedoor_queue_consumers_live",
+            "Workers with a fresh heartbeat (the live consumers).",
+            "consumers_live",
+        ),
     )
 
     def __init__(self, queue: str) -> None:
