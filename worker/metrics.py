@@ -75,7 +75,8 @@ DURATION_BUCKETS_S = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5
 
 @dataclass(frozen=True)
 class QueueState:
-    """The queue-wide numbers, as read from Redis in one round trip (plus one)."""
+    """The queue-wide numbers: one pipelined round trip, then a SCAN for the heartbeat keys
+    (the lock holder alone walks the keyspace, once every ``METRICS_INTERVAL_S``)."""
 
     dead_length: int
     dead_evicted: int
@@ -116,7 +117,7 @@ async def read_queue_state(client: aioredis.Redis, keys: Keys, reclaim_idle_ms: 
         lag=int(lag),
         delayed=int(delayed),
         delayed_due=int(due),
-        consumers_live=int(live),
+        consumers_live=live,
     )
 
 
