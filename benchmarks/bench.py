@@ -20,6 +20,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 import time
@@ -98,6 +99,18 @@ SYSTEMS = (
     System("Celery 5.7", "Redis broker, threads pool of 8", python_peer("celery"), noop_jobs=5_000),
     System("BullMQ 6.7 (Node)", "concurrency 8, removeOnComplete", ("node", str(BENCH_DIR / "bullmq" / "peer.mjs"))),
 )
+
+
+def check_installed(systems: list[System]) -> None:
+    """Fail early, saying how to install them, when a peer's environment is missing."""
+    missing = [s.name for s in systems if s.argv and not (Path(s.argv[0]).exists() or shutil.which(s.argv[0]))]
+    if not (BENCH_DIR / "bullmq" / "node_modules").exists() and any("BullMQ" in s.name for s in systems):
+        missing.append("BullMQ's node_modules")
+    if missing:
+        raise BenchError(
+            f"not installed: {', '.join(missing)}; run `make bench`, which installs the peers into "
+            "benchmarks/.venv/<peer> and benchmarks/bullmq/node_modules (or pick others with --only)"
+        )
 
 
 def enqueue_jobs(system: System, server: BenchRedis, kind: str, count: int) -> float:
@@ -308,6 +321,7 @@ def main() -> None:
     words = [w.strip().lower() for w in args.only.split(",") if w.strip()]
     systems = [s for s in SYSTEMS if s.ours or not words or any(w in s.name.lower() for w in words)]
     skip = {w.strip() for w in args.skip.split(",") if w.strip()}
+    check_installed(systems)
 
     RESULTS.mkdir(exist_ok=True)
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
