@@ -19,9 +19,14 @@ JOBS = 10_000
 def test_sigkill_one_of_two_workers_mid_run_loses_nothing(
     r: redis.Redis, keys: Keys, prefix: str, workers: Workers
 ) -> None:
-    job_ids = enqueue_many(r, keys, "record", JOBS)
     victim = workers.start(KINDS, WORKER_NAME="fault-victim", **FAST_RECLAIM)
     survivor = workers.start(KINDS, WORKER_NAME="fault-survivor", **FAST_RECLAIM)
+    wait_for(
+        lambda: r.exists(keys.heartbeat("fault-victim"), keys.heartbeat("fault-survivor")) == 2,
+        timeout_s=60,
+        what="both workers to start",
+    )
+    job_ids = enqueue_many(r, keys, "record", JOBS)
     runs = runs_key(prefix)
 
     wait_for(lambda: r.hlen(runs) >= JOBS // 5, timeout_s=60, what="a fifth of the jobs to complete")

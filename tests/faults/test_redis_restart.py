@@ -27,6 +27,7 @@ JOBS = 10_000
 OUTAGE_S = 2.0
 """How long Redis stays away: long enough that the workers' reconnect backoff grows."""
 DURABLE = ("--appendonly", "yes", "--appendfsync", "always")
+LOST = "Lost the connection to Redis"
 
 
 def acknowledged(client: redis.Redis, keys: Keys, job_ids: list[str]) -> set[str]:
@@ -66,10 +67,12 @@ def test_redis_restart_mid_run(tmp_path: Path, prefix: str, workers: Workers) ->
         stopped = time.monotonic()
         client.close()
         shutil.copytree(data, copy)
+        # A worker whose slots are all busy retrying their outcome (with backoff) may not read, and so
+        # not log the loss, before Redis is back; one worker noticing is enough to go on.
         wait_for(
-            lambda: all("Lost the connection to Redis" in workers.log(p) for p in procs),
+            lambda: any(LOST in workers.log(p) for p in procs),
             timeout_s=30,
-            what="both workers to notice that Redis is gone",
+            what="a worker to notice that Redis is gone",
         )
         time.sleep(max(0.0, OUTAGE_S - (time.monotonic() - stopped)))  # the fault itself: Redis stays away
         down_s = time.monotonic() - stopped
@@ -95,9 +98,12 @@ def test_redis_restart_mid_run(tmp_path: Path, prefix: str, workers: Workers) ->
         assert acked, "nothing was acknowledged before the restart: the test restarted too early"
         rerun = sorted(j for j in acked if runs_after[j] != runs_before.get(j))
         assert not rerun, f"{len(rerun)} jobs acknowledged before the restart ran again, e.g. {rerun[:5]}"
+        noticed = [p for p in procs if LOST in workers.log(p)]
+        assert noticed
         for proc in procs:
             assert proc.poll() is None, "a worker died"
-            assert "Reconnected to Redis" in workers.log(proc)
+            if proc in noticed:
+                assert "Reconnected to Redis" in workers.log(proc)
             proc.send_signal(signal.SIGTERM)
             assert proc.wait(30) == 0
         twice = sum(runs_after.values()) - JOBS
