@@ -254,7 +254,7 @@ class Worker:
         """The packed XREADGROUP for ``count`` entries (cached: it is sent thousands of times a second)."""
         packed = self._read_commands.get(count)
         if packed is None:
-            block_ms = min(self.settings.block_ms, 200) if self.burst else self.settings.block_ms
+            block_ms = min(self.settings.block_ms, 50) if self.burst else self.settings.block_ms
             packed = resp_command(
                 ("XREADGROUP", "GROUP", GROUP, self.name, "COUNT", str(count), "BLOCK", str(block_ms)),
                 "STREAMS",
