@@ -10,8 +10,8 @@ dead-letters it.
 from __future__ import annotations
 
 import json
-from itertools import chain
 from dataclasses import dataclass
+from itertools import chain
 
 from worker.kinds import Job, Registry
 
