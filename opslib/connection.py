@@ -5,7 +5,7 @@ Every public function takes an explicit client (``client=`` a
 (``prefix=``). With none, opslib reads the environment the way the worker
 does (``REDIS_URL``, ``DATABASE_URL``, ``QUEUE_PREFIX``, through
 :class:`worker.settings.Settings`), and when no URL is set it looks for the
-servers that ``make run`` started: ``worker.embedded.running_stack`` of the
+servers that ``make run`` started: ``worker.embedded.find_running_stack`` of the
 data folder (``STAGEDOOR_DATA_DIR``, ``.data`` by default), searched from the
 current folder upwards, so a notebook in ``notebooks/`` finds the stack of the
 project folder without the analyst typing a URL.
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -28,7 +27,7 @@ from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
 from opslib.errors import OpslibError
-from worker.embedded import running_stack
+from worker.embedded import configured_or_running
 from worker.errors import SettingsError
 from worker.keys import Keys
 from worker.settings import Settings
@@ -50,37 +49,23 @@ def settings() -> Settings:
         raise OpslibError(f"invalid setting in the environment: {exc}") from None
 
 
-def find_stack(data_dir: str) -> dict[str, str] | None:
-    """The URLs of the stack a live ``make run`` started, looking in ``data_dir`` from here upwards."""
-    path = Path(data_dir)
-    if path.is_absolute():
-        return running_stack(path)
-    for folder in (Path.cwd(), *Path.cwd().parents):
-        stack = running_stack(folder / path)
-        if stack is not None:
-            return stack
-    return None
-
-
 def redis_url() -> str:
     """``REDIS_URL``, or the embedded server of a running ``make run``."""
     conf = settings()
-    if conf.redis_url:
-        return conf.redis_url
-    stack = find_stack(conf.data_dir)
-    if stack and stack["redis_url"]:
-        return stack["redis_url"]
-    raise OpslibError(f"no Redis to talk to: REDIS_URL is not set and no `make run` stack is running; {HOW_TO_CONNECT}")
+    url = configured_or_running(conf.redis_url, "redis_url", conf.data_dir)
+    if not url:
+        raise OpslibError(
+            f"no Redis to talk to: REDIS_URL is not set and no `make run` stack is running; {HOW_TO_CONNECT}"
+        )
+    return url
 
 
 def database_url() -> str:
     """``DATABASE_URL``, or the embedded PostgreSQL of a running ``make run``."""
     conf = settings()
-    if conf.database_url:
-        return conf.database_url
-    stack = find_stack(conf.data_dir)
-    if stack and stack["database_url"]:
-        return stack["database_url"]
+    url = configured_or_running(conf.database_url, "database_url", conf.data_dir)
+    if url:
+        return url
     raise OpslibError(
         "no PostgreSQL to talk to: DATABASE_URL is not set and no `make run` stack is running; "
         "start the stack with `make run`, set DATABASE_URL (e.g. postgresql://postgres@127.0.0.1:5432/stagedoor), "

@@ -8,9 +8,11 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import pytest
+import redis
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -91,3 +93,19 @@ def wait_for(predicate: Callable[[], object], timeout_s: float = 30, what: str =
             return value
         time.sleep(0.02)
     pytest.fail(f"timed out after {timeout_s} s waiting for {what}")
+
+
+def queue_state(r: redis.Redis, prefix: str) -> dict[bytes, Any]:
+    """Every key under ``prefix`` with its whole content, to show that nothing changed."""
+    state: dict[bytes, Any] = {}
+    for key in sorted(r.scan_iter(match=f"{prefix}*", count=1000)):
+        kind = r.type(key)
+        if kind == b"stream":
+            state[key] = r.xrange(key)
+        elif kind == b"zset":
+            state[key] = r.zrange(key, 0, -1, withscores=True)
+        elif kind == b"hash":
+            state[key] = r.hgetall(key)
+        else:
+            state[key] = r.dump(key)
+    return state

@@ -26,7 +26,7 @@ import redis.asyncio as aioredis
 
 from worker import logs
 from worker.app import WorkerApp
-from worker.embedded import EmbeddedServerError, embedded_stack, running_stack
+from worker.embedded import EmbeddedServerError, configured_or_running, embedded_stack
 from worker.enqueue import enqueue
 from worker.errors import SettingsError, WorkerError
 from worker.keys import GROUP, Keys
@@ -86,12 +86,10 @@ def parse_fields(pairs: Sequence[str]) -> dict[str, str]:
 
 def connect_url(settings: Settings) -> str:
     """REDIS_URL, or the embedded server a running ``make run`` started."""
-    if settings.redis_url:
-        return settings.redis_url
-    stack = running_stack(Path(settings.data_dir))
-    if stack and stack["redis_url"]:
-        return stack["redis_url"]
-    raise SettingsError("REDIS_URL is not set and no embedded stack is running; set REDIS_URL or start `make run`")
+    url = configured_or_running(settings.redis_url, "redis_url", settings.data_dir)
+    if not url:
+        raise SettingsError("REDIS_URL is not set and no embedded stack is running; set REDIS_URL or start `make run`")
+    return url
 
 
 def cmd_enqueue(settings: Settings, args: argparse.Namespace) -> int:

@@ -262,3 +262,24 @@ def running_stack(data_dir: Path) -> dict[str, str] | None:
     except (OSError, ValueError, KeyError):
         return None
     return {"redis_url": info.get("redis_url", ""), "database_url": info.get("database_url", "")}
+
+
+def find_running_stack(data_dir: str | Path) -> dict[str, str] | None:
+    """:func:`running_stack` of ``data_dir``; a relative one is looked for from the current
+    folder upwards, so a notebook kernel in ``notebooks/`` finds the project's ``.data``."""
+    path = Path(data_dir)
+    folders = [Path()] if path.is_absolute() else [Path.cwd(), *Path.cwd().parents]
+    for folder in folders:
+        stack = running_stack(folder / path)
+        if stack is not None:
+            return stack
+    return None
+
+
+def configured_or_running(configured: str, which: str, data_dir: str | Path) -> str:
+    """``configured`` when set, else the ``which`` URL (``redis_url`` or ``database_url``) of a
+    running ``make run`` stack, else "" (the caller says what to do about it)."""
+    if configured:
+        return configured
+    stack = find_running_stack(data_dir)
+    return stack.get(which, "") if stack else ""

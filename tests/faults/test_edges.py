@@ -18,26 +18,10 @@ import redis
 
 import opslib
 from tests.faults.support import KINDS
-from tests.helpers import ROOT, Workers
+from tests.helpers import ROOT, Workers, queue_state
 from worker.embedded import free_port
 from worker.enqueue import enqueue
 from worker.keys import Keys
-
-
-def queue_state(r: redis.Redis, prefix: str) -> dict[bytes, Any]:
-    """Every key under the prefix with its whole content, to compare before and after."""
-    state: dict[bytes, Any] = {}
-    for key in sorted(r.scan_iter(match=f"{prefix}*", count=1000)):
-        kind = r.type(key)
-        if kind == b"stream":
-            state[key] = r.xrange(key)
-        elif kind == b"zset":
-            state[key] = r.zrange(key, 0, -1, withscores=True)
-        elif kind == b"hash":
-            state[key] = r.hgetall(key)
-        else:
-            state[key] = r.get(key)
-    return state
 
 
 @pytest.fixture

@@ -14,27 +14,11 @@ import redis
 
 import opslib
 from opslib.frames import REPLAY_COLUMNS, STATUS_COLUMNS
-from tests.helpers import ROOT, Workers, wait_for
+from tests.helpers import ROOT, Workers, queue_state, wait_for
 from tests.opslib.seed import KINDS, buried_many, bury, seat_dead_letters
 from worker.keys import Keys
 
 SEAT_ERROR = {"attempts": "2", "error": "SeatLabelInvalid: '14-C' is bad", "traceback": "tb", "reason": "exhausted"}
-
-
-def snapshot(r: redis.Redis, keys: Keys) -> dict[bytes, Any]:
-    """Every key of the test's queue with its content, to show that nothing changed."""
-    state: dict[bytes, Any] = {}
-    for key in r.scan_iter(match=f"{keys.prefix}*"):
-        kind = r.type(key)
-        if kind == b"stream":
-            state[key] = r.xrange(key)
-        elif kind == b"zset":
-            state[key] = r.zrange(key, 0, -1, withscores=True)
-        elif kind == b"hash":
-            state[key] = r.hgetall(key)
-        else:
-            state[key] = r.dump(key)
-    return state
 
 
 def test_replay_moves_entries_back_and_reports_missing_ones(r: redis.Redis, keys: Keys, at: dict[str, Any]) -> None:
@@ -64,14 +48,14 @@ def test_replay_moves_entries_back_and_reports_missing_ones(r: redis.Redis, keys
 
 def test_malformed_ids_change_nothing(r: redis.Redis, keys: Keys, at: dict[str, Any]) -> None:
     dead_id = bury(r, keys, {"kind": "seat_label", "seat": "1-A"}, SEAT_ERROR)
-    before = snapshot(r, keys)
+    before = queue_state(r, keys.prefix)
     with pytest.raises(opslib.OpslibError, match=r"'14-C' is not a stream entry id; ids look like 1758203641877-0"):
         opslib.replay([dead_id, "14-C"], **at)
     with pytest.raises(opslib.OpslibError, match="not a replay batch id"):
         opslib.replay_status("no such batch!", **at)
     with pytest.raises(opslib.OpslibError, match="no replay batch 'nothing-here' in Redis"):
         opslib.replay_status("nothing-here", **at)
-    assert snapshot(r, keys) == before
+    assert queue_state(r, keys.prefix) == before
 
 
 def test_a_dry_run_changes_nothing_and_shows_what_would_be_replayed(
@@ -82,7 +66,7 @@ def test_a_dry_run_changes_nothing_and_shows_what_would_be_replayed(
         for s in ("1-A", "2-B")
     ]
     other = bury(r, keys, {"kind": "mailer", "email": "a@b"}, {"error": "ConnectionError: mail provider answered 503"})
-    before = snapshot(r, keys)
+    before = queue_state(r, keys.prefix)
     plan = opslib.replay_kind("seat_label", signature="SeatLabelInvalid: <str> is bad", dry_run=True, **at)
     assert plan.dtypes.astype(str).to_dict() == REPLAY_COLUMNS
     assert plan[["dead_id", "new_id", "status", "batch"]].values.tolist() == [
@@ -92,7 +76,7 @@ def test_a_dry_run_changes_nothing_and_shows_what_would_be_replayed(
     assert opslib.replay([seat[0], "1-0"], dry_run=True, **at)["status"].tolist() == ["would replay", "missing"]
     assert opslib.replay_kind("mailer", error_contains="503", dry_run=True, **at)["dead_id"].tolist() == [other]
     assert opslib.replay_kind("mailer", error_contains="404", dry_run=True, **at).empty
-    assert snapshot(r, keys) == before
+    assert queue_state(r, keys.prefix) == before
 
     done = opslib.replay_kind("seat_label", error_contains="'2-B'", **at)
     assert done["dead_id"].tolist() == [seat[1]] and done["status"].tolist() == ["replayed"]
