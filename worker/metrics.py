@@ -4,7 +4,7 @@ Two kinds of numbers, collected two ways:
 
 * **This process's work** — job outcomes per kind, job durations, the last
   success of each kind, and the scheduler's ticks. :class:`Metrics` is the
-  loop's :class:`~worker.runner.Observer` (``job_finished``) and the
+  loop's :class:`~worker.observe.Observer` (``job_finished``) and the
   scheduler's (``tick_enqueued`` / ``tick_skipped``). Every worker exports its
   own counts: add them up across replicas with ``sum``.
 * **The queue's state** — dead-stream length and evictions, pending, pending
@@ -200,7 +200,7 @@ class JobCollector(Collector):
         self.last_success: dict[str, float] = {}
 
     def job_finished(self, kind: str, outcome: str, duration_s: float, reason: str | None) -> None:
-        """The loop's report of one finished job (:class:`worker.runner.Observer`)."""
+        """The loop's report of one finished job (:class:`worker.observe.Observer`)."""
         if outcome == "dead":
             key = (kind, reason or "")
             self.dead[key] = self.dead.get(key, 0) + 1
@@ -304,7 +304,7 @@ class Metrics:
     # ------------------------------------------------------------ observers
 
     def job_finished(self, kind: str, outcome: str, duration_s: float, reason: str | None) -> None:
-        """The loop's report of one finished job (:class:`worker.runner.Observer`)."""
+        """The loop's report of one finished job (:class:`worker.observe.Observer`)."""
         self.jobs.job_finished(kind, outcome, duration_s, reason)
 
     def tick_enqueued(self, schedule: str) -> None:

@@ -20,12 +20,9 @@ import json
 import logging
 import random
 import time
-import traceback
-from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
 import redis.asyncio as aioredis
 import redis.exceptions
@@ -33,8 +30,11 @@ import redis.exceptions
 from worker import wire
 from worker.chores import CONNECTION_ERRORS, Chore, run_chore, sleep_or_stop
 from worker.errors import JobTimeout
+from worker.failures import bounded_traceback, describe_error, now_iso
 from worker.keys import GROUP, REPLAY_OUTCOME_TTL_S, Keys
 from worker.kinds import Job, KindSpec, Registry
+from worker.observe import Observer, Tally
+from worker.resp import pairs, resp_command
 from worker.retry import DeadLetter, decide
 from worker.scripts import Scripts
 from worker.settings import Settings
@@ -44,62 +44,6 @@ log = logging.getLogger("worker")
 HEARTBEAT_INTERVAL_S = 5.0
 HEARTBEAT_TTL_S = 15
 SUMMARY_INTERVAL_S = 60.0
-
-
-class Observer(Protocol):
-    """What the loop reports about each finished job (metrics implement it)."""
-
-    def job_finished(self, kind: str, outcome: str, duration_s: float, reason: str | None) -> None: ...
-
-
-class Tally:
-    """Counts outcomes per kind for the periodic summary log line."""
-
-    def __init__(self) -> None:
-        self.counts: Counter[tuple[str, str]] = Counter()
-        self.since = time.monotonic()
-
-    def job_finished(self, kind: str, outcome: str, duration_s: float, reason: str | None) -> None:
-        self.counts[(kind, outcome)] += 1
-
-    def take(self) -> tuple[Counter[tuple[str, str]], float]:
-        counts, self.counts = self.counts, Counter()
-        now = time.monotonic()
-        elapsed, self.since = now - self.since, now
-        return counts, elapsed
-
-
-def now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def describe_error(exc: BaseException) -> str:
-    """``Type: message``, the dead entry's ``error`` field."""
-    message = str(exc)
-    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
-
-
-def bounded_traceback(exc: BaseException, limit_bytes: int) -> str:
-    """The traceback of ``exc``, keeping its end (where the error is) within the limit."""
-    text = "".join(traceback.format_exception(exc))
-    data = text.encode()
-    if len(data) <= limit_bytes:
-        return text
-    return "...(cut)...\n" + data[-(limit_bytes - 16) :].decode("utf-8", "ignore")
-
-
-def resp_command(head: tuple[str, ...], *args: str) -> bytes:
-    """``head + args`` as one RESP command (a small packer for the hot read/ack path)."""
-    parts = [f"*{len(head) + len(args)}\r\n".encode()]
-    for arg in (*head, *args):
-        data = arg.encode()
-        parts.append(b"$%d\r\n%b\r\n" % (len(data), data))
-    return b"".join(parts)
-
-
-def _pairs(flat: list[bytes]) -> dict[bytes, bytes]:
-    """A flat [field, value, ...] list (a script's reply) as a dict."""
-    return dict(zip(flat[::2], flat[1::2], strict=True))
 
 
 class Worker:
@@ -248,7 +192,7 @@ class Worker:
         if not reply:
             return []
         entries = next(iter(reply.values())) if isinstance(reply, dict) else reply[0][1]
-        return [(eid.decode(), _pairs(flat)) for eid, flat in entries]
+        return [(eid.decode(), pairs(flat)) for eid, flat in entries]
 
     def _read_command(self, count: int) -> bytes:
         """The packed XREADGROUP for ``count`` entries (cached: it is sent thousands of times a second)."""
