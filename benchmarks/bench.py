@@ -189,37 +189,26 @@ def fmt(values: list[float], digits: int = 0) -> str:
     return f"{med:,.{digits}f} ({low:,.{digits}f}–{high:,.{digits}f})"
 
 
-def noop_table(results: dict[str, list[dict[str, float]]]) -> list[str]:
+#: The table's figures: (heading, key in a run's results); the I/O-bound table leaves out the last two.
+TABLE_FIGURES = [
+    ("jobs/s from start", "per_s_from_start"),
+    ("jobs/s from 1st job", "per_s_from_first"),
+    ("worker CPU µs/job", "worker_cpu_us"),
+    ("Redis CPU µs/job", "redis_cpu_us"),
+    ("enqueue jobs/s", "enqueue_per_s"),
+]
+
+
+def results_table(results: dict[str, list[dict[str, float]]], figures: list[tuple[str, str]]) -> list[str]:
+    """A markdown table: one row per system, the median (min–max) of each figure and the ratio to ours."""
     ours = median_range([r["per_s_from_start"] for r in results[OURS]])[0] if OURS in results else 0.0
-    lines = [
-        "| system | jobs | jobs/s from start | jobs/s from 1st job | worker CPU µs/job | Redis CPU µs/job "
-        "| ÷ this worker | enqueue jobs/s |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
-    ]
+    headings = ["system", "jobs", *(h for h, _ in figures), "÷ this worker"]
+    lines = ["| " + " | ".join(headings) + " |", "| --- |" + " ---: |" * (len(headings) - 1)]
     for name, runs in results.items():
         rate = median_range([r["per_s_from_start"] for r in runs])[0]
         ratio = f"{rate / ours:.3f}" if ours else "–"
-        lines.append(
-            f"| {name} | {runs[0]['jobs']:,.0f} | {fmt([r['per_s_from_start'] for r in runs])} "
-            f"| {fmt([r['per_s_from_first'] for r in runs])} | {fmt([r['worker_cpu_us'] for r in runs])} "
-            f"| {fmt([r['redis_cpu_us'] for r in runs])} | {ratio} | {fmt([r['enqueue_per_s'] for r in runs])} |"
-        )
-    return lines
-
-
-def io_table(results: dict[str, list[dict[str, float]]]) -> list[str]:
-    ours = median_range([r["per_s_from_start"] for r in results[OURS]])[0] if OURS in results else 0.0
-    lines = [
-        "| system | jobs | jobs/s from start | jobs/s from 1st job | worker CPU µs/job | ÷ this worker |",
-        "| --- | ---: | ---: | ---: | ---: | ---: |",
-    ]
-    for name, runs in results.items():
-        rate = median_range([r["per_s_from_start"] for r in runs])[0]
-        ratio = f"{rate / ours:.3f}" if ours else "–"
-        lines.append(
-            f"| {name} | {runs[0]['jobs']:,.0f} | {fmt([r['per_s_from_start'] for r in runs])} "
-            f"| {fmt([r['per_s_from_first'] for r in runs])} | {fmt([r['worker_cpu_us'] for r in runs])} | {ratio} |"
-        )
+        cells = [name, f"{runs[0]['jobs']:,.0f}", *(fmt([r[key] for r in runs]) for _, key in figures), ratio]
+        lines.append("| " + " | ".join(cells) + " |")
     return lines
 
 
@@ -348,12 +337,14 @@ def main() -> None:
             print("No-op jobs:", flush=True)
             noop = rounds(systems, server, "noop", "noop_jobs", args.rounds, logs)
             report["noop"] = noop
-            lines += ["", f"No-op jobs, one worker process, medians of {args.rounds} (min–max):", *noop_table(noop)]
+            title = f"No-op jobs, one worker process, medians of {args.rounds} (min–max):"
+            lines += ["", title, *results_table(noop, TABLE_FIGURES)]
         if "io" not in skip:
             print("I/O-bound jobs (10 ms sleep):", flush=True)
             io = rounds(systems, server, "sleep10", "io_jobs", args.rounds, logs)
             report["io"] = io
-            lines += ["", f"Jobs that sleep 10 ms, 8 slots, medians of {args.rounds} (min–max):", *io_table(io)]
+            title = f"Jobs that sleep 10 ms, 8 slots, medians of {args.rounds} (min–max):"
+            lines += ["", title, *results_table(io, TABLE_FIGURES[:3])]
         if "latency" not in skip:
             lat = latency_at_rate(server, logs)
             report["latency"] = lat
