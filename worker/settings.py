@@ -65,6 +65,9 @@ SETTINGS: dict[str, Setting] = {
         "MAIL_API_URL", "", "the mail provider's API (send_email, send_reminder); make run: a stand-in"
     ),
     "payrail_url": Setting("PAYRAIL_URL", "", "Payrail's API (reconcile_payments); make run: a stand-in"),
+    "db_pool_timeout_s": Setting(
+        "DB_POOL_TIMEOUT_S", "30", "how long a job waits for a PostgreSQL connection before its attempt fails"
+    ),
     "log_format": Setting("LOG_FORMAT", "text", "text or json (one JSON object per line)"),
     "log_level": Setting("LOG_LEVEL", "INFO", "DEBUG, INFO, WARNING or ERROR"),
     "data_dir": Setting("STAGEDOOR_DATA_DIR", ".data", "where the embedded servers keep their files"),
@@ -149,6 +152,7 @@ _PARSERS: dict[str, Callable[[str, str], Any]] = {
     "metrics_interval_s": _positive_float,
     "mail_api_url": lambda n, r: _url(n, r, ("http", "https")),
     "payrail_url": lambda n, r: _url(n, r, ("http", "https")),
+    "db_pool_timeout_s": _positive_float,
     "log_format": lambda n, r: _choice(n, r, ("text", "json")).lower(),
     "log_level": lambda n, r: _choice(n, r, ("DEBUG", "INFO", "WARNING", "ERROR")).upper(),
     "data_dir": lambda n, r: r,
@@ -180,6 +184,7 @@ class Settings:
     metrics_interval_s: float
     mail_api_url: str
     payrail_url: str
+    db_pool_timeout_s: float
     log_format: str
     log_level: str
     data_dir: str

@@ -95,7 +95,14 @@ def test_postgres_away_for_10_s_under_render_tickets_and_expire_holds(
     try:
         url = server.url
         orders, held = seed(url)
-        proc = workers.start(KINDS, DATABASE_URL=url, MAIL_API_URL=mail.url, SCHEDULER="off", WORKER_NAME="pg-fault")
+        proc = workers.start(
+            KINDS,
+            DATABASE_URL=url,
+            MAIL_API_URL=mail.url,
+            SCHEDULER="off",
+            WORKER_NAME="pg-fault",
+            DB_POOL_TIMEOUT_S="1",  # an attempt fails after 1 s without a connection: the policies decide
+        )
         wait_for(lambda: r.exists(keys.heartbeat("pg-fault")), timeout_s=60, what="the Stagedoor worker to start")
 
         server.process.send_signal(signal.SIGINT)  # fast shutdown: sessions are cut, new ones refused
@@ -125,8 +132,16 @@ def test_postgres_away_for_10_s_under_render_tickets_and_expire_holds(
             assert d["reason"] == "exhausted"
             assert d["attempts"] == ("2" if d["kind"] == "render_tickets" else "1"), d
         assert rendered_first + len(dead_render) == ORDERS, "a render_tickets job was lost"
+        assert dead_render, "no render_tickets attempt failed during a 10 s outage with a 1 s pool timeout"
+        assert all("PoolTimeout" in d["error"] for d in dead), {d["error"] for d in dead}
         assert (holds_first == 0) != bool(dead_expire), "expire_holds neither ran nor was dead-lettered"
 
+        # The pool reconnects with its own backoff; the relay (same pool) says when it works again.
+        wait_for(
+            lambda: "Chore outbox-relay is working again" in workers.log(proc),
+            timeout_s=60,
+            what="the worker's connection pool to reach PostgreSQL again",
+        )
         if dead_render:
             opslib.replay_kind("render_tickets", client=r, prefix=prefix)
         enqueue(r, "expire_holds", prefix=prefix)  # the next minute's tick

@@ -66,14 +66,20 @@ async def open_context(
     mail_api_url: str = "",
     payrail_url: str = "",
     pool_size: int = 4,
+    pool_timeout_s: float = 30.0,
     http_timeout_s: float = HTTP_TIMEOUT_S,
 ) -> AsyncIterator[StagedoorContext]:
     """Open a connection pool (autocommit; handlers open their own transactions) and an
-    HTTP client, make them current, and close them afterwards."""
+    HTTP client, make them current, and close them afterwards.
+
+    A handler waits up to ``pool_timeout_s`` for a connection; while PostgreSQL is away
+    that wait then fails the attempt (``PoolTimeout``) and the kind's retry policy decides.
+    """
     pool = AsyncConnectionPool(
         database_url,
         min_size=1,
         max_size=max(1, pool_size),
+        timeout=pool_timeout_s,
         kwargs={"autocommit": True},
         check=AsyncConnectionPool.check_connection,  # after a PostgreSQL restart, no dead connection is handed out
         open=False,

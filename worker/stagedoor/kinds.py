@@ -43,6 +43,7 @@ async def stagedoor(app: WorkerApp) -> AsyncIterator[None]:
         mail_api_url=app.settings.mail_api_url,
         payrail_url=app.settings.payrail_url,
         pool_size=app.settings.concurrency + 2,
+        pool_timeout_s=app.settings.db_pool_timeout_s,
     ) as ctx:
         relay = OutboxRelay(ctx.pool, app.redis, Keys(app.settings.prefix))
         app.add_chore(Chore("outbox-relay", RELAY_INTERVAL_S, relay.run))
