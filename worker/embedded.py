@@ -139,7 +139,7 @@ def _pg_bin() -> Path:
     return Path(POSTGRES_BIN_PATH)
 
 
-def _pg_user() -> tuple[int, int] | None:
+def postgres_user_ids() -> tuple[int, int] | None:
     """(uid, gid) to run PostgreSQL as, or None when not root."""
     if os.geteuid() != 0:
         return None
@@ -165,7 +165,7 @@ def start_postgres(data_dir: Path) -> EmbeddedServer:
     """Start PostgreSQL on a private unix socket, running initdb on first use."""
     data_dir.mkdir(parents=True, exist_ok=True)
     pgdata = data_dir / "pgdata"
-    ids = _pg_user()
+    ids = postgres_user_ids()
     sock_dir = Path(tempfile.mkdtemp(prefix="sdpg-"))
     log = data_dir / "postgres.log"
     if ids is not None:

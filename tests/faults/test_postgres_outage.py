@@ -26,7 +26,7 @@ import redis
 import opslib
 from tests.helpers import Workers, wait_for
 from tests.stagedoor.data import event_with_seats, paid_order
-from worker.embedded import EmbeddedServer, _pg_user, start_postgres
+from worker.embedded import EmbeddedServer, postgres_user_ids, start_postgres
 from worker.enqueue import enqueue
 from worker.keys import GROUP, Keys
 from worker.stagedoor.schema import migrate_url
@@ -40,7 +40,7 @@ KINDS = "worker.stagedoor.kinds"
 
 def restart(server: EmbeddedServer, log: Path) -> EmbeddedServer:
     """Start PostgreSQL again with the same data, port and socket folder as ``server`` had."""
-    ids = _pg_user()
+    ids = postgres_user_ids()
     user = {} if ids is None else {"user": ids[0], "group": ids[1], "extra_groups": []}
     with open(log, "ab") as out:
         proc = subprocess.Popen(server.process.args, stdin=subprocess.DEVNULL, stdout=out, stderr=out, **user)
