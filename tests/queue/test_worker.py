@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import signal
 import time
 
@@ -64,6 +65,9 @@ def test_a_passing_condition_is_retried_until_it_succeeds(r: redis.Redis, keys: 
     assert r.scard(tkey(keys, "done")) == 1
     assert r.xlen(keys.dead) == 0
     assert result.stdout.count("retrying in") == 2
+    assert re.search(
+        r"failed on attempt 1 of 4 after \d+\.\d ms \(ConnectionError: mail provider answered 503\)", result.stdout
+    )
 
 
 def test_a_timeout_counts_as_a_failure(r: redis.Redis, keys: Keys, workers: Workers) -> None:
@@ -153,6 +157,7 @@ def test_poison_is_dead_lettered_after_exactly_three_deliveries(r: redis.Redis, 
     assert dead["attempts"] == "3"
     assert "delivered 3 times" in dead["error"]
     assert dead["job_id"] == job_id
+    assert f"Job hang {job_id} (entry {entry}) killed its worker 3 times" in workers.log(last)
     assert r.xpending(keys.jobs, GROUP)["pending"] == 0
 
 
