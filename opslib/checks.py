@@ -19,6 +19,7 @@ from opslib.connection import settings
 from opslib.errors import OpslibError
 from worker.errors import SettingsError
 from worker.kinds import REGISTRY, import_kind_modules
+from worker.wire import text
 
 ENTRY_ID = re.compile(r"^\d{1,20}-\d{1,20}$")
 BATCH_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,100}$")
@@ -49,13 +50,13 @@ def check_kind(kind: object, seen: Iterable[str]) -> str:
 
 def check_entry_id(value: object) -> str:
     """``value`` when it is a stream entry id (``<milliseconds>-<sequence>``)."""
-    text = value.decode() if isinstance(value, bytes) else value
-    if not isinstance(text, str) or not ENTRY_ID.match(text):
+    entry_id = text(value) if isinstance(value, bytes | str) else value
+    if not isinstance(entry_id, str) or not ENTRY_ID.match(entry_id):
         raise OpslibError(
             f"{value!r} is not a stream entry id; ids look like 1758203641877-0 "
             "(the index of dead_letters(), or the dead_id column of a replay)"
         )
-    return text
+    return entry_id
 
 
 def check_batch(value: object) -> str:

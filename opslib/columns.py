@@ -22,11 +22,6 @@ FLAG = "bool"
 OBJECT = "object"
 
 
-def text(value: bytes | str) -> str:
-    """A reply value as text (clients may or may not decode responses)."""
-    return value.decode("utf-8", "backslashreplace") if isinstance(value, bytes) else value
-
-
 def typed_frame(
     columns: Mapping[str, Sequence[Any]],
     dtypes: Mapping[str, str],

@@ -67,7 +67,7 @@ import psycopg
 import redis
 
 from opslib.checks import check_kind, check_limit, parse_since
-from opslib.columns import COUNT, TEXT, text, typed_frame
+from opslib.columns import COUNT, TEXT, typed_frame
 from opslib.connection import database_url, hide_password, redis_session, settings
 from opslib.errors import OpslibError
 from opslib.frames import (
@@ -80,6 +80,7 @@ from opslib.frames import (
 )
 from opslib.signatures import check_signature, failure_groups_to_frame
 from worker.keys import GROUP, Keys
+from worker.wire import text
 
 PAGE = 1000
 

@@ -44,14 +44,13 @@ import redis
 from tqdm.auto import tqdm
 
 from opslib.checks import check_batch, check_entry_id, parse_since
-from opslib.columns import text
 from opslib.connection import redis_session
 from opslib.errors import OpslibError
 from opslib.frames import FINAL_STATUSES, parse_outcome, replay_status_to_frame, replay_to_frame
 from opslib.queries import dead_letters, entry_floor
 from worker.keys import GROUP, Keys
 from worker.scripts import Scripts
-from worker.wire import DEAD_FIELDS, decode_member
+from worker.wire import DEAD_FIELDS, decode_member, text
 
 CHUNK = 500
 PROGRESS_FROM = 1000

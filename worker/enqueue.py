@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from worker.keys import Keys
-from worker.wire import encode_member
+from worker.wire import encode_member, text
 
 FieldValue = str | int | float
 
@@ -80,10 +80,6 @@ def _plan(
     return _Plan(keys, job, due, encode_member(job) if due is not None else "")
 
 
-def _text(value: str | bytes) -> str:
-    return value.decode() if isinstance(value, bytes) else value
-
-
 def enqueue(
     redis: Any,
     kind: str,
@@ -99,7 +95,7 @@ def enqueue(
     """
     plan = _plan(kind, fields, delay_s, run_at, prefix)
     if plan.due is None:
-        return _text(redis.xadd(plan.keys.jobs, plan.job))
+        return text(redis.xadd(plan.keys.jobs, plan.job))
     redis.zadd(plan.keys.delayed, {plan.member: plan.due})
     return plan.member
 
@@ -116,6 +112,6 @@ async def enqueue_async(
     """:func:`enqueue` for a ``redis.asyncio`` client."""
     plan = _plan(kind, fields, delay_s, run_at, prefix)
     if plan.due is None:
-        return _text(await redis.xadd(plan.keys.jobs, plan.job))
+        return text(await redis.xadd(plan.keys.jobs, plan.job))
     await redis.zadd(plan.keys.delayed, {plan.member: plan.due})
     return plan.member

@@ -59,6 +59,7 @@ from worker.chores import CONNECTION_ERRORS, Chore
 from worker.keys import GROUP, Keys
 from worker.kinds import Registry
 from worker.settings import Settings
+from worker.wire import text
 
 if TYPE_CHECKING:
     from worker.app import WorkerApp
@@ -98,12 +99,12 @@ async def read_queue_state(client: aioredis.Redis, keys: Keys, reclaim_idle_ms: 
     pipe.zcard(keys.delayed)
     pipe.zcount(keys.delayed, "-inf", now)
     dead, evicted, groups, idle, delayed, due = await pipe.execute()
-    group = next((g for g in groups if _text(g["name"]) == GROUP), None)
+    group = next((g for g in groups if text(g["name"]) == GROUP), None)
     if group is None:
         raise redis.exceptions.ResponseError(f"NOGROUP consumer group {GROUP} does not exist on {keys.jobs}")
     lag = group.get("lag")
     if lag is None:
-        lag = await _count_undelivered(client, keys, _text(group["last-delivered-id"]))
+        lag = await _count_undelivered(client, keys, text(group["last-delivered-id"]))
     # Live workers are their heartbeat keys. Not XINFO CONSUMERS: Redis 7.0 lists a
     # consumer only once it was handed an entry, so an idle new worker is missing there.
     live = 0
@@ -129,10 +130,6 @@ async def _count_undelivered(client: aioredis.Redis, keys: Keys, last_delivered_
 def glob_escape(text: str) -> str:
     """``text`` matched literally in a SCAN ``MATCH`` pattern (a prefix may hold ``[`` or ``*``)."""
     return re.sub(r"([*?\[\]\\])", r"\\\1", text)
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
 
 
 class QueueCollector(Collector):

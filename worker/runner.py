@@ -439,7 +439,7 @@ class Worker:
         dead_id = await self._with_redis(
             lambda: self.scripts.bury(entry_id, fields, maxlen=self.settings.dead_maxlen, min_idle_ms=min_idle_ms)
         )
-        return dead_id.decode() if isinstance(dead_id, bytes) else dead_id
+        return None if dead_id is None else wire.text(dead_id)
 
     async def _record_replay(self, job: Job, outcome: dict[str, Any]) -> None:
         batch = job.fields.get("replay_batch")

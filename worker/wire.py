@@ -103,6 +103,11 @@ def _too_big(entry_id: str, raw: dict[bytes, bytes], max_field_bytes: int) -> Ma
     return Malformed(entry_id, REASON_MALFORMED, error, "")
 
 
+def text(value: bytes | str) -> str:
+    """A reply value as text, whether or not the client decodes responses (bad bytes escaped)."""
+    return value.decode("utf-8", "backslashreplace") if isinstance(value, bytes) else value
+
+
 def encode_member(fields: dict[str, str]) -> str:
     """A job's fields as the ``delayed`` member: compact JSON with sorted keys."""
     return json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
