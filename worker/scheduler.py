@@ -32,7 +32,7 @@ from worker.enqueue import job_fields
 from worker.errors import UnknownKind
 from worker.keys import Keys
 from worker.schedules import Schedule, iso_utc
-from worker.scripts import source
+from worker.scripts import Scripts
 
 if TYPE_CHECKING:
     from worker.app import WorkerApp
@@ -78,7 +78,7 @@ class Scheduler:
         self.default_tz = default_tz
         self.clock = clock
         self.observers = list(observers)
-        self._script = redis.register_script(source("schedule_tick"))
+        self.scripts = Scripts(redis, keys)
         self._cursor: dict[str, float] = {}
         self._next: dict[str, float] = {}
 
@@ -117,10 +117,7 @@ class Scheduler:
     async def _enqueue(self, s: Schedule, tick: float, now: float) -> bool:
         scheduled_for = iso_utc(tick)
         fields = job_fields(s.kind, {**s.fields, "scheduled_for": scheduled_for, "schedule": s.name})
-        args: list[str | int] = [self.owner, self.lock_ttl_s(s, tick)]
-        for name, value in fields.items():
-            args += [name, value]
-        entry_id = await self._script(keys=[self.keys.sched(s.name, int(tick)), self.keys.jobs], args=args)
+        entry_id = await self.scripts.schedule_tick(s.name, int(tick), self.owner, self.lock_ttl_s(s, tick), fields)
         if not entry_id:
             return False
         late_s = now - tick

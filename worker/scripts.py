@@ -3,7 +3,7 @@
 Each file's header documents its KEYS, ARGV and return value. They are loaded
 once per client with ``register_script`` (EVALSHA, reloaded on NOSCRIPT), and
 this module builds their arguments, so the worker and opslib call the same
-moves the same way: promote, retry, bury, replay, trim, refresh_claims,
+moves the same way: schedule_tick, promote, retry, bury, replay, trim, refresh_claims,
 forget_consumers.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 
 from worker.keys import GROUP, REPLAY_OUTCOME_TTL_S, Keys
 
-NAMES = ("promote", "retry", "bury", "replay", "trim", "refresh_claims", "forget_consumers")
+NAMES = ("schedule_tick", "promote", "retry", "bury", "replay", "trim", "refresh_claims", "forget_consumers")
 
 
 @cache
@@ -39,6 +39,14 @@ class Scripts:
 
     def _call(self, name: str, keys: list[str], args: list[Any], client: Any = None) -> Any:
         return self._scripts[name](keys=keys, args=args, client=client)
+
+    def schedule_tick(
+        self, name: str, tick_epoch: int, owner: str, ttl_s: int, fields: dict[str, str], client: Any = None
+    ) -> Any:
+        args: list[Any] = [owner, ttl_s]
+        for field, value in fields.items():
+            args += [field, value]
+        return self._call("schedule_tick", [self.keys.sched(name, tick_epoch), self.keys.jobs], args, client)
 
     def promote(self, now: float, batch: int = 100, client: Any = None) -> Any:
         return self._call("promote", [self.keys.delayed, self.keys.jobs], [repr(now), batch], client)
