@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -109,3 +110,62 @@ def queue_state(r: redis.Redis, prefix: str) -> dict[bytes, Any]:
         else:
             state[key] = r.dump(key)
     return state
+
+
+REPLAYER = """
+import json, random, sys
+import redis, opslib
+redis_url, prefix, go, ids_file, order = sys.argv[1:6]
+ids = json.loads(open(ids_file).read())
+if order == "backward":
+    ids.reverse()
+elif order == "shuffled":
+    random.Random(6).shuffle(ids)
+client = redis.Redis.from_url(redis_url)
+client.rpush(go + ":ready", 1)
+client.blpop([go], timeout=60)
+done = opslib.replay(ids, client=client, prefix=prefix)
+print(json.dumps({"replayed": done[done.status == "replayed"].dead_id.tolist(),
+                  "counts": done["status"].value_counts().to_dict()}))
+"""
+
+
+def replay_at_once(
+    r: redis.Redis, redis_url: str, prefix: str, dead_ids: list[str], orders: tuple[str, str], folder: Path
+) -> list[dict[str, Any]]:
+    """Two processes call ``opslib.replay`` on the same ids at the same moment, in the given
+    orders ("forward", "backward" or "shuffled"), released together once both wait.
+
+    Returns each process's ``{"replayed": [dead ids], "counts": {status: n}}``.
+    """
+    ids_file = folder / "replay-ids.json"
+    ids_file.write_text(json.dumps(dead_ids))
+    go = f"{prefix}test:replay-go"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", REPLAYER, redis_url, prefix, go, str(ids_file), order],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for order in orders
+    ]
+    try:
+        wait_for(
+            lambda: r.llen(go + ":ready") == 2 or any(p.poll() is not None for p in procs),
+            timeout_s=60,
+            what="both replayers to wait for the start signal",
+        )
+        r.rpush(go, 1, 1)
+        outputs = [p.communicate(timeout=60) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    for p, (_out, err) in zip(procs, outputs, strict=True):
+        assert p.returncode == 0, err
+    return [json.loads(out.strip().splitlines()[-1]) for out, _err in outputs]

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -14,7 +11,7 @@ import redis
 
 import opslib
 from opslib.frames import REPLAY_COLUMNS, STATUS_COLUMNS
-from tests.helpers import ROOT, Workers, queue_state, wait_for
+from tests.helpers import Workers, queue_state, replay_at_once, wait_for
 from tests.opslib.seed import KINDS, buried_many, bury, seat_dead_letters
 from worker.keys import Keys
 
@@ -83,42 +80,13 @@ def test_a_dry_run_changes_nothing_and_shows_what_would_be_replayed(
     assert opslib.dead_letters(**at).index.tolist() == [seat[0], other]
 
 
-def test_two_people_replaying_the_same_40_entries_at_once_re_add_40(r: redis.Redis, keys: Keys, redis_url: str) -> None:
+def test_two_people_replaying_the_same_40_entries_at_once_re_add_40(
+    r: redis.Redis, keys: Keys, redis_url: str, tmp_path: Path
+) -> None:
     dead_ids = buried_many(r, keys, 40)
-    env = {**os.environ, "REDIS_URL": redis_url, "QUEUE_PREFIX": keys.prefix, "PYTHONPATH": str(ROOT)}
-    go = f"{keys.prefix}test:go"
-    # Each process announces itself, waits for the start signal, then replays the 40 ids
-    # (one in reverse order, so that they meet in the middle).
-    program = (
-        "import json, sys, redis, opslib\n"
-        "r = redis.Redis.from_url(sys.argv[1])\n"
-        "r.rpush(sys.argv[2] + ':ready', 1)\n"
-        "r.blpop([sys.argv[2]], timeout=30)\n"
-        "ids = sys.argv[4:] if sys.argv[3] == 'forward' else sys.argv[:3:-1]\n"
-        "done = opslib.replay(ids)\n"
-        "print(json.dumps(done[done.status == 'replayed'].dead_id.tolist()))\n"
-    )
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", program, redis_url, go, order, *dead_ids],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for order in ("forward", "backward")
-    ]
-    try:
-        wait_for(lambda: r.llen(go + ":ready") == 2, timeout_s=60, what="both replayers to start")
-        r.rpush(go, 1, 1)
-        outputs = [proc.communicate(timeout=60) for proc in procs]
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-    assert all(proc.returncode == 0 for proc in procs), outputs
-    replayed = [json.loads(out) for out, _err in outputs]
+    # one in reverse order, so that they meet in the middle
+    results = replay_at_once(r, redis_url, keys.prefix, dead_ids, ("forward", "backward"), tmp_path)
+    replayed = [result["replayed"] for result in results]
     assert sorted(replayed[0] + replayed[1]) == sorted(dead_ids)  # each entry by exactly one of them
     assert r.xlen(keys.jobs) == 40  # bury deleted the originals: these are the 40 replayed entries
     replay_of = [f[b"replay_of"].decode() for _, f in r.xrange(keys.jobs) if b"replay_of" in f]
