@@ -3,6 +3,7 @@
 #
 #   docker build -t stagedoor-worker .                       # the worker (last stage)
 #   docker build --target notebook -t stagedoor-notebook .   # JupyterLab for compose.yaml
+#   docker build --target standins -t stagedoor-standins .   # the mail and Payrail stand-ins (development)
 #
 # BASE is any Debian-like image with python3 >= 3.11 and `python3 -m venv`: the
 # official slim image by default; scripts/container-test.sh builds offline on one
@@ -36,6 +37,8 @@ RUN if [ -n "${PIP_CERT:-}" ]; then export SSL_CERT_FILE="$PIP_CERT"; fi \
 COPY README.md ./
 COPY worker ./worker
 COPY opslib ./opslib
+# pyproject.toml leaves the demo night and the stand-ins (development tools) out of the package.
+COPY stagedoor ./stagedoor
 RUN if [ -n "${PIP_CERT:-}" ]; then export SSL_CERT_FILE="$PIP_CERT"; fi \
     && /opt/uv/bin/uv pip install --quiet --python /opt/venv/bin/python --compile-bytecode --no-deps .
 
@@ -59,6 +62,16 @@ EXPOSE 8888
 # The token comes from JUPYTER_TOKEN in the environment (compose.yaml sets it).
 CMD ["jupyter", "lab", "--ip=0.0.0.0", "--port=8888", "--no-browser"]
 
+# ------------------------------- standins: the third parties' stand-ins, for compose.yaml
+# Development tools (standard library only), in an image of their own: the worker image has none.
+FROM ${BASE} AS standins
+COPY stagedoor/__init__.py /opt/standins/stagedoor/__init__.py
+COPY stagedoor/standins /opt/standins/stagedoor/standins
+ENV PYTHONPATH=/opt/standins \
+    PYTHONUNBUFFERED=1
+USER 65534:65534
+ENTRYPOINT ["python3", "-m", "stagedoor.standins"]
+
 # ------------------------------------------------------------- worker (the default)
 FROM ${BASE} AS worker
 RUN groupadd --gid 10001 stagedoor \
@@ -66,9 +79,11 @@ RUN groupadd --gid 10001 stagedoor \
 COPY --from=build /opt/venv /opt/venv
 # METRICS_PORT 9108 serves /metrics; LOG_FORMAT json writes one JSON object per line.
 # STAGEDOOR_DATA_DIR is only used without REDIS_URL/DATABASE_URL (the embedded servers).
+# WORKER_KINDS: the image runs Stagedoor's jobs; mount other modules and set it to run yours.
 ENV PATH=/opt/venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
+    WORKER_KINDS=stagedoor.kinds \
     METRICS_PORT=9108 \
     LOG_FORMAT=json \
     STAGEDOOR_DATA_DIR=/tmp/stagedoor

@@ -25,11 +25,12 @@ $(VENV)/.synced: pyproject.toml uv.lock Makefile | $(UV)
 venv: $(VENV)/.synced
 
 run: venv
-	$(PY) -m worker.stagedoor.demo
+	WORKER_KINDS=stagedoor.kinds $(PY) -m stagedoor.demo
 
 # The tests, then the analysts' notebooks, each against a fresh demo night with its outputs
 # compared by nbval (the panel notebook is run by the browser test instead).
 test: venv chromium
+	$(VENV)/bin/lint-imports --no-cache
 	$(PY) -m pytest -q
 	$(PY) -m pytest -q -p tests.notebooks.nbval_stack --nbval --nbval-current-env \
 		--nbval-sanitize-with notebooks/sanitize.cfg --ignore=notebooks/dead_letter_panel.ipynb notebooks
@@ -47,9 +48,10 @@ lab: venv
 		$(if $(filter 0,$(shell id -u)),--allow-root)
 
 lint: venv
-	$(PY) -m ruff check worker opslib tests benchmarks
-	$(PY) -m ruff format --check worker opslib tests benchmarks
+	$(PY) -m ruff check worker opslib stagedoor tests benchmarks
+	$(PY) -m ruff format --check worker opslib stagedoor tests benchmarks
 	$(PY) -m mypy
+	$(VENV)/bin/lint-imports --no-cache
 
 # The peers run in virtual environments of their own under benchmarks/.venv/
 # (benchmark-only dependencies: benchmarks/requirements/*.txt) and BullMQ in

@@ -6,46 +6,65 @@ would be right, before anything is read or written.
 
 from __future__ import annotations
 
-import contextlib
 import difflib
+import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from opslib.connection import settings
 from opslib.errors import OpslibError
-from worker.errors import SettingsError
-from worker.kinds import REGISTRY, import_kind_modules
+from worker.keys import Keys
 from worker.wire import text
 
 ENTRY_ID = re.compile(r"^\d{1,20}-\d{1,20}$")
 BATCH_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,100}$")
 
 
-def registered_kinds() -> set[str]:
-    """The kinds the worker's modules (``WORKER_KINDS``) declare; empty when they cannot be imported."""
-    # Without them, the queue's own contents still name the kinds it holds.
-    with contextlib.suppress(SettingsError, OpslibError):
-        import_kind_modules(settings().kinds)
-    return set(REGISTRY.kinds)
+def queue_kinds(client: Any, keys: Keys) -> set[str]:
+    """The kinds the queue holds now: in ``jobs``, ``delayed`` and ``jobs:dead``.
+
+    opslib never imports an application's kind modules (a notebook kernel
+    would import its handlers and their clients to check a string), so a kind
+    name is checked against the queue itself. Read only when a name is not
+    among the rows already at hand: an error path, where reading whole
+    structures is acceptable.
+    """
+    found: set[str] = set()
+    for stream in (keys.jobs, keys.dead):
+        for _entry_id, fields in client.xrange(stream, "-", "+"):
+            found.add(text(fields.get(b"kind", b"")))
+    for member in client.zrange(keys.delayed, 0, -1):
+        try:
+            found.add(str(json.loads(member).get("kind", "")))
+        except (ValueError, AttributeError):
+            continue
+    return found - {""}
 
 
-def check_kind(kind: object, seen: Iterable[str]) -> str:
-    """``kind`` when the worker declares it or the queue holds it; an :class:`OpslibError` otherwise."""
+def check_kind(
+    kind: object,
+    seen: Iterable[str],
+    held: Callable[[], Iterable[str]] = set,
+    registry: Iterable[str] = (),
+) -> str:
+    """``kind`` when it is among ``seen`` (the rows at hand), what the queue holds (``held()``,
+    read only when needed) or a ``registry`` the caller passes; an :class:`OpslibError` otherwise."""
     if not isinstance(kind, str) or not kind:
         raise OpslibError(f"kind must be a non-empty string such as 'render_tickets', got {kind!r}")
-    known = registered_kinds() | {k for k in seen if k}
+    known = {k for k in seen if k} | set(registry)
+    if kind in known:
+        return kind
+    known |= set(held())
     if kind in known:
         return kind
     close = difflib.get_close_matches(kind, known, n=1)
     hint = f"; did you mean {close[0]!r}?" if close else ""
     listed = ", ".join(sorted(known)) or "none"
-    raise OpslibError(
-        f"unknown kind {kind!r}{hint} Known kinds (declared by WORKER_KINDS or present in the queue): {listed}"
-    )
+    raise OpslibError(f"unknown kind {kind!r}{hint} Kinds the queue holds now: {listed}")
 
 
 def check_entry_id(value: object) -> str:

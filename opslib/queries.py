@@ -66,7 +66,7 @@ import pandas as pd
 import psycopg
 import redis
 
-from opslib.checks import check_kind, check_limit, parse_since
+from opslib.checks import check_kind, check_limit, parse_since, queue_kinds
 from opslib.columns import COUNT, TEXT, typed_frame
 from opslib.connection import database_url, hide_password, redis_session, settings
 from opslib.errors import OpslibError
@@ -135,9 +135,10 @@ def dead_letters(
             newest = redis_client.xrevrange(keys.dead, max="+", min=entry_floor(start), count=last)
             return dead_to_frame(reversed(newest))
         frame = dead_to_frame(read_dead(redis_client, keys, start))
+        if kind is not None:
+            check_kind(kind, frame["kind"].unique(), lambda: queue_kinds(redis_client, keys))
     mask = pd.Series(True, index=frame.index)
     if kind is not None:
-        check_kind(kind, frame["kind"].unique())
         mask &= frame["kind"] == kind
     if signature is not None:
         mask &= frame["signature"] == signature
@@ -179,8 +180,9 @@ def pending(kind: str | None = None, *, client: redis.Redis | None = None, prefi
     """
     with redis_session(client, prefix, "read the pending entries") as (redis_client, keys):
         frame = read_pending(redis_client, keys)
+        if kind is not None:
+            check_kind(kind, frame["kind"].unique(), lambda: queue_kinds(redis_client, keys))
     if kind is not None:
-        check_kind(kind, frame["kind"].unique())
         frame = frame[frame["kind"] == kind]
     return frame
 
@@ -202,9 +204,10 @@ def delayed(kind: str | None = None, *, client: redis.Redis | None = None, prefi
     """The jobs waiting in ``delayed`` (retries and jobs enqueued for later), soonest first."""
     with redis_session(client, prefix, "read the delayed jobs") as (redis_client, keys):
         members = redis_client.zrange(keys.delayed, 0, -1, withscores=True)
-    frame = delayed_to_frame(members, time.time())
+        frame = delayed_to_frame(members, time.time())
+        if kind is not None:
+            check_kind(kind, frame["kind"].unique(), lambda: queue_kinds(redis_client, keys))
     if kind is not None:
-        check_kind(kind, frame["kind"].unique())
         frame = frame[frame["kind"] == kind]
     return frame
 

@@ -16,13 +16,14 @@
 #   2. base image localhost/stagedoor-base:bookworm (debootstrap, about a minute;
 #      kept between runs; REBUILD_BASE=1 makes it again)
 #   3. podman build of the Dockerfile with BASE set to it (pip's CA bundle is
-#      mounted and passed as the PIP_CERT build argument)
+#      mounted and passed as the PIP_CERT build argument); the image holds no
+#      demo or stand-in module
 #   4. two worker containers (test kinds from tests/deploy, mounted read-only),
 #      each healthy by the image's HEALTHCHECK command
 #   5. 200 jobs enqueued from the host are all processed, by both containers
 #   6. SIGTERM while jobs run: both containers finish them and exit 0 within
 #      SHUTDOWN_GRACE_S, leaving nothing pending
-#   7. Stagedoor's own kinds (the image's default WORKER_KINDS) against
+#   7. Stagedoor's own kinds (the image's WORKER_KINDS) against
 #      PostgreSQL: the worker migrates, turns healthy and runs a purge job
 #   8. the healthcheck says healthy, then unhealthy once Redis is stopped
 #
@@ -155,6 +156,14 @@ podman build --quiet --format docker --network=host "${build_args[@]}" --tag "$I
 podman image ls --format '{{.Repository}}:{{.Tag}} {{.ID}} {{.Size}}' "$IMAGE"
 podman image inspect --format 'user {{.Config.User}}; entrypoint {{.Config.Entrypoint}}' "$IMAGE"
 podman image inspect --format 'healthcheck {{.Config.Healthcheck.Test}} every {{.Config.Healthcheck.Interval}}' "$IMAGE"
+# The image holds the queue and Stagedoor's kinds, not the development tools (demo night, stand-ins).
+podman run --rm --network=host --entrypoint python "$IMAGE" -c '
+import importlib.util as u
+assert u.find_spec("worker") and u.find_spec("stagedoor.kinds"), "worker or stagedoor.kinds missing"
+for dev in ("stagedoor.demo", "stagedoor.standins"):
+    assert u.find_spec(dev) is None, f"{dev} is in the worker image"
+print("worker image: worker, opslib, stagedoor.kinds; no stagedoor.demo, no stagedoor.standins")
+' || fail "the worker image holds a development module (or lacks the worker)"
 
 # ---------------------------------------------------------------------------- 4
 step "4. two worker containers against a Valkey of this test's own"
@@ -202,7 +211,7 @@ podman logs "$W1" 2>&1 | grep -E '"(Worker .* is stopping|Waiting up to)' || tru
 "$PY" scripts/queue_probe.py wait-drained --timeout 5 || fail "jobs were left pending or undelivered"
 
 # ---------------------------------------------------------------------------- 7
-step "7. Stagedoor's own kinds (the image's default) against PostgreSQL"
+step "7. Stagedoor's own kinds (the image's WORKER_KINDS) against PostgreSQL"
 PG_DB=$RUN_ID
 "$PY" - "$PG_ADMIN_URL" "$PG_DB" <<'EOF' || fail "cannot create database $PG_DB at $PG_ADMIN_URL"
 import sys, psycopg

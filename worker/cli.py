@@ -1,4 +1,4 @@
-"""``python -m worker``: run the worker, enqueue a job, migrate, check health.
+"""``python -m worker``: run the worker, enqueue a job, check health.
 
 Exit codes: 0 success (and a clean stop on SIGTERM/SIGINT); 1 a failure at
 run time (Redis unreachable for ``enqueue``, an unhealthy ``health``); 2 a bad
@@ -44,8 +44,8 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m worker",
-        description="Stagedoor's job worker: one queue on Redis Streams.",
-        epilog=settings_help(),
+        description="A job worker: one queue on Redis Streams, running the kinds that WORKER_KINDS declares.",
+        epilog=settings_help(Settings),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--burst", action="store_true", help="run until the queue is drained, then exit 0")
@@ -58,7 +58,6 @@ def build_parser() -> argparse.ArgumentParser:
     when = enq.add_mutually_exclusive_group()
     when.add_argument("--delay", help="run later: e.g. 30s, 5m, 2h, 1.5 (seconds)")
     when.add_argument("--at", help="run at an ISO-8601 time with an offset, e.g. 2026-12-01T03:00:00+00:00")
-    sub.add_parser("migrate", help="apply Stagedoor's PostgreSQL schema (idempotent)")
     sub.add_parser(
         "health",
         help="exit 0 when Redis answers, the group exists and this worker's heartbeat is fresh",
@@ -92,6 +91,13 @@ def connect_url(settings: Settings) -> str:
     return url
 
 
+def import_kinds(settings: Settings) -> None:
+    """Import the modules that declare the kinds; the one-line hint when none is named."""
+    if not settings.kinds:
+        raise SettingsError("no job kinds: set WORKER_KINDS (e.g. WORKER_KINDS=stagedoor.kinds) or pass --kinds")
+    import_kind_modules(settings.kinds)
+
+
 def cmd_enqueue(settings: Settings, args: argparse.Namespace) -> int:
     fields = parse_fields(args.fields)
     delay_s = parse_delay(args.delay) if args.delay else None
@@ -103,7 +109,7 @@ def cmd_enqueue(settings: Settings, args: argparse.Namespace) -> int:
             raise SettingsError(f"--at {args.at!r} is not ISO-8601; e.g. 2026-12-01T03:00:00+00:00") from None
         if run_at.tzinfo is None:
             raise SettingsError(f"--at {args.at!r} has no UTC offset; add one, e.g. +00:00")
-    import_kind_modules(settings.kinds)
+    import_kinds(settings)
     if args.kind not in REGISTRY.kinds:
         known = ", ".join(sorted(REGISTRY.kinds)) or "none"
         raise SettingsError(
@@ -142,16 +148,6 @@ def cmd_health(settings: Settings) -> int:
         print(f"unhealthy: no heartbeat matching {pattern} in the last {HEARTBEAT_TTL_S} s")
         return EXIT_FAILED
     print(f"healthy: {len(beats)} worker heartbeat(s) fresh")
-    return EXIT_OK
-
-
-def cmd_migrate(settings: Settings) -> int:
-    from worker.stagedoor.schema import migrate_url
-
-    data_dir = Path(settings.data_dir)
-    with embedded_stack("", settings.database_url, data_dir=data_dir, need_postgres=True, need_redis=False) as urls:
-        migrate_url(urls[1])
-    print("migrated")
     return EXIT_OK
 
 
@@ -195,7 +191,7 @@ def run_loop(main: Coroutine[Any, Any, None]) -> None:
 
 
 def cmd_run(settings: Settings, burst: bool) -> int:
-    import_kind_modules(settings.kinds)
+    import_kinds(settings)
     try:
         with embedded_stack(
             settings.redis_url,
@@ -224,8 +220,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_enqueue(settings, args)
         if args.command == "health":
             return cmd_health(settings)
-        if args.command == "migrate":
-            return cmd_migrate(settings)
         return cmd_run(settings, args.burst)
     except SettingsError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -1,80 +1,46 @@
 """Worker settings: one frozen dataclass built from the environment at the edge.
 
-Every setting is listed in :data:`SETTINGS` with its environment name, default
-and meaning; ``python -m worker --help`` prints that table, and a bad value
-raises :class:`SettingsError` naming the setting (the CLI exits 2).
+Each setting is declared once, as a field of :class:`Settings` made by
+:func:`setting` (environment name, default, parser, help). That one
+declaration gives the parsing (:meth:`Settings.from_env`), the table that
+``python -m worker --help`` prints (:func:`settings_help`) and the table in
+``docs/worker.md`` (:func:`settings_markdown`; a test keeps the two equal).
+An application declares its own settings the same way (``stagedoor.settings``).
+A bad value raises :class:`SettingsError` naming the setting (the CLI exits 2).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypeVar
 from urllib.parse import urlparse
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from worker.errors import SettingsError
 
-DEFAULT_KINDS = "worker.stagedoor.kinds"
+Parser = Callable[[str, str], Any]
 
 
 @dataclass(frozen=True)
 class Setting:
+    """One setting: where it is read from, its default, how it is parsed and what it means."""
+
     env: str
     default: str
+    parse: Parser
     help: str
 
 
-SETTINGS: dict[str, Setting] = {
-    "redis_url": Setting(
-        "REDIS_URL",
-        "",
-        "Redis/Valkey URL (redis://, rediss://, unix://); empty: start the embedded server",
-    ),
-    "database_url": Setting(
-        "DATABASE_URL",
-        "",
-        "PostgreSQL URL; empty: start the embedded PostgreSQL (when a kind needs it)",
-    ),
-    "worker_name": Setting("WORKER_NAME", "", "consumer name in the group; empty: <host>-<pid>"),
-    "concurrency": Setting("WORKER_CONCURRENCY", "8", "job slots; the loop never reads more entries than free slots"),
-    "kinds": Setting("WORKER_KINDS", DEFAULT_KINDS, "comma-separated modules to import for kinds and schedules"),
-    "prefix": Setting("QUEUE_PREFIX", "", "put in front of every key, e.g. {stagedoor}:"),
-    "max_deliveries": Setting(
-        "MAX_DELIVERIES", "3", "deliveries after which a pending entry is dead-lettered as poison"
-    ),
-    "dead_maxlen": Setting("DEAD_MAXLEN", "10000", "approximate cap of jobs:dead (evictions are counted)"),
-    "reclaim_idle_ms": Setting("RECLAIM_IDLE_MS", "60000", "idle time after which a pending entry is reclaimed"),
-    "reclaim_interval_s": Setting("RECLAIM_INTERVAL_S", "5", "how often each worker looks for idle pending entries"),
-    "block_ms": Setting("BLOCK_MS", "1000", "XREADGROUP block timeout"),
-    "shutdown_grace_s": Setting("SHUTDOWN_GRACE_S", "30", "on SIGTERM, how long running jobs may take to finish"),
-    "max_field_bytes": Setting(
-        "MAX_FIELD_BYTES", "65536", "a job field larger than this is dead-lettered as malformed"
-    ),
-    "traceback_bytes": Setting("TRACEBACK_BYTES", "8192", "tracebacks stored on dead entries are cut to this size"),
-    "schedule_tz": Setting("SCHEDULE_TZ", "UTC", "time zone of cron schedules that name none"),
-    "scheduler": Setting("SCHEDULER", "on", "on/off: run the scheduler chore in this worker"),
-    "metrics_port": Setting("METRICS_PORT", "0", "Prometheus endpoint port on 127.0.0.1/0.0.0.0; 0: off"),
-    "metrics_host": Setting("METRICS_HOST", "0.0.0.0", "address the metrics endpoint binds"),
-    "metrics_interval_s": Setting(
-        "METRICS_INTERVAL_S", "5", "how often the queue-wide gauges are read (by one worker, under a lock)"
-    ),
-    "mail_api_url": Setting(
-        "MAIL_API_URL", "", "the mail provider's API (send_email, send_reminder); make run: a stand-in"
-    ),
-    "payrail_url": Setting("PAYRAIL_URL", "", "Payrail's API (reconcile_payments); make run: a stand-in"),
-    "db_pool_timeout_s": Setting(
-        "DB_POOL_TIMEOUT_S", "30", "how long a job waits for a PostgreSQL connection before its attempt fails"
-    ),
-    "log_format": Setting("LOG_FORMAT", "text", "text or json (one JSON object per line)"),
-    "log_level": Setting("LOG_LEVEL", "INFO", "DEBUG, INFO, WARNING or ERROR"),
-    "data_dir": Setting("STAGEDOOR_DATA_DIR", ".data", "where the embedded servers keep their files"),
-}
+def setting(env: str, default: str, parse: Parser, help: str) -> Any:
+    """A dataclass field read from the environment variable ``env`` (``default`` when unset)."""
+    return dataclasses.field(metadata={"setting": Setting(env, default, parse, help)})
 
 
-def _int_at_least(minimum: int) -> Callable[[str, str], int]:
+def int_at_least(minimum: int) -> Parser:
     """A parser of whole numbers >= ``minimum`` that names the setting when it refuses."""
 
     def parse(name: str, raw: str) -> int:
@@ -89,11 +55,12 @@ def _int_at_least(minimum: int) -> Callable[[str, str], int]:
     return parse
 
 
-_positive_int = _int_at_least(1)
-_non_negative_int = _int_at_least(0)
+positive_int = int_at_least(1)
+non_negative_int = int_at_least(0)
 
 
-def _positive_float(name: str, raw: str) -> float:
+def positive_float(name: str, raw: str) -> float:
+    """Seconds (or another quantity) greater than zero."""
     try:
         value = float(raw)
     except ValueError:
@@ -103,26 +70,36 @@ def _positive_float(name: str, raw: str) -> float:
     return value
 
 
-def _url(name: str, raw: str, schemes: tuple[str, ...]) -> str:
-    if not raw:
-        return ""
-    parsed = urlparse(raw)
-    if parsed.scheme not in schemes or not (parsed.netloc or parsed.path or parsed.query):
-        raise SettingsError(
-            f"{name}={raw!r} is not a URL this worker can use; expected one of "
-            + ", ".join(f"{s}://..." for s in schemes)
-        )
-    return raw
+def url(*schemes: str) -> Parser:
+    """A parser of URLs with one of ``schemes``; empty stays empty (meaning: the default)."""
+
+    def parse(name: str, raw: str) -> str:
+        if not raw:
+            return ""
+        parsed = urlparse(raw)
+        if parsed.scheme not in schemes or not (parsed.netloc or parsed.path or parsed.query):
+            raise SettingsError(
+                f"{name}={raw!r} is not a URL this worker can use; expected one of "
+                + ", ".join(f"{s}://..." for s in schemes)
+            )
+        return raw
+
+    return parse
 
 
-def _choice(name: str, raw: str, choices: tuple[str, ...]) -> str:
-    value = raw.strip()
-    if value.lower() not in {c.lower() for c in choices}:
-        raise SettingsError(f"{name}={raw!r} is not one of: {', '.join(choices)}")
-    return value
+def choice(*choices: str, case: Callable[[str], str] = str.lower) -> Parser:
+    """A parser of one of ``choices`` (any case), returned in ``case``."""
+
+    def parse(name: str, raw: str) -> str:
+        value = raw.strip()
+        if value.lower() not in {c.lower() for c in choices}:
+            raise SettingsError(f"{name}={raw!r} is not one of: {', '.join(choices)}")
+        return case(value)
+
+    return parse
 
 
-def _tz(name: str, raw: str) -> str:
+def time_zone(name: str, raw: str) -> str:
     try:
         ZoneInfo(raw)
     except (ZoneInfoNotFoundError, ValueError):
@@ -130,84 +107,138 @@ def _tz(name: str, raw: str) -> str:
     return raw
 
 
-_PARSERS: dict[str, Callable[[str, str], Any]] = {
-    "redis_url": lambda n, r: _url(n, r, ("redis", "rediss", "unix")),
-    "database_url": lambda n, r: _url(n, r, ("postgresql", "postgres")),
-    "worker_name": lambda n, r: r.strip() or f"{socket.gethostname()}-{os.getpid()}",
-    "concurrency": _positive_int,
-    "kinds": lambda n, r: tuple(m.strip() for m in r.split(",") if m.strip()),
-    "prefix": lambda n, r: r,
-    "max_deliveries": _positive_int,
-    "dead_maxlen": _positive_int,
-    "reclaim_idle_ms": _positive_int,
-    "reclaim_interval_s": _positive_float,
-    "block_ms": _positive_int,
-    "shutdown_grace_s": _positive_float,
-    "max_field_bytes": _positive_int,
-    "traceback_bytes": _positive_int,
-    "schedule_tz": _tz,
-    "scheduler": lambda n, r: _choice(n, r, ("on", "off")).lower() == "on",
-    "metrics_port": _non_negative_int,
-    "metrics_host": lambda n, r: r,
-    "metrics_interval_s": _positive_float,
-    "mail_api_url": lambda n, r: _url(n, r, ("http", "https")),
-    "payrail_url": lambda n, r: _url(n, r, ("http", "https")),
-    "db_pool_timeout_s": _positive_float,
-    "log_format": lambda n, r: _choice(n, r, ("text", "json")).lower(),
-    "log_level": lambda n, r: _choice(n, r, ("DEBUG", "INFO", "WARNING", "ERROR")).upper(),
-    "data_dir": lambda n, r: r,
-}
+def as_is(_name: str, raw: str) -> str:
+    return raw
+
+
+def module_list(_name: str, raw: str) -> tuple[str, ...]:
+    return tuple(m.strip() for m in raw.split(",") if m.strip())
+
+
+def worker_name(_name: str, raw: str) -> str:
+    return raw.strip() or f"{socket.gethostname()}-{os.getpid()}"
+
+
+S = TypeVar("S")
+
+
+def from_env(cls: type[S], env: Mapping[str, str] | None = None, overrides: Mapping[str, str] | None = None) -> S:
+    """Build the settings dataclass ``cls`` from ``env`` (default ``os.environ``); ``overrides`` win."""
+    env = os.environ if env is None else env
+    overrides = overrides or {}
+    values: dict[str, Any] = {}
+    for name, spec in declared(cls).items():
+        raw = overrides.get(name)
+        if raw is None:
+            raw = env.get(spec.env, spec.default)
+        values[name] = spec.parse(spec.env, raw)
+    return cls(**values)
+
+
+def declared(cls: type) -> dict[str, Setting]:
+    """Field name -> :class:`Setting`, in declaration order."""
+    return {f.name: f.metadata["setting"] for f in dataclasses.fields(cls)}
+
+
+def settings_help(cls: type, title: str = "settings (environment variables):") -> str:
+    """The plain-text settings table (``--help``)."""
+    specs = declared(cls).values()
+    width = max(len(s.env) for s in specs)
+    lines = [title]
+    for s in specs:
+        lines.append(f"  {s.env:<{width}}  default {s.default or '(empty)'}: {s.help}")
+    return "\n".join(lines)
+
+
+def settings_markdown(cls: type) -> str:
+    """The settings table in Markdown, as the docs carry it."""
+    rows = ["| setting | default | meaning |", "| --- | --- | --- |"]
+    for s in declared(cls).values():
+        default = f"`{s.default}`" if s.default else "(empty)"
+        rows.append(f"| `{s.env}` | {default} | {s.help.replace('|', '/')} |")
+    return "\n".join(rows)
 
 
 @dataclass(frozen=True)
 class Settings:
     """The worker's configuration; build it with :meth:`from_env`."""
 
-    redis_url: str
-    database_url: str
-    worker_name: str
-    concurrency: int
-    kinds: tuple[str, ...]
-    prefix: str
-    max_deliveries: int
-    dead_maxlen: int
-    reclaim_idle_ms: int
-    reclaim_interval_s: float
-    block_ms: int
-    shutdown_grace_s: float
-    max_field_bytes: int
-    traceback_bytes: int
-    schedule_tz: str
-    scheduler: bool
-    metrics_port: int
-    metrics_host: str
-    metrics_interval_s: float
-    mail_api_url: str
-    payrail_url: str
-    db_pool_timeout_s: float
-    log_format: str
-    log_level: str
-    data_dir: str
+    redis_url: str = setting(
+        "REDIS_URL",
+        "",
+        url("redis", "rediss", "unix"),
+        "Redis/Valkey URL (redis://, rediss://, unix://); empty: start the embedded server",
+    )
+    database_url: str = setting(
+        "DATABASE_URL",
+        "",
+        url("postgresql", "postgres"),
+        "PostgreSQL URL; empty: start the embedded PostgreSQL (when a kind's lifespan needs one)",
+    )
+    worker_name: str = setting("WORKER_NAME", "", worker_name, "consumer name in the group; empty: <host>-<pid>")
+    concurrency: int = setting(
+        "WORKER_CONCURRENCY", "8", positive_int, "job slots; the loop never reads more entries than free slots"
+    )
+    kinds: tuple[str, ...] = setting(
+        "WORKER_KINDS",
+        "",
+        module_list,
+        "comma-separated modules that declare the job kinds, e.g. stagedoor.kinds (required to run)",
+    )
+    prefix: str = setting("QUEUE_PREFIX", "", as_is, "put in front of every key, e.g. {stagedoor}:")
+    max_deliveries: int = setting(
+        "MAX_DELIVERIES", "3", positive_int, "deliveries after which a pending entry is dead-lettered as poison"
+    )
+    dead_maxlen: int = setting(
+        "DEAD_MAXLEN", "10000", positive_int, "approximate cap of jobs:dead (evictions are counted)"
+    )
+    reclaim_idle_ms: int = setting(
+        "RECLAIM_IDLE_MS", "60000", positive_int, "idle time after which a pending entry is reclaimed"
+    )
+    reclaim_interval_s: float = setting(
+        "RECLAIM_INTERVAL_S", "5", positive_float, "how often each worker looks for idle pending entries"
+    )
+    block_ms: int = setting("BLOCK_MS", "1000", positive_int, "XREADGROUP block timeout")
+    shutdown_grace_s: float = setting(
+        "SHUTDOWN_GRACE_S", "30", positive_float, "on SIGTERM, how long running jobs may take to finish"
+    )
+    max_field_bytes: int = setting(
+        "MAX_FIELD_BYTES", "65536", positive_int, "a job field larger than this is dead-lettered as malformed"
+    )
+    traceback_bytes: int = setting(
+        "TRACEBACK_BYTES", "8192", positive_int, "tracebacks stored on dead entries are cut to this size"
+    )
+    schedule_tz: str = setting("SCHEDULE_TZ", "UTC", time_zone, "time zone of cron schedules that name none")
+    scheduler: bool = setting(
+        "SCHEDULER",
+        "on",
+        lambda n, r: choice("on", "off")(n, r) == "on",
+        "on/off: run the scheduler chore in this worker",
+    )
+    metrics_port: int = setting(
+        "METRICS_PORT", "0", non_negative_int, "Prometheus endpoint port on 127.0.0.1/0.0.0.0; 0: off"
+    )
+    metrics_host: str = setting("METRICS_HOST", "0.0.0.0", as_is, "address the metrics endpoint binds")
+    metrics_interval_s: float = setting(
+        "METRICS_INTERVAL_S",
+        "5",
+        positive_float,
+        "how often the queue-wide gauges are read (by one worker, under a lock)",
+    )
+    log_format: str = setting("LOG_FORMAT", "text", choice("text", "json"), "text or json (one JSON object per line)")
+    log_level: str = setting(
+        "LOG_LEVEL",
+        "INFO",
+        choice("DEBUG", "INFO", "WARNING", "ERROR", case=str.upper),
+        "DEBUG, INFO, WARNING or ERROR",
+    )
+    data_dir: str = setting("STAGEDOOR_DATA_DIR", ".data", as_is, "where the embedded servers keep their files")
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: str) -> Settings:
-        """Read every setting from ``env`` (default ``os.environ``); ``overrides`` win."""
-        env = os.environ if env is None else env
-        values: dict[str, Any] = {}
-        for f in fields(cls):
-            spec = SETTINGS[f.name]
-            raw = overrides.get(f.name)
-            if raw is None:
-                raw = env.get(spec.env, spec.default)
-            values[f.name] = _PARSERS[f.name](spec.env, raw)
-        return cls(**values)
+        """Read every setting from ``env`` (default ``os.environ``); ``overrides`` (by field name) win."""
+        return from_env(cls, env, overrides)
 
 
-def settings_help() -> str:
-    """The settings table printed by ``python -m worker --help``."""
-    width = max(len(s.env) for s in SETTINGS.values())
-    lines = ["settings (environment variables):"]
-    for s in SETTINGS.values():
-        default = s.default if s.default else "(empty)"
-        lines.append(f"  {s.env:<{width}}  default {default}: {s.help}")
-    return "\n".join(lines)
+#: Field name -> declaration, for tests and tools that list the settings.
+SETTINGS: dict[str, Setting] = declared(Settings)

@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 import yaml
 
+from stagedoor.settings import StagedoorSettings
 from tests.deploy.tools import require
 from tests.helpers import ROOT
-from worker.settings import SETTINGS
+from worker.settings import SETTINGS, declared
 
 DOCKERFILE = (ROOT / "Dockerfile").read_text()
 
@@ -47,7 +48,7 @@ def test_the_worker_image_is_the_default_target_and_runs_as_a_non_root_user() ->
 def test_the_build_context_leaves_out_venvs_data_and_git() -> None:
     lines = (ROOT / ".dockerignore").read_text().splitlines()
     assert "*" in lines, ".dockerignore starts from nothing and lists what the build needs"
-    for needed in ("pyproject.toml", "uv.lock", "README.md", "worker/", "opslib/"):
+    for needed in ("pyproject.toml", "uv.lock", "README.md", "worker/", "opslib/", "stagedoor/"):
         assert f"!{needed}" in lines
 
 
@@ -72,7 +73,7 @@ def test_compose_runs_the_stack_the_readme_describes(compose: dict[str, Any]) ->
 
 def test_the_worker_environment_names_only_real_settings(compose: dict[str, Any]) -> None:
     worker = compose["services"]["worker"]
-    known = {s.env for s in SETTINGS.values()}
+    known = {s.env for s in [*SETTINGS.values(), *declared(StagedoorSettings).values()]}
     assert set(worker["environment"]) <= known, f"unknown settings: {set(worker['environment']) - known}"
     grace_s = float(worker["environment"]["SHUTDOWN_GRACE_S"])
     assert float(worker["stop_grace_period"].removesuffix("s")) > grace_s, "SIGKILL only after the drain's grace"
@@ -80,10 +81,10 @@ def test_the_worker_environment_names_only_real_settings(compose: dict[str, Any]
 
 def test_the_worker_reaches_each_stand_in_where_it_listens(compose: dict[str, Any]) -> None:
     services = compose["services"]
-    assert importlib.util.find_spec("worker.stagedoor.standins.__main__") is not None
+    assert importlib.util.find_spec("stagedoor.standins.__main__") is not None
     for setting, service in (("MAIL_API_URL", "mail"), ("PAYRAIL_URL", "payrail")):
         url = services["worker"]["environment"][setting]
         host, port = re.fullmatch(r"http://([a-z]+):(\d+)", url).groups()  # type: ignore[union-attr]
         command = services[service]["entrypoint"]
-        assert host == service and command[:4] == ["python", "-m", "worker.stagedoor.standins", service]
+        assert host == service and command[:4] == ["python3", "-m", "stagedoor.standins", service]
         assert command[command.index("--port") + 1] == port and command[command.index("--host") + 1] == "0.0.0.0"

@@ -24,18 +24,18 @@ import pytest
 import redis
 
 import opslib
+from stagedoor.schema import migrate_url
+from stagedoor.standins import start_mail
 from tests.helpers import Workers, wait_for
 from tests.stagedoor.data import event_with_seats, paid_order
 from worker.embedded import EmbeddedServer, postgres_user_ids, start_postgres
 from worker.enqueue import enqueue
 from worker.keys import GROUP, Keys
-from worker.stagedoor.schema import migrate_url
-from worker.stagedoor.standins import start_mail
 
 OUTAGE_S = 10.0
 ORDERS = 12
 HOLDS = 8
-KINDS = "worker.stagedoor.kinds"
+KINDS = "stagedoor.kinds"
 
 
 def restart(server: EmbeddedServer, log: Path) -> EmbeddedServer:

@@ -3,7 +3,7 @@
 :class:`Servers` is this machine's Redis and PostgreSQL when ``REDIS_URL`` /
 ``DATABASE_URL`` are set, or embedded ones started in a temp folder. Each
 :class:`NightStack` then has a key prefix and a PostgreSQL schema of its own,
-loads the demo night into them as ``make run`` does (``worker.stagedoor.demo``,
+loads the demo night into them as ``make run`` does (``stagedoor.demo``,
 with next week's reminders), starts one worker, and waits until the night
 has settled: the outbox published, nothing pending, undelivered or due within
 the hour, and the 40 render_tickets dead letters in ``jobs:dead``. The worker
@@ -33,7 +33,7 @@ import opslib
 from tests.helpers import with_schema
 from worker.embedded import EmbeddedServer, die_with_parent, start_postgres, start_redis
 from worker.keys import Keys
-from worker.stagedoor.demo import DemoNight
+from stagedoor.demo import DemoNight
 
 WORKER_NAME = "worker-1"
 

@@ -38,6 +38,14 @@ def test_help_lists_every_setting_with_its_default() -> None:
     assert "WORKER_CONCURRENCY  default 8" in out
 
 
+def test_without_kinds_the_worker_says_what_to_set_and_exits_2() -> None:
+    done = run_cli("--burst", env={"REDIS_URL": "redis://127.0.0.1:1/0", "WORKER_KINDS": ""})
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        "error: no job kinds: set WORKER_KINDS (e.g. WORKER_KINDS=stagedoor.kinds) or pass --kinds"
+    )
+
+
 @pytest.mark.parametrize(
     ("env", "named"),
     [
@@ -59,7 +67,7 @@ def test_a_bad_setting_exits_2_with_one_line_naming_it(env: dict[str, str], name
 
 
 def test_enqueue_command_adds_now_or_later(r: redis.Redis, keys: Keys, redis_url: str) -> None:
-    env = {"REDIS_URL": redis_url, "QUEUE_PREFIX": keys.prefix}
+    env = {"REDIS_URL": redis_url, "QUEUE_PREFIX": keys.prefix, "WORKER_KINDS": "stagedoor.kinds"}
     now = run_cli("enqueue", "send_email", "order_id=4471", "email=a@b.c", env=env)
     assert now.returncode == 0, now.stderr
     [(entry_id, fields)] = r.xrange(keys.jobs)

@@ -12,10 +12,10 @@ from typing import Any
 import psycopg
 import pytest
 
+from stagedoor.context import open_context
+from stagedoor.schema import migrate_url
+from stagedoor.standins import MailStandIn, PayrailStandIn, start_mail, start_payrail
 from worker.kinds import Job
-from worker.stagedoor.context import open_context
-from worker.stagedoor.schema import migrate_url
-from worker.stagedoor.standins import MailStandIn, PayrailStandIn, start_mail, start_payrail
 
 RunJob = Callable[..., Any]
 

@@ -8,7 +8,7 @@ from decimal import Decimal
 
 import psycopg
 
-from worker.stagedoor.orders import Payment, record_paid_order
+from stagedoor.orders import Payment, record_paid_order
 
 
 def event_with_seats(

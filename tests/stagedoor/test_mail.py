@@ -8,14 +8,14 @@ import psycopg
 import pytest
 import redis
 
+from stagedoor.errors import MailRejected, MailUnavailable, NotConfigured
+from stagedoor.mail import send_email, send_reminder
+from stagedoor.standins import MailStandIn
 from tests.helpers import Workers
 from tests.stagedoor.conftest import RunJob, make_job
 from tests.stagedoor.data import event_with_seats, paid_order
 from worker.enqueue import enqueue
 from worker.keys import Keys
-from worker.stagedoor.errors import MailRejected, MailUnavailable, NotConfigured
-from worker.stagedoor.mail import send_email, send_reminder
-from worker.stagedoor.standins import MailStandIn
 
 CONFIRMATION = {"email": "ana@example.com", "template": "order_confirmation", "order_id": "4471"}
 
@@ -81,7 +81,7 @@ def test_through_the_worker_503s_are_retried_and_the_message_is_sent_once(
 ) -> None:
     mail.fail_next(3)
     enqueue(r, "send_email", {**CONFIRMATION, "job_id": "mail-1"}, prefix=keys.prefix)
-    out = workers.burst("worker.stagedoor.kinds", DATABASE_URL=db, MAIL_API_URL=mail.url).stdout
+    out = workers.burst("stagedoor.kinds", DATABASE_URL=db, MAIL_API_URL=mail.url).stdout
     assert out.count("failed on attempt") == 3 and "answered 503" in out
     assert mail.answered == {503: 3, 202: 1}
     assert [m["key"] for m in mail.messages()] == ["job:mail-1"]

@@ -1,4 +1,4 @@
-"""``make run`` (``python -m worker.stagedoor.demo``) from a fresh data folder: embedded
+"""``make run`` (``python -m stagedoor.demo``) from a fresh data folder: embedded
 servers, the night's 40 dead letters, and Ctrl-C leaving no process behind."""
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def test_make_run_shows_the_night_and_ctrl_c_stops_everything(tmp_path: Path) ->
     log_path = tmp_path / "make-run.log"
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "worker.stagedoor.demo"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
+            [sys.executable, "-m", "stagedoor.demo"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
         )
     try:
         wait_for(lambda: log_path.read_text().count("was dead-lettered") >= 40 or proc.poll() is not None,

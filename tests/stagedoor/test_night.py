@@ -8,9 +8,9 @@ import uuid
 import psycopg
 import redis
 
+from stagedoor.demo import PLANTED_ISSUES, DemoNight
 from worker.keys import Keys
 from worker.scripts import Scripts
-from worker.stagedoor.demo import PLANTED_ISSUES, DemoNight
 from worker.wire import DEAD_FIELDS
 
 ERROR = re.compile(r"SeatLabelInvalid: '(\d+-[A-D])' is not a row letter and a seat number")

@@ -17,12 +17,12 @@ import redis.asyncio as aioredis
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
+from stagedoor.outbox import OutboxRelay
+from stagedoor.standins import MailStandIn
 from tests.helpers import Workers
 from worker.keys import Keys
-from worker.stagedoor.outbox import OutboxRelay
-from worker.stagedoor.standins import MailStandIn
 
-STAGEDOOR = "worker.stagedoor.kinds"
+STAGEDOOR = "stagedoor.kinds"
 
 
 def add_rows(conn: psycopg.Connection, count: int, **payload: str) -> None:

@@ -6,8 +6,8 @@ import asyncio
 
 import psycopg
 
+from stagedoor.purges import purge_idempotency_keys, purge_outbox, purge_published
 from tests.stagedoor.conftest import RunJob, make_job
-from worker.stagedoor.purges import purge_idempotency_keys, purge_outbox, purge_published
 
 
 def test_idempotency_keys_older_than_24_hours_go(conn: psycopg.Connection, run_job: RunJob) -> None:

@@ -9,11 +9,11 @@ from decimal import Decimal
 import psycopg
 import pytest
 
+from stagedoor.context import open_context
+from stagedoor.errors import PayrailError
+from stagedoor.reconcile import PaymentRecord, compare, day_to_reconcile, fetch_payrail, reconcile_payments
+from stagedoor.standins import PayrailStandIn
 from tests.stagedoor.conftest import RunJob, make_job
-from worker.stagedoor.context import open_context
-from worker.stagedoor.errors import PayrailError
-from worker.stagedoor.reconcile import PaymentRecord, compare, day_to_reconcile, fetch_payrail, reconcile_payments
-from worker.stagedoor.standins import PayrailStandIn
 
 DAY = date(2026, 11, 29)
 

@@ -9,8 +9,8 @@ import threading
 
 import psycopg
 
+from stagedoor.schema import TABLE_NAMES, migrate_url
 from tests.helpers import ROOT
-from worker.stagedoor.schema import TABLE_NAMES, migrate_url
 
 
 def tables(url: str) -> set[str]:
@@ -45,9 +45,9 @@ def test_workers_migrating_at_once_do_not_race(pg_url: str) -> None:
     assert tables(pg_url) == set(TABLE_NAMES)
 
 
-def test_python_m_worker_migrate(pg_url: str) -> None:
+def test_python_m_stagedoor_migrate(pg_url: str) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "worker", "migrate"],
+        [sys.executable, "-m", "stagedoor", "migrate"],
         env={**os.environ, "DATABASE_URL": pg_url, "PYTHONPATH": str(ROOT)},
         capture_output=True,
         text=True,

@@ -8,9 +8,9 @@ import sys
 
 import httpx
 
+from stagedoor.standins import MailStandIn, PayrailStandIn
 from tests.helpers import ROOT
 from worker.embedded import free_port
-from worker.stagedoor.standins import MailStandIn, PayrailStandIn
 
 MESSAGE = {"to": "ana@example.com", "subject": "Hi", "text": "Hello"}
 
@@ -47,7 +47,7 @@ def test_payrail_pages_a_day_and_checks_its_parameters(payrail: PayrailStandIn) 
 def test_python_m_standins_runs_until_sigint() -> None:
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "worker.stagedoor.standins", "mail", "--port", str(port)],
+        [sys.executable, "-m", "stagedoor.standins", "mail", "--port", str(port)],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         text=True,

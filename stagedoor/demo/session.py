@@ -25,11 +25,11 @@ from typing import Self
 import psycopg
 import redis
 
+from stagedoor.demo.night import Night, clear_night, load_night
+from stagedoor.schema import migrate_url
+from stagedoor.standins import start_mail, start_payrail
 from worker.embedded import die_with_parent
 from worker.enqueue import enqueue
-from worker.stagedoor.demo.night import Night, clear_night, load_night
-from worker.stagedoor.schema import migrate_url
-from worker.stagedoor.standins import start_mail, start_payrail
 
 #: How many sends the mail stand-in answers 503 to at the start of the night.
 MAIL_FAILURES = 3
@@ -100,7 +100,7 @@ class DemoNight:
             "QUEUE_PREFIX": self.prefix,
             "MAIL_API_URL": self.mail.url,
             "PAYRAIL_URL": self.payrail.url,
-            "WORKER_KINDS": "worker.stagedoor.kinds",
+            "WORKER_KINDS": "stagedoor.kinds",
         }
         env.update(extra)
         return env

@@ -25,25 +25,27 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
+from stagedoor import holds, mail, purges, reconcile, tickets  # noqa: F401 - each registers its kinds
+from stagedoor.context import open_context
+from stagedoor.outbox import RELAY_INTERVAL_S, OutboxRelay
+from stagedoor.schema import migrate_url
+from stagedoor.settings import StagedoorSettings
 from worker import lifespan
 from worker.app import WorkerApp
 from worker.chores import Chore
 from worker.keys import Keys
-from worker.stagedoor import holds, mail, purges, reconcile, tickets  # noqa: F401 - each registers its kinds
-from worker.stagedoor.context import open_context
-from worker.stagedoor.outbox import RELAY_INTERVAL_S, OutboxRelay
-from worker.stagedoor.schema import migrate_url
 
 
 @lifespan(needs_database=True)
 async def stagedoor(app: WorkerApp) -> AsyncIterator[None]:
+    own = StagedoorSettings.from_env()
     await asyncio.to_thread(migrate_url, app.database_url)
     async with open_context(
         app.database_url,
-        mail_api_url=app.settings.mail_api_url,
-        payrail_url=app.settings.payrail_url,
+        mail_api_url=own.mail_api_url,
+        payrail_url=own.payrail_url,
         pool_size=app.settings.concurrency + 2,
-        pool_timeout_s=app.settings.db_pool_timeout_s,
+        pool_timeout_s=own.db_pool_timeout_s,
     ) as ctx:
         relay = OutboxRelay(ctx.pool, app.redis, Keys(app.settings.prefix))
         app.add_chore(Chore("outbox-relay", RELAY_INTERVAL_S, relay.run))

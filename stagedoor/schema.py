@@ -1,6 +1,6 @@
 """Stagedoor's PostgreSQL schema: the part the jobs touch, applied idempotently.
 
-``python -m worker migrate`` and every worker's start run :func:`migrate`.
+``python -m stagedoor migrate`` and every worker's start run :func:`migrate`.
 Every statement is ``CREATE ... IF NOT EXISTS`` in the connection's current
 schema (the first of ``search_path``; nothing names ``public``), under a
 transaction-scoped advisory lock so that workers starting together do not
@@ -137,6 +137,6 @@ def migrate(conn: psycopg.Connection) -> None:
 
 
 def migrate_url(database_url: str) -> None:
-    """:func:`migrate` on a new connection to ``database_url`` (``python -m worker migrate``)."""
+    """:func:`migrate` on a new connection to ``database_url`` (``python -m stagedoor migrate``)."""
     with psycopg.connect(database_url, autocommit=True) as conn:
         migrate(conn)

@@ -20,7 +20,7 @@ from reportlab.lib.pagesizes import A6, landscape
 from reportlab.lib.units import mm
 from reportlab.pdfgen import canvas
 
-from worker.stagedoor.errors import SeatLabelInvalid
+from stagedoor.errors import SeatLabelInvalid
 
 SEAT_LABEL = re.compile(r"[0-9]{1,3}[A-Z]")
 

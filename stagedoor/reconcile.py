@@ -24,9 +24,9 @@ import httpx
 from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
+from stagedoor.context import StagedoorContext, current
+from stagedoor.errors import PayrailError
 from worker import Job, job_kind, schedule
-from worker.stagedoor.context import StagedoorContext, current
-from worker.stagedoor.errors import PayrailError
 
 log = logging.getLogger("stagedoor.reconcile")
 

@@ -1,4 +1,4 @@
-"""The demo night: ``make run`` (``python -m worker.stagedoor.demo``) and the tests' night.
+"""The demo night: ``make run`` (``python -m stagedoor.demo``) and the tests' night.
 
 - :func:`load_night` loads the night's data into a migrated database (a
   psycopg connection or a URL) and returns a :class:`Night`;
@@ -9,7 +9,7 @@
   (labels ``11-A`` .. ``20-D``, ``14-C`` among them), everything else done.
 """
 
-from worker.stagedoor.demo.night import PLANTED_ISSUES, Night, clear_night, load_night
-from worker.stagedoor.demo.session import DemoNight
+from stagedoor.demo.night import PLANTED_ISSUES, Night, clear_night, load_night
+from stagedoor.demo.session import DemoNight
 
 __all__ = ["PLANTED_ISSUES", "DemoNight", "Night", "clear_night", "load_night"]

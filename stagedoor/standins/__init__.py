@@ -3,10 +3,10 @@
 ``make run`` and the tests use them in place of the mail provider and Payrail:
 :func:`start_mail` and :func:`start_payrail` start one in a thread of the
 calling process (stop it with ``.stop()`` or a ``with`` block);
-``python -m worker.stagedoor.standins mail|payrail --port P`` runs one alone.
+``python -m stagedoor.standins mail|payrail --port P`` runs one alone.
 """
 
-from worker.stagedoor.standins.mail import MailStandIn, start_mail
-from worker.stagedoor.standins.payrail import PayrailStandIn, start_payrail
+from stagedoor.standins.mail import MailStandIn, start_mail
+from stagedoor.standins.payrail import PayrailStandIn, start_payrail
 
 __all__ = ["MailStandIn", "PayrailStandIn", "start_mail", "start_payrail"]

@@ -14,9 +14,9 @@ import logging
 
 import httpx
 
+from stagedoor.context import StagedoorContext, current
+from stagedoor.errors import MailRejected, MailUnavailable, OrderNotFound
 from worker import Job, RetryPolicy, job_kind
-from worker.stagedoor.context import StagedoorContext, current
-from worker.stagedoor.errors import MailRejected, MailUnavailable, OrderNotFound
 
 log = logging.getLogger("stagedoor.mail")
 

@@ -17,10 +17,10 @@ import logging
 from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
+from stagedoor.context import current
+from stagedoor.errors import OrderNotFound
+from stagedoor.ticket_pdf import TicketOrder, render_pdf
 from worker import Job, RetryPolicy, job_kind
-from worker.stagedoor.context import current
-from worker.stagedoor.errors import OrderNotFound
-from worker.stagedoor.ticket_pdf import TicketOrder, render_pdf
 
 log = logging.getLogger("stagedoor.tickets")
 

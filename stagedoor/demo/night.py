@@ -16,7 +16,7 @@ seeded generator; only the times move with ``now``):
   whose reminders wait in ``delayed`` for six days (``--burst`` would wait for
   them too, so the tests leave this out).
 
-Every paid order goes through :func:`~worker.stagedoor.orders.record_paid_order`:
+Every paid order goes through :func:`~stagedoor.orders.record_paid_order`:
 its payment dated yesterday (UTC) and three outbox rows (confirmation email,
 render_tickets, send_reminder, due 24 hours before the event: at once for
 tonight's events). :attr:`Night.payrail_payments` is what Payrail's stand-in
@@ -33,8 +33,8 @@ from typing import Any
 
 import psycopg
 
-from worker.stagedoor.orders import Payment, record_paid_order
-from worker.stagedoor.schema import TABLE_NAMES
+from stagedoor.orders import Payment, record_paid_order
+from stagedoor.schema import TABLE_NAMES
 
 SEED = 2026
 

@@ -17,7 +17,7 @@ from collections import Counter
 from datetime import UTC, datetime
 from typing import Any
 
-from worker.stagedoor.standins.server import Request, Response, StandIn
+from stagedoor.standins.server import Request, Response, StandIn
 
 log = logging.getLogger("stagedoor.standins.mail")
 

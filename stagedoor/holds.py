@@ -13,8 +13,8 @@ import logging
 
 from psycopg import AsyncConnection
 
+from stagedoor.context import current
 from worker import Job, job_kind, schedule
-from worker.stagedoor.context import current
 
 log = logging.getLogger("stagedoor.holds")
 

@@ -23,13 +23,13 @@ from types import FrameType
 import psycopg
 import redis
 
+from stagedoor.demo.night import Night
+from stagedoor.demo.session import DemoNight
 from worker import logs
 from worker.embedded import embedded_stack
 from worker.errors import SettingsError, WorkerError
 from worker.keys import GROUP, Keys
 from worker.settings import Settings
-from worker.stagedoor.demo.night import Night
-from worker.stagedoor.demo.session import DemoNight
 
 log = logging.getLogger("stagedoor.demo")
 

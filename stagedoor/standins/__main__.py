@@ -1,4 +1,4 @@
-"""``python -m worker.stagedoor.standins mail|payrail [--port P] [--host H] [--payments FILE]``.
+"""``python -m stagedoor.standins mail|payrail [--port P] [--host H] [--payments FILE]``.
 
 Runs one stand-in on 127.0.0.1 (``--host 0.0.0.0`` in a container) until SIGINT or SIGTERM. ``--payments`` (for
 payrail) is a JSON file ``{"YYYY-MM-DD": [payment, ...]}``.
@@ -14,12 +14,12 @@ import sys
 import threading
 from pathlib import Path
 
-from worker.stagedoor.standins import start_mail, start_payrail
-from worker.stagedoor.standins.server import StandIn
+from stagedoor.standins import start_mail, start_payrail
+from stagedoor.standins.server import StandIn
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m worker.stagedoor.standins", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m stagedoor.standins", description=__doc__)
     parser.add_argument("service", choices=("mail", "payrail"))
     parser.add_argument("--port", type=int, default=0, help="TCP port (default: a free one)")
     parser.add_argument(

@@ -1,7 +1,7 @@
 """What Stagedoor's handlers share while a worker runs: the pool, the HTTP client, the URLs.
 
 A handler gets only its :class:`~worker.kinds.Job`, so the lifespan (see
-:mod:`worker.stagedoor.kinds`) opens these once and makes them current with
+:mod:`stagedoor.kinds`) opens these once and makes them current with
 :func:`open_context`; handlers call :func:`current`. The context lives in a
 ContextVar: the worker's tasks (and ``asyncio.to_thread``) inherit it, and a
 test opens its own around the handler it calls.
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import httpx
 from psycopg_pool import AsyncConnectionPool
 
-from worker.stagedoor.errors import NotConfigured
+from stagedoor.errors import NotConfigured
 
 #: Mail and Payrail calls that take longer than this raise (and the policy retries).
 HTTP_TIMEOUT_S = 10.0
@@ -54,7 +54,7 @@ def current() -> StagedoorContext:
         return _current.get()
     except LookupError:
         raise NotConfigured(
-            "Stagedoor's handlers run inside its lifespan (WORKER_KINDS=worker.stagedoor.kinds) "
+            "Stagedoor's handlers run inside its lifespan (WORKER_KINDS=stagedoor.kinds) "
             "or inside `async with open_context(database_url)` in a test"
         ) from None
 

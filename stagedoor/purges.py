@@ -14,8 +14,8 @@ from datetime import timedelta
 
 from psycopg import AsyncConnection
 
+from stagedoor.context import current
 from worker import Job, job_kind, schedule
-from worker.stagedoor.context import current
 
 log = logging.getLogger("stagedoor.purges")
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from datetime import date
 from typing import Any
 
-from worker.stagedoor.standins.server import Request, Response, StandIn
+from stagedoor.standins.server import Request, Response, StandIn
 
 MAX_PER_PAGE = 500
 

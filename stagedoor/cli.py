@@ -1,0 +1,51 @@
+"""``python -m stagedoor migrate``: apply Stagedoor's PostgreSQL schema (idempotent).
+
+The worker runs Stagedoor's jobs with ``WORKER_KINDS=stagedoor.kinds``; this
+command is for a deploy step that migrates before any worker starts. Exit
+codes as the worker's: 0 done, 1 a failure at run time, 2 a bad setting.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import psycopg
+
+from stagedoor.schema import migrate_url
+from stagedoor.settings import StagedoorSettings
+from worker.embedded import EmbeddedServerError, embedded_stack
+from worker.errors import SettingsError
+from worker.settings import Settings, settings_help
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m stagedoor",
+        description="Stagedoor, the application whose jobs the worker runs (WORKER_KINDS=stagedoor.kinds).",
+        epilog=settings_help(StagedoorSettings, "Stagedoor's settings (environment variables):"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    sub.add_parser("migrate", help="apply Stagedoor's schema to DATABASE_URL (empty: the embedded PostgreSQL)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    build_parser().parse_args(argv)
+    try:
+        settings = Settings.from_env()
+        StagedoorSettings.from_env()
+        data_dir = Path(settings.data_dir)
+        with embedded_stack("", settings.database_url, data_dir=data_dir, need_postgres=True, need_redis=False) as urls:
+            migrate_url(urls[1])
+    except SettingsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except (EmbeddedServerError, psycopg.OperationalError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print("migrated")
+    return 0

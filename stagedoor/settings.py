@@ -1,0 +1,37 @@
+"""Stagedoor's own settings, declared like the worker's (one field each).
+
+The queue core knows nothing of mail or Payrail: these are read by Stagedoor's
+lifespan (:mod:`stagedoor.kinds`) and listed by ``python -m stagedoor --help``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from worker.settings import from_env, positive_float, setting, url
+
+
+@dataclass(frozen=True)
+class StagedoorSettings:
+    """The application's configuration; build it with :meth:`from_env`."""
+
+    mail_api_url: str = setting(
+        "MAIL_API_URL",
+        "",
+        url("http", "https"),
+        "the mail provider's API (send_email, send_reminder); make run: a stand-in",
+    )
+    payrail_url: str = setting(
+        "PAYRAIL_URL", "", url("http", "https"), "Payrail's API (reconcile_payments); make run: a stand-in"
+    )
+    db_pool_timeout_s: float = setting(
+        "DB_POOL_TIMEOUT_S",
+        "30",
+        positive_float,
+        "how long a job waits for a PostgreSQL connection before its attempt fails",
+    )
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: str) -> StagedoorSettings:
+        return from_env(cls, env, overrides)
