@@ -48,6 +48,7 @@ from opslib.connection import redis_session
 from opslib.errors import OpslibError
 from opslib.frames import FINAL_STATUSES, parse_outcome, replay_status_to_frame, replay_to_frame
 from opslib.queries import dead_letters, entry_floor
+from worker.connection import is_cluster
 from worker.keys import GROUP, Keys
 from worker.scripts import Scripts
 from worker.wire import DEAD_FIELDS, decode_member, text
@@ -116,6 +117,8 @@ def _exists(client: Any, keys: Keys, dead_ids: list[str]) -> list[bool]:
 
 def _move(client: Any, keys: Keys, dead_ids: list[str], batch: str, on_progress: Progress | None) -> list:
     scripts = Scripts(client, keys)
+    if is_cluster(client):
+        scripts.load(client)
     new_ids: list = []
     with tqdm(total=len(dead_ids), desc="replay", unit="entry", disable=len(dead_ids) < PROGRESS_FROM) as bar:
         for start in range(0, len(dead_ids), CHUNK):

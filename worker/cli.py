@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import Any
 
 import redis
-import redis.asyncio as aioredis
 
 from worker import logs
 from worker.app import WorkerApp
-from worker.embedded import EmbeddedServerError, configured_or_running, embedded_stack
+from worker.connection import connect, connect_async
+from worker.embedded import EmbeddedServerError, embedded_stack
 from worker.enqueue import enqueue
 from worker.errors import SettingsError, WorkerError
 from worker.keys import GROUP, Keys
@@ -83,14 +83,6 @@ def parse_fields(pairs: Sequence[str]) -> dict[str, str]:
     return fields
 
 
-def connect_url(settings: Settings) -> str:
-    """REDIS_URL, or the embedded server a running ``make run`` started."""
-    url = configured_or_running(settings.redis_url, "redis_url", settings.data_dir)
-    if not url:
-        raise SettingsError("REDIS_URL is not set and no embedded stack is running; set REDIS_URL or start `make run`")
-    return url
-
-
 def import_kinds(settings: Settings) -> None:
     """Import the modules that declare the kinds; the one-line hint when none is named."""
     if not settings.kinds:
@@ -116,7 +108,7 @@ def cmd_enqueue(settings: Settings, args: argparse.Namespace) -> int:
             f"unknown kind {args.kind!r}: the modules in WORKER_KINDS declare {known} "
             "(a worker would dead-letter it as unknown_kind)"
         )
-    client = redis.Redis.from_url(connect_url(settings))
+    client = connect(settings)
     try:
         result = enqueue(client, args.kind, fields, delay_s=delay_s, run_at=run_at, prefix=settings.prefix)
     except ValueError as exc:
@@ -128,8 +120,8 @@ def cmd_enqueue(settings: Settings, args: argparse.Namespace) -> int:
 def cmd_health(settings: Settings) -> int:
     """Healthy: Redis answers, the group exists, a heartbeat of this worker is fresh."""
     keys = Keys(settings.prefix)
-    client = redis.Redis.from_url(connect_url(settings), socket_timeout=3, socket_connect_timeout=3)
     try:
+        client = connect(settings, socket_timeout=3, socket_connect_timeout=3)
         client.ping()
         groups = client.xinfo_groups(keys.jobs)
     except redis.ResponseError:
@@ -153,7 +145,7 @@ def cmd_health(settings: Settings) -> int:
 
 async def serve(settings: Settings, redis_url: str, database_url: str, burst: bool) -> None:
     """Run the worker with its lifespans until a signal (or the drained queue in burst mode)."""
-    client = aioredis.Redis.from_url(redis_url, socket_keepalive=True, health_check_interval=30)
+    client = await connect_async(settings, redis_url, socket_keepalive=True, health_check_interval=30)
     app = WorkerApp(settings, client, redis_url, database_url, REGISTRY, burst=burst)
     try:
         async with contextlib.AsyncExitStack() as stack:
@@ -229,4 +221,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_FAILED
     except (redis.ConnectionError, redis.TimeoutError) as exc:
         print(f"error: Redis does not answer: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except redis.exceptions.RedisClusterException as exc:
+        print(f"error: the Redis Cluster cannot serve the queue: {exc}", file=sys.stderr)
         return EXIT_FAILED

@@ -33,6 +33,7 @@ from worker.errors import JobTimeout
 from worker.failures import bounded_traceback, describe_error, now_iso
 from worker.keys import GROUP, REPLAY_OUTCOME_TTL_S, Keys
 from worker.kinds import Job, KindSpec, Registry
+from worker.node_connection import REDIRECTIONS, NodeConnection, describe
 from worker.observe import Observer, Tally
 from worker.resp import pairs, resp_command
 from worker.retry import DeadLetter, decide
@@ -81,7 +82,7 @@ class Worker:
         self._threads = ThreadPoolExecutor(settings.concurrency, thread_name_prefix="job")
         self._rng = random.Random()
         self._side_tasks: set[asyncio.Task[None]] = set()
-        self._read_conn: Any = None
+        self._reader = NodeConnection(redis_client, self.keys.jobs)
         self._read_commands: dict[int, bytes] = {}
         self._xack_head = ("XACK", self.keys.jobs, GROUP)
 
@@ -143,10 +144,10 @@ class Worker:
                     entries = await self._read(free)
                     for entry_id, raw in entries:
                         self._start(entry_id, raw)
-            except CONNECTION_ERRORS as exc:
+            except (*CONNECTION_ERRORS, *REDIRECTIONS) as exc:
                 failures += 1
                 if failures == 1:
-                    log.warning("Lost the connection to Redis (%s); reconnecting with backoff.", exc)
+                    log.warning("Lost the connection to Redis (%s); reconnecting with backoff.", describe(exc))
                 await sleep_or_stop(min(5.0, 0.05 * 2**failures) * self._rng.uniform(0.5, 1.0), self.stopping)
                 continue
             except redis.exceptions.ResponseError as exc:
@@ -156,7 +157,7 @@ class Worker:
                 await self.ensure_group()
                 continue
             if failures:
-                log.info("Reconnected to Redis.")
+                log.info("Reconnected to Redis%s.", f" (node {self._reader.where})" if self._reader.where else "")
                 failures = 0
             if not entries and self.burst and await self._drained():
                 log.info("Burst mode: the queue is drained; exiting.")
@@ -174,9 +175,7 @@ class Worker:
             await self.flush_acks()
         acks = self._acks
         self._acks = []
-        conn = self._read_conn
-        if conn is None:
-            conn = self._read_conn = await self.redis.connection_pool.get_connection()
+        conn = await self._reader.get()
         try:
             read = self._read_command(count)
             if acks:
@@ -185,9 +184,9 @@ class Worker:
             else:
                 await conn.send_packed_command(read, check_health=False)
             reply = await conn.read_response()
-        except BaseException:
+        except BaseException as exc:
             self._acks[:0] = acks
-            await conn.disconnect()
+            await self._reader.lost(exc)
             raise
         if not reply:
             return []
@@ -286,9 +285,7 @@ class Worker:
         )
 
     async def _goodbye(self) -> None:
-        if self._read_conn is not None:
-            await self.redis.connection_pool.release(self._read_conn)
-            self._read_conn = None
+        await self._reader.release()
         with contextlib.suppress(*CONNECTION_ERRORS):
             await self.redis.delete(self.keys.heartbeat(self.name))
 
@@ -599,7 +596,17 @@ class Worker:
 
     async def forget_consumers(self) -> None:
         """Remove consumers of dead workers once they own nothing."""
-        removed = await self.scripts.forget_consumers(max(self.settings.reclaim_idle_ms, 60_000))
+        consumers = await self.redis.xinfo_consumers(self.keys.jobs, GROUP)
+        idle = [wire.text(c["name"]) for c in consumers if int(c["pending"]) == 0]
+        if not idle:
+            return
+        pipe = self.redis.pipeline(transaction=False)
+        for name in idle:
+            pipe.exists(self.keys.heartbeat(name))
+        gone = [name for name, beating in zip(idle, await pipe.execute(), strict=True) if not beating]
+        if not gone:
+            return
+        removed = await self.scripts.forget_consumers(max(self.settings.reclaim_idle_ms, 60_000), gone)
         if removed:
             log.info("Removed dead consumers from the group: %s.", ", ".join(n.decode() for n in removed))
 

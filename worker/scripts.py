@@ -5,6 +5,11 @@ once per client with ``register_script`` (EVALSHA, reloaded on NOSCRIPT), and
 this module builds their arguments, so the worker and opslib call the same
 moves the same way: schedule_tick, promote, retry, bury, replay, trim, refresh_claims,
 forget_consumers.
+
+Every script starts with ``#!lua``, so that the server refuses a key the
+script did not declare, and every key it touches is passed in ``KEYS`` (none
+is built inside a script); the keys of one call share a hash tag, so each
+move runs whole on one Redis Cluster node (Redis >= 7.0 for the ``#!lua`` line).
 """
 
 from __future__ import annotations
@@ -14,7 +19,12 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+import redis.asyncio.cluster
+import redis.cluster
+
 from worker.keys import GROUP, REPLAY_OUTCOME_TTL_S, Keys
+
+CLUSTER_PIPELINES = (redis.cluster.ClusterPipeline, redis.asyncio.cluster.ClusterPipeline)
 
 NAMES = ("schedule_tick", "promote", "retry", "bury", "replay", "trim", "refresh_claims", "forget_consumers")
 
@@ -38,7 +48,17 @@ class Scripts:
         self._scripts = {name: redis.register_script(source(name)) for name in NAMES}
 
     def _call(self, name: str, keys: list[str], args: list[Any], client: Any = None) -> Any:
-        return self._scripts[name](keys=keys, args=args, client=client)
+        script = self._scripts[name]
+        if isinstance(client, CLUSTER_PIPELINES):
+            # redis-py blocks .evalsha() in a cluster pipeline and cannot load a script there:
+            # the caller runs load() first, and the pipeline sends the EVALSHA as it is.
+            return client.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
+        return script(keys=keys, args=args, client=client)
+
+    def load(self, client: Any) -> None:
+        """Load every script on every primary of a (sync) cluster, before a pipeline calls them."""
+        for script in self._scripts.values():
+            client.script_load(script.script)
 
     def schedule_tick(
         self, name: str, tick_epoch: int, owner: str, ttl_s: int, fields: dict[str, str], client: Any = None
@@ -87,10 +107,6 @@ class Scripts:
     def refresh_claims(self, consumer: str, entry_ids: Iterable[str], client: Any = None) -> Any:
         return self._call("refresh_claims", [self.keys.jobs], [GROUP, consumer, *entry_ids], client)
 
-    def forget_consumers(self, min_idle_ms: int, client: Any = None) -> Any:
-        return self._call(
-            "forget_consumers",
-            [self.keys.jobs],
-            [GROUP, self.keys.heartbeat_prefix, min_idle_ms],
-            client,
-        )
+    def forget_consumers(self, min_idle_ms: int, candidates: Iterable[str], client: Any = None) -> Any:
+        """Remove the ``candidates`` (consumers whose heartbeat is gone) that own nothing and are idle."""
+        return self._call("forget_consumers", [self.keys.jobs], [GROUP, min_idle_ms, *candidates], client)

@@ -169,6 +169,12 @@ class Settings:
         url("redis", "rediss", "unix"),
         "Redis/Valkey URL (redis://, rediss://, unix://); empty: start the embedded server",
     )
+    redis_mode: str = setting(
+        "REDIS_MODE",
+        "auto",
+        choice("auto", "single", "cluster"),
+        "auto: ask the server whether it runs a Redis Cluster; single or cluster: insist, refusing the other",
+    )
     database_url: str = setting(
         "DATABASE_URL",
         "",

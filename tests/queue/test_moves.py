@@ -187,8 +187,8 @@ def test_forget_consumers_removes_only_dead_consumers_that_own_nothing(r: redis.
         [[_, [(entry_id, _)]]] = r.xreadgroup(GROUP, name, {keys.jobs: ">"}, count=1)
         if name != "dead-with-work":
             r.xack(keys.jobs, GROUP, entry_id)
-    r.set(keys.heartbeat("alive-idle"), "{}", ex=30)
-    assert sorted(scripts.forget_consumers(0)) == [b"dead-idle"]
+    # The caller names the consumers whose heartbeat is gone (alive-idle has one).
+    assert sorted(scripts.forget_consumers(0, ["dead-with-work", "dead-idle"])) == [b"dead-idle"]
     names = {c["name"] for c in r.xinfo_consumers(keys.jobs, GROUP)}
     assert names == {b"dead-with-work", b"alive-idle"}
     assert r.xpending(keys.jobs, GROUP)["pending"] == 1
