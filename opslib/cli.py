@@ -138,7 +138,7 @@ def cmd_replay(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO
         if stdin.readline().strip().lower() not in ("y", "yes"):
             print("not replayed", file=out)
             return EXIT_NOT_CONFIRMED
-    done = replay(taken["dead_id"])
+    done = replay(taken)
     counts = done["status"].value_counts()
     batch = done.attrs["batch"]
     print(

@@ -30,6 +30,7 @@ from worker.connection import ClusterStateError, connect, hide_password, is_clus
 from worker.embedded import configured_or_running
 from worker.errors import SettingsError
 from worker.keys import Keys
+from worker.partitions import keys_for, recorded_count
 from worker.settings import Settings
 
 #: A blip is retried twice within a second; a server that is away is reported at once, not after
@@ -76,6 +77,16 @@ def database_url() -> str:
 def queue_keys(prefix: str | None) -> Keys:
     """The key names for ``prefix``, or for ``QUEUE_PREFIX`` when it is None."""
     return Keys(settings().prefix if prefix is None else prefix)
+
+
+def partitions(client: Any, keys: Keys) -> list[Keys]:
+    """The keys of every partition of the queue: as many as the workers recorded on it
+    (``QUEUE_PARTITIONS`` of the environment when none did yet)."""
+    count = recorded_count(client, keys.prefix) or settings().partitions
+    try:
+        return keys_for(keys.prefix, count)
+    except SettingsError as exc:
+        raise OpslibError(str(exc)) from None
 
 
 def describe(client: Any) -> str:

@@ -14,12 +14,13 @@ allowed only read commands can run them all.
     reason (exhausted / poison / malformed / unknown_kind), error_type (the
     exception name), error, signature (the error with values replaced, see
     :mod:`opslib.signatures`), traceback, worker, request_id, trace,
-    replay_of, replay_batch (str, ``""`` when absent), then the payload's own
-    fields, sorted by name (str, NaN where an entry lacks one). Oldest first.
+    replay_of, replay_batch (str, ``""`` when absent), partition (int64: the
+    queue partition, 0 with one), then the payload's own fields, sorted by
+    name (str, NaN where an entry lacks one). Oldest first.
 
 ``pending(kind=None)``
     Index ``id`` (str, the entry on ``jobs``). Columns: kind, job_id,
-    consumer (str), idle (timedelta64[ns]), deliveries (int64).
+    consumer (str), idle (timedelta64[ns]), deliveries (int64), partition (int64).
 
 ``pending_counts(*, reclaim_idle_ms=None)``
     One row per (consumer, kind): consumer, kind (str), pending (int64),
@@ -29,13 +30,16 @@ allowed only read commands can run them all.
 ``delayed(kind=None)``
     run_at (datetime64[ns, UTC]), kind, job_id (str), attempts (int64:
     failed attempts so far), due (bool: run_at has passed), fields (object:
-    the job's field dict). Soonest first.
+    the job's field dict), partition (int64). Soonest first.
 
 ``queue_stats()``
     A :class:`QueueStats`: ``.counts`` (index ``metric``, column ``value``
     int64: stream_length, lag, pending, delayed, delayed_due, dead,
-    dead_evicted, consumers) and ``.consumers`` (consumer (str), pending
-    (int64), idle (timedelta64[ns]), heartbeat (bool)).
+    dead_evicted, consumers; summed over the partitions) and ``.consumers``
+    (consumer (str), pending (int64), idle (timedelta64[ns]), heartbeat (bool)).
+
+Every function reads all the queue's partitions (``QUEUE_PARTITIONS``, as
+recorded on the queue by its workers) into one frame.
 
 ``failure_groups(dead=None)``
     One row per error signature, the largest first: signature, error_type,
@@ -68,9 +72,10 @@ import redis
 
 from opslib.checks import check_kind, check_limit, parse_since, queue_kinds
 from opslib.columns import COUNT, TEXT, typed_frame
-from opslib.connection import database_url, hide_password, redis_session, settings
+from opslib.connection import database_url, hide_password, partitions, redis_session, settings
 from opslib.errors import OpslibError
 from opslib.frames import (
+    combine,
     consumers_to_frame,
     dead_to_frame,
     delayed_to_frame,
@@ -136,12 +141,18 @@ def dead_letters(
     if signature is not None:
         check_signature(signature)
     with redis_session(client, prefix, "read the dead letters") as (redis_client, keys):
+        parts = partitions(redis_client, keys)
         if kind is None and signature is None and last is not None:
-            newest = redis_client.xrevrange(keys.dead, max="+", min=entry_floor(start), count=last)
-            return dead_to_frame(reversed(newest))
-        frame = dead_to_frame(read_dead(redis_client, keys, start))
+            frames = [
+                dead_to_frame(
+                    reversed(redis_client.xrevrange(p.dead, max="+", min=entry_floor(start), count=last)), p.partition
+                )
+                for p in parts
+            ]
+            return combine(frames, "dead_at").tail(last)
+        frame = combine([dead_to_frame(read_dead(redis_client, p, start), p.partition) for p in parts], "dead_at")
         if kind is not None:
-            check_kind(kind, frame["kind"].unique(), lambda: queue_kinds(redis_client, keys))
+            check_kind(kind, frame["kind"].unique(), lambda: queue_kinds(redis_client, parts))
     mask = pd.Series(True, index=frame.index)
     if kind is not None:
         mask &= frame["kind"] == kind
@@ -152,8 +163,13 @@ def dead_letters(
     return frame.tail(last) if last is not None else frame
 
 
-def read_pending(client: Any, keys: Keys) -> pd.DataFrame:
-    """Every pending entry of group ``workers`` with the fields it names (page by page)."""
+def read_pending(client: Any, parts: list[Keys]) -> pd.DataFrame:
+    """Every pending entry of group ``workers`` in every partition, with the fields it names."""
+    return combine([read_partition_pending(client, keys) for keys in parts])
+
+
+def read_partition_pending(client: Any, keys: Keys) -> pd.DataFrame:
+    """Every pending entry of one partition's group ``workers`` with the fields it names (page by page)."""
     rows: list[dict[str, Any]] = []
     low = "-"
     while True:
@@ -173,7 +189,7 @@ def read_pending(client: Any, keys: Keys) -> pd.DataFrame:
         pipe.xrange(keys.jobs, min=entry_id, max=entry_id)
     found = pipe.execute() if rows else []
     entries = {text(row["message_id"]): (hit[0][1] if hit else None) for row, hit in zip(rows, found, strict=True)}
-    return pending_to_frame(rows, entries)
+    return pending_to_frame(rows, entries, keys.partition)
 
 
 def pending(kind: str | None = None, *, client: redis.Redis | None = None, prefix: str | None = None) -> pd.DataFrame:
@@ -184,9 +200,10 @@ def pending(kind: str | None = None, *, client: redis.Redis | None = None, prefi
     will run it again (or bury it as poison after ``MAX_DELIVERIES``).
     """
     with redis_session(client, prefix, "read the pending entries") as (redis_client, keys):
-        frame = read_pending(redis_client, keys)
+        parts = partitions(redis_client, keys)
+        frame = read_pending(redis_client, parts)
         if kind is not None:
-            check_kind(kind, frame["kind"].unique(), lambda: queue_kinds(redis_client, keys))
+            check_kind(kind, frame["kind"].unique(), lambda: queue_kinds(redis_client, parts))
     if kind is not None:
         frame = frame[frame["kind"] == kind]
     return frame
@@ -201,17 +218,21 @@ def pending_counts(
     """
     threshold = settings().reclaim_idle_ms if reclaim_idle_ms is None else reclaim_idle_ms
     with redis_session(client, prefix, "read the pending entries") as (redis_client, keys):
-        frame = read_pending(redis_client, keys)
+        frame = read_pending(redis_client, partitions(redis_client, keys))
     return pending_counts_to_frame(frame, pd.Timedelta(milliseconds=threshold))
 
 
 def delayed(kind: str | None = None, *, client: redis.Redis | None = None, prefix: str | None = None) -> pd.DataFrame:
     """The jobs waiting in ``delayed`` (retries and jobs enqueued for later), soonest first."""
     with redis_session(client, prefix, "read the delayed jobs") as (redis_client, keys):
-        members = redis_client.zrange(keys.delayed, 0, -1, withscores=True)
-        frame = delayed_to_frame(members, time.time())
+        parts = partitions(redis_client, keys)
+        now = time.time()
+        frames = [
+            delayed_to_frame(redis_client.zrange(p.delayed, 0, -1, withscores=True), now, p.partition) for p in parts
+        ]
+        frame = combine(frames, "run_at")
         if kind is not None:
-            check_kind(kind, frame["kind"].unique(), lambda: queue_kinds(redis_client, keys))
+            check_kind(kind, frame["kind"].unique(), lambda: queue_kinds(redis_client, parts))
     if kind is not None:
         frame = frame[frame["kind"] == kind]
     return frame
@@ -275,39 +296,55 @@ def _lag(client: Any, keys: Keys, group: Mapping[str, Any]) -> int:
 
 
 def queue_stats(*, client: redis.Redis | None = None, prefix: str | None = None) -> QueueStats:
-    """Stream length, lag, pending, delayed (and due), dead (and evicted by the cap), consumers."""
+    """Stream length, lag, pending, delayed (and due), dead (and evicted by the cap), consumers,
+    summed over the partitions; a worker that consumes several partitions is one consumer."""
+    values = dict.fromkeys(STAT_NAMES, 0)
+    consumers: dict[str, dict[str, Any]] = {}
     with redis_session(client, prefix, "read the queue's numbers") as (redis_client, keys):
-        group = _group_info(redis_client, keys)
+        for part in partitions(redis_client, keys):
+            numbers, found = _partition_stats(redis_client, part)
+            for name, value in numbers.items():
+                values[name] += value
+            for consumer in found:
+                name = text(consumer["name"])
+                seen = consumers.setdefault(name, {"name": name, "pending": 0, "idle": int(consumer["idle"])})
+                seen["pending"] += int(consumer["pending"])
+                seen["idle"] = min(seen["idle"], int(consumer["idle"]))
         pipe = redis_client.pipeline(transaction=False)
-        pipe.xlen(keys.jobs)
-        pipe.zcard(keys.delayed)
-        pipe.zcount(keys.delayed, "-inf", time.time())
-        pipe.xlen(keys.dead)
-        pipe.get(keys.dead_evicted)
-        length, waiting, due, dead, evicted = pipe.execute()
-        consumers = redis_client.xinfo_consumers(keys.jobs, GROUP) if group else []
-        pipe = redis_client.pipeline(transaction=False)
-        for consumer in consumers:
-            pipe.exists(keys.heartbeat(text(consumer["name"])))
+        for name in consumers:
+            pipe.exists(keys.heartbeat(name))
         beating = pipe.execute() if consumers else []
-        lag = _lag(redis_client, keys, group)
-    alive = [text(c["name"]) for c, beat in zip(consumers, beating, strict=True) if beat]
-    values = {
-        "stream_length": int(length),
-        "lag": lag,
-        "pending": int(group.get("pending", 0)),
-        "delayed": int(waiting),
-        "delayed_due": int(due),
-        "dead": int(dead),
-        "dead_evicted": int(evicted or 0),
-        "consumers": len(consumers),
-    }
+    alive = [name for name, beat in zip(consumers, beating, strict=True) if beat]
+    values["consumers"] = len(consumers)
     counts = typed_frame(
         {"value": [values[name] for name in STAT_NAMES]},
         {"value": COUNT},
         index=pd.Index(STAT_NAMES, dtype=TEXT, name="metric"),
     )
-    return QueueStats(counts, consumers_to_frame(consumers, alive))
+    return QueueStats(counts, consumers_to_frame(consumers.values(), alive))
+
+
+def _partition_stats(client: Any, keys: Keys) -> tuple[dict[str, int], list[Any]]:
+    """One partition's numbers (every stat but ``consumers``) and its group's consumers."""
+    group = _group_info(client, keys)
+    pipe = client.pipeline(transaction=False)
+    pipe.xlen(keys.jobs)
+    pipe.zcard(keys.delayed)
+    pipe.zcount(keys.delayed, "-inf", time.time())
+    pipe.xlen(keys.dead)
+    pipe.get(keys.dead_evicted)
+    length, waiting, due, dead, evicted = pipe.execute()
+    consumers = client.xinfo_consumers(keys.jobs, GROUP) if group else []
+    numbers = {
+        "stream_length": int(length),
+        "lag": _lag(client, keys, group),
+        "pending": int(group.get("pending", 0)),
+        "delayed": int(waiting),
+        "delayed_due": int(due),
+        "dead": int(dead),
+        "dead_evicted": int(evicted or 0),
+    }
+    return numbers, consumers
 
 
 def failure_groups(

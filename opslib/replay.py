@@ -12,8 +12,9 @@ entries at once re-add each once; an entry no longer there is reported as
 ``replay_kind(kind, *, signature=None, error_contains=None, since=None, dry_run=False)``
     One row per dead id: dead_id, new_id (str, ``""`` unless replayed),
     status (str: replayed / missing / would replay), batch (str, the same on
-    every row, ``""`` in a dry run, which writes nothing). Index 0..n-1; the
-    batch is also in ``frame.attrs["batch"]``.
+    every row, ``""`` in a dry run, which writes nothing), partition (int64:
+    the queue partition holding the entry, -1 when found in none). Index
+    0..n-1; the batch is also in ``frame.attrs["batch"]``.
 
 ``replay_status(batch, *, wait_s=None)``
     One row per replayed dead id: dead_id, status (succeeded / failed again /
@@ -21,7 +22,7 @@ entries at once re-add each once; an entry no longer there is reported as
     ``""``), attempts (int64: failed attempts since the replay), error (str:
     the latest), new_dead_id (str: the entry it became in ``jobs:dead``),
     updated_at (datetime64[ns, UTC], NaT until the worker recorded an
-    outcome), batch (str). The worker keeps outcomes for 24 hours.
+    outcome), batch (str), partition (int64). The worker keeps outcomes for 24 hours.
 
 Example::
 
@@ -44,9 +45,9 @@ import redis
 from tqdm.auto import tqdm
 
 from opslib.checks import check_batch, check_entry_id, parse_since
-from opslib.connection import redis_session
+from opslib.connection import partitions, redis_session
 from opslib.errors import OpslibError
-from opslib.frames import FINAL_STATUSES, parse_outcome, replay_status_to_frame, replay_to_frame
+from opslib.frames import FINAL_STATUSES, combine, entry_order, parse_outcome, replay_status_to_frame, replay_to_frame
 from opslib.queries import dead_letters, entry_floor
 from worker.connection import is_cluster
 from worker.keys import GROUP, Keys
@@ -94,39 +95,78 @@ def replay(
     """Put dead letters back on ``jobs`` (columns in the module docstring); ``dry_run`` writes nothing.
 
     ``ids`` is one dead id, a list of them, or a ``dead_letters()`` frame
-    (its index). ``on_progress(done, total)`` is called after each chunk.
+    (its index; its ``partition`` column says where each entry is). A bare id
+    is looked for in every partition; one found in two partitions is refused
+    (pass the ``dead_letters()`` rows instead). ``on_progress(done, total)``
+    is called after each chunk.
     """
     dead_ids = dead_ids_of(ids)
+    given = given_partitions(ids)
     action = "look up dead letters" if dry_run else "replay dead letters"
     with redis_session(client, prefix, action, needs="" if dry_run else NEEDS_WRITE) as (redis_client, keys):
+        parts = partitions(redis_client, keys)
+        where = _locate(redis_client, parts, dead_ids, given, check=dry_run)
         if dry_run:
-            return replay_to_frame(dead_ids, _exists(redis_client, keys, dead_ids), "", dry_run=True)
+            return replay_to_frame(dead_ids, [p >= 0 for p in where], "", dry_run=True, partitions=where)
         batch = new_batch_id()
-        return replay_to_frame(dead_ids, _move(redis_client, keys, dead_ids, batch, on_progress), batch, dry_run=False)
+        moved = _move(redis_client, parts, dead_ids, where, batch, on_progress)
+        return replay_to_frame(dead_ids, moved, batch, dry_run=False, partitions=where)
 
 
-def _exists(client: Any, keys: Keys, dead_ids: list[str]) -> list[bool]:
-    found: list[bool] = []
-    for start in range(0, len(dead_ids), CHUNK):
+def given_partitions(ids: object) -> dict[str, int]:
+    """Dead id -> partition, from the ``partition`` column of a ``dead_letters()`` frame (else empty)."""
+    if not isinstance(ids, pd.DataFrame) or "partition" not in ids.columns:
+        return {}
+    names = ids["dead_id"] if "dead_id" in ids.columns else ids.index
+    return {str(name): int(p) for name, p in zip(names, ids["partition"], strict=True)}
+
+
+def _locate(client: Any, parts: list[Keys], dead_ids: list[str], given: dict[str, int], check: bool) -> list[int]:
+    """Each id's partition (-1: in none). An id's only candidate is taken as it is unless ``check``;
+    the move itself reports an entry that is gone. Several candidates are looked up (pipelined)."""
+    count = len(parts)
+    candidates = [[given[i]] if i in given and 0 <= given[i] < count else list(range(count)) for i in dead_ids]
+    asks = [(n, p) for n, cands in enumerate(candidates) if check or len(cands) > 1 for p in cands]
+    found: dict[int, list[int]] = {}
+    for start in range(0, len(asks), CHUNK):
+        chunk = asks[start : start + CHUNK]
         pipe = client.pipeline(transaction=False)
-        for dead_id in dead_ids[start : start + CHUNK]:
-            pipe.xrange(keys.dead, min=dead_id, max=dead_id)
-        found += [bool(hit) for hit in pipe.execute()]
-    return found
+        for n, p in chunk:
+            pipe.xrange(parts[p].dead, min=dead_ids[n], max=dead_ids[n])
+        for (n, p), hit in zip(chunk, pipe.execute(), strict=True):
+            if hit:
+                found.setdefault(n, []).append(p)
+    where = []
+    for n, cands in enumerate(candidates):
+        if not check and len(cands) == 1:
+            where.append(cands[0])
+            continue
+        hits = found.get(n, [])
+        if len(hits) > 1:
+            raise OpslibError(
+                f"dead id {dead_ids[n]} is in partitions {', '.join(map(str, hits))}; "
+                "pass the dead_letters() rows (their partition column says which) instead of bare ids"
+            )
+        where.append(hits[0] if hits else -1)
+    return where
 
 
-def _move(client: Any, keys: Keys, dead_ids: list[str], batch: str, on_progress: Progress | None) -> list:
-    scripts = Scripts(client, keys)
+def _move(
+    client: Any, parts: list[Keys], dead_ids: list[str], where: list[int], batch: str, on_progress: Progress | None
+) -> list:
+    scripts = [Scripts(client, keys) for keys in parts]
     if is_cluster(client):
-        scripts.load(client)
+        scripts[0].load(client)
     new_ids: list = []
     with tqdm(total=len(dead_ids), desc="replay", unit="entry", disable=len(dead_ids) < PROGRESS_FROM) as bar:
         for start in range(0, len(dead_ids), CHUNK):
-            chunk = dead_ids[start : start + CHUNK]
+            chunk = list(zip(dead_ids[start : start + CHUNK], where[start : start + CHUNK], strict=True))
             pipe = client.pipeline(transaction=False)
-            for dead_id in chunk:
-                scripts.replay(dead_id, batch, DEAD_FIELDS, client=pipe)
-            new_ids += pipe.execute()
+            for dead_id, p in chunk:
+                if p >= 0:
+                    scripts[p].replay(dead_id, batch, DEAD_FIELDS, client=pipe)
+            results = iter(pipe.execute())
+            new_ids += [next(results) if p >= 0 else None for _dead_id, p in chunk]
             bar.update(len(chunk))
             if on_progress is not None:
                 on_progress(len(new_ids), len(dead_ids))
@@ -157,7 +197,7 @@ def replay_kind(
     dead = dead_letters(kind, since=since, signature=signature, client=client, prefix=prefix)
     if error_contains is not None:
         dead = dead[dead["error"].str.contains(error_contains, regex=False)]
-    return replay(dead.index, dry_run=dry_run, client=client, prefix=prefix, on_progress=on_progress)
+    return replay(dead, dry_run=dry_run, client=client, prefix=prefix, on_progress=on_progress)
 
 
 def replay_status(
@@ -176,7 +216,7 @@ def replay_status(
     deadline = time.monotonic() + (wait_s or 0.0)
     with redis_session(client, prefix, "read a replay's outcomes") as (redis_client, keys):
         while True:
-            frame = _status(redis_client, keys, batch)
+            frame = _status_everywhere(redis_client, partitions(redis_client, keys), batch)
             if wait_s is None or frame["status"].isin(FINAL_STATUSES).all() or time.monotonic() >= deadline:
                 return frame
             time.sleep(0.2)
@@ -191,13 +231,24 @@ def _batch_start(batch: str) -> str:
     return entry_floor(parse_since(made))
 
 
-def _status(client: Any, keys: Keys, batch: str) -> pd.DataFrame:
-    outcomes = client.hgetall(keys.replay(batch))
-    if not outcomes:
+def _status_everywhere(client: Any, parts: list[Keys], batch: str) -> pd.DataFrame:
+    """The status frame of ``batch`` over every partition (each keeps the outcomes of its jobs)."""
+    frames = [frame for frame in (_status(client, keys, batch) for keys in parts) if frame is not None]
+    if not frames:
         raise OpslibError(
             f"no replay batch {batch!r} in Redis: no replay used that id, or it is older than 24 hours "
             "(outcomes are kept that long); use the batch column of replay() or replay_kind()"
         )
+    frame = combine(frames)
+    return frame.iloc[sorted(range(len(frame)), key=lambda n: entry_order(frame["dead_id"].iat[n]))].reset_index(
+        drop=True
+    )
+
+
+def _status(client: Any, keys: Keys, batch: str) -> pd.DataFrame | None:
+    outcomes = client.hgetall(keys.replay(batch))
+    if not outcomes:
+        return None
     marker = f'"replay_batch":"{batch}"'
     dead_again = [
         (entry_id, fields)
@@ -225,4 +276,4 @@ def _status(client: Any, keys: Keys, batch: str) -> pd.DataFrame:
             where[dead_id] = "running"
         elif isinstance(found, list) and found:
             where[dead_id] = "jobs"
-    return replay_status_to_frame(batch, outcomes, dead_again, where, waiting)
+    return replay_status_to_frame(batch, outcomes, dead_again, where, waiting, keys.partition)

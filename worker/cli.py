@@ -32,6 +32,7 @@ from worker.errors import SettingsError, WorkerError
 from worker.keys import GROUP, Keys
 from worker.kinds import REGISTRY, import_kind_modules
 from worker.metrics import worker_metrics
+from worker.partitions import check_recorded, keys_for, recorded_count
 from worker.runner import HEARTBEAT_TTL_S, Worker
 from worker.scheduler import scheduler_chore
 from worker.settings import Settings, settings_help
@@ -109,8 +110,17 @@ def cmd_enqueue(settings: Settings, args: argparse.Namespace) -> int:
             "(a worker would dead-letter it as unknown_kind)"
         )
     client = connect(settings)
+    check_recorded(recorded_count(client, settings.prefix), settings.partitions, Keys(settings.prefix))
     try:
-        result = enqueue(client, args.kind, fields, delay_s=delay_s, run_at=run_at, prefix=settings.prefix)
+        result = enqueue(
+            client,
+            args.kind,
+            fields,
+            delay_s=delay_s,
+            run_at=run_at,
+            prefix=settings.prefix,
+            partitions=settings.partitions,
+        )
     except ValueError as exc:
         raise SettingsError(str(exc)) from None
     print(result)
@@ -123,15 +133,18 @@ def cmd_health(settings: Settings) -> int:
     try:
         client = connect(settings, socket_timeout=3, socket_connect_timeout=3)
         client.ping()
-        groups = client.xinfo_groups(keys.jobs)
-    except redis.ResponseError:
-        print(f"unhealthy: stream {keys.jobs} does not exist yet")
-        return EXIT_FAILED
+        count = recorded_count(client, settings.prefix) or settings.partitions
+        for part in keys_for(settings.prefix, count):
+            try:
+                groups = client.xinfo_groups(part.jobs)
+            except redis.ResponseError:
+                print(f"unhealthy: stream {part.jobs} does not exist yet")
+                return EXIT_FAILED
+            if not any(g["name"] in (GROUP, GROUP.encode()) for g in groups):
+                print(f"unhealthy: consumer group {GROUP} does not exist on {part.jobs}")
+                return EXIT_FAILED
     except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
         print(f"unhealthy: Redis does not answer ({exc})")
-        return EXIT_FAILED
-    if not any(g["name"] in (GROUP, GROUP.encode()) for g in groups):
-        print(f"unhealthy: consumer group {GROUP} does not exist on {keys.jobs}")
         return EXIT_FAILED
     name = os.environ.get("WORKER_NAME", "").strip()
     pattern = keys.heartbeat(name) if name else keys.heartbeat(f"{socket.gethostname()}-*")

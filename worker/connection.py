@@ -13,7 +13,7 @@ the queue's keys would not share a slot per script: every Lua move names
 several keys (``jobs`` with ``delayed``, ``jobs:dead``...), which a cluster
 runs only when they hash to one slot. With one partition that takes a hash
 tag in ``QUEUE_PREFIX`` (``{stagedoor}:``); with ``QUEUE_PARTITIONS`` > 1
-every partition has a tag of its own (:mod:`worker.keys`).
+every partition has a tag of its own (:mod:`worker.keys`, :mod:`worker.partitions`).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ import redis.exceptions
 
 from worker.embedded import configured_or_running
 from worker.errors import SettingsError, WorkerError
+from worker.keys import has_hash_tag
 from worker.settings import Settings
 
 SLOTS = 16384
@@ -77,18 +78,12 @@ def check_mode(settings: Settings, cluster: bool, url: str) -> None:
             f"REDIS_URL={where} names a single server (cluster_enabled:0) but REDIS_MODE=cluster; "
             "point REDIS_URL at a cluster node, or set REDIS_MODE=single (or auto)"
         )
-    if cluster and not has_hash_tag(settings.prefix):
+    if cluster and settings.partitions == 1 and not has_hash_tag(settings.prefix):
         raise SettingsError(
             f"REDIS_URL={where} names a Redis Cluster and QUEUE_PREFIX={settings.prefix!r} has no hash tag, "
-            "so the queue's keys would fall in different slots; set QUEUE_PREFIX={stagedoor}: (one slot)"
+            "so the queue's keys would fall in different slots; set QUEUE_PREFIX={stagedoor}: (one slot) "
+            "or QUEUE_PARTITIONS=3 (a slot per partition)"
         )
-
-
-def has_hash_tag(prefix: str) -> bool:
-    """True when ``prefix`` holds a non-empty ``{tag}`` (the part of a key that Redis Cluster hashes)."""
-    start = prefix.find("{")
-    end = prefix.find("}", start + 1)
-    return start >= 0 and end > start + 1
 
 
 def hide_password(url: str) -> str:

@@ -1,9 +1,11 @@
 """Adding jobs: to ``jobs`` now, or to ``delayed`` for later.
 
-``enqueue`` takes a plain ``redis.Redis``; ``enqueue_async`` a
-``redis.asyncio.Redis``. Both mint ``job_id`` (uuid4 hex) when the fields
-carry none and set ``attempts`` to 0, and both return the new entry id or,
-for a delayed job, the ``delayed`` member.
+``enqueue`` takes a plain ``redis.Redis`` or a ``redis.cluster.RedisCluster``
+(what :func:`worker.connect` returns); ``enqueue_async`` their asyncio
+twins. Both mint ``job_id`` (uuid4 hex) when the fields carry none and set
+``attempts`` to 0, put the job in the partition of its ``job_id``
+(:func:`worker.keys.partition_of`), and return the new entry id or, for a
+delayed job, the ``delayed`` member.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from worker.keys import Keys
+from worker.keys import Keys, partition_of, queue_partitions
+from worker.settings import positive_int
 from worker.wire import encode_member, text
 
 FieldValue = str | int | float
@@ -73,9 +76,13 @@ def _plan(
     delay_s: float | None,
     run_at: datetime | float | None,
     prefix: str | None,
+    partitions: int | None,
 ) -> _Plan:
-    keys = Keys(os.environ.get("QUEUE_PREFIX", "") if prefix is None else prefix)
+    prefix = os.environ.get("QUEUE_PREFIX", "") if prefix is None else prefix
+    if partitions is None:
+        partitions = positive_int("QUEUE_PARTITIONS", os.environ.get("QUEUE_PARTITIONS", "1"))
     job = job_fields(kind, fields)
+    keys = queue_partitions(prefix, partitions)[partition_of(job["job_id"], partitions)]
     due = run_at_epoch(delay_s, run_at)
     return _Plan(keys, job, due, encode_member(job) if due is not None else "")
 
@@ -88,12 +95,14 @@ def enqueue(
     delay_s: float | None = None,
     run_at: datetime | float | None = None,
     prefix: str | None = None,
+    partitions: int | None = None,
 ) -> str:
     """Add a job; return its entry id, or its ``delayed`` member when it runs later.
 
-    ``prefix`` defaults to ``QUEUE_PREFIX`` from the environment.
+    ``prefix`` and ``partitions`` default to ``QUEUE_PREFIX`` and ``QUEUE_PARTITIONS``
+    from the environment; the job goes to the partition of its ``job_id``.
     """
-    plan = _plan(kind, fields, delay_s, run_at, prefix)
+    plan = _plan(kind, fields, delay_s, run_at, prefix, partitions)
     if plan.due is None:
         return text(redis.xadd(plan.keys.jobs, plan.job))
     redis.zadd(plan.keys.delayed, {plan.member: plan.due})
@@ -108,9 +117,10 @@ async def enqueue_async(
     delay_s: float | None = None,
     run_at: datetime | float | None = None,
     prefix: str | None = None,
+    partitions: int | None = None,
 ) -> str:
     """:func:`enqueue` for a ``redis.asyncio`` client."""
-    plan = _plan(kind, fields, delay_s, run_at, prefix)
+    plan = _plan(kind, fields, delay_s, run_at, prefix, partitions)
     if plan.due is None:
         return text(await redis.xadd(plan.keys.jobs, plan.job))
     await redis.zadd(plan.keys.delayed, {plan.member: plan.due})

@@ -192,6 +192,13 @@ class Settings:
         "comma-separated modules that declare the job kinds, e.g. stagedoor.kinds (required to run)",
     )
     prefix: str = setting("QUEUE_PREFIX", "", as_is, "put in front of every key, e.g. {stagedoor}:")
+    partitions: int = setting(
+        "QUEUE_PARTITIONS",
+        "1",
+        positive_int,
+        "partitions of the queue, each with its own jobs, delayed and jobs:dead under a hash tag of its own "
+        "(spread over a cluster's primaries); every worker of a queue must use the same count",
+    )
     max_deliveries: int = setting(
         "MAX_DELIVERIES", "3", positive_int, "deliveries after which a pending entry is dead-lettered as poison"
     )
