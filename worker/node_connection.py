@@ -65,7 +65,7 @@ class NodeConnection:
         self._node.release(conn)
         self._node = None
         if isinstance(exc, (*REDIRECTIONS, redis.exceptions.ConnectionError, OSError)):
-            with contextlib.suppress(*REDIRECTIONS, redis.exceptions.RedisError, OSError):
+            with contextlib.suppress(redis.exceptions.RedisError, redis.exceptions.RedisClusterException, OSError):
                 await self.client.nodes_manager.initialize()
 
     async def release(self) -> None:
