@@ -120,6 +120,7 @@ def cmd_enqueue(settings: Settings, args: argparse.Namespace) -> int:
             run_at=run_at,
             prefix=settings.prefix,
             partitions=settings.partitions,
+            wait_replicas=settings.wait_replicas,
         )
     except ValueError as exc:
         raise SettingsError(str(exc)) from None

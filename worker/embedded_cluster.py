@@ -56,6 +56,8 @@ class ClusterNodeProcess:
 
     server: EmbeddedServer
     port: int
+    folder: Path
+    node_timeout_ms: int
     node_id: str = ""
 
     @property
@@ -64,6 +66,11 @@ class ClusterNodeProcess:
 
     def client(self) -> redis.Redis:
         return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=5)
+
+    def restart(self) -> None:
+        """Start the node again after it stopped or was killed, on its port and with its cluster
+        config: it rejoins the cluster (as a replica, once its replica was promoted meanwhile)."""
+        self.server = start_redis(self.folder, port=self.port, extra_args=_node_args(self.folder, self.node_timeout_ms))
 
 
 @dataclass
@@ -138,7 +145,7 @@ def _start_node(folder: Path, taken: set[int], node_timeout_ms: int) -> ClusterN
     port = cluster_port(taken)
     taken.update((port, port + 10000))
     server = start_redis(folder, port=port, extra_args=_node_args(folder, node_timeout_ms))
-    node = ClusterNodeProcess(server, port)
+    node = ClusterNodeProcess(server, port, folder, node_timeout_ms)
     with node.client() as c:
         node.node_id = c.execute_command("CLUSTER MYID").decode()
     return node

@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from worker.durable import write_and_wait, write_and_wait_async
 from worker.keys import Keys, partition_of, queue_partitions
-from worker.settings import positive_int
+from worker.settings import non_negative_int, positive_int
 from worker.wire import encode_member, text
 
 FieldValue = str | int | float
@@ -68,6 +69,21 @@ class _Plan:
     job: dict[str, str]
     due: float | None
     member: str
+    wait_replicas: int
+
+    @property
+    def key(self) -> str:
+        return self.keys.jobs if self.due is None else self.keys.delayed
+
+    @property
+    def command(self) -> tuple[Any, ...]:
+        """The write as a raw command (for :mod:`worker.durable`)."""
+        if self.due is None:
+            return ("XADD", self.keys.jobs, "*", *(x for pair in self.job.items() for x in pair))
+        return ("ZADD", self.keys.delayed, repr(self.due), self.member)
+
+    def result(self, reply: Any) -> str:
+        return text(reply) if self.due is None else self.member
 
 
 def _plan(
@@ -77,14 +93,17 @@ def _plan(
     run_at: datetime | float | None,
     prefix: str | None,
     partitions: int | None,
+    wait_replicas: int | None,
 ) -> _Plan:
     prefix = os.environ.get("QUEUE_PREFIX", "") if prefix is None else prefix
     if partitions is None:
         partitions = positive_int("QUEUE_PARTITIONS", os.environ.get("QUEUE_PARTITIONS", "1"))
+    if wait_replicas is None:
+        wait_replicas = non_negative_int("WAIT_REPLICAS", os.environ.get("WAIT_REPLICAS", "0"))
     job = job_fields(kind, fields)
     keys = queue_partitions(prefix, partitions)[partition_of(job["job_id"], partitions)]
     due = run_at_epoch(delay_s, run_at)
-    return _Plan(keys, job, due, encode_member(job) if due is not None else "")
+    return _Plan(keys, job, due, encode_member(job) if due is not None else "", wait_replicas)
 
 
 def enqueue(
@@ -96,13 +115,18 @@ def enqueue(
     run_at: datetime | float | None = None,
     prefix: str | None = None,
     partitions: int | None = None,
+    wait_replicas: int | None = None,
 ) -> str:
     """Add a job; return its entry id, or its ``delayed`` member when it runs later.
 
-    ``prefix`` and ``partitions`` default to ``QUEUE_PREFIX`` and ``QUEUE_PARTITIONS``
-    from the environment; the job goes to the partition of its ``job_id``.
+    ``prefix``, ``partitions`` and ``wait_replicas`` default to ``QUEUE_PREFIX``,
+    ``QUEUE_PARTITIONS`` and ``WAIT_REPLICAS`` from the environment; the job goes
+    to the partition of its ``job_id``, and with ``wait_replicas`` > 0 the call
+    returns once that many replicas have it (:mod:`worker.durable`).
     """
-    plan = _plan(kind, fields, delay_s, run_at, prefix, partitions)
+    plan = _plan(kind, fields, delay_s, run_at, prefix, partitions, wait_replicas)
+    if plan.wait_replicas:
+        return plan.result(write_and_wait(redis, plan.key, plan.command, plan.wait_replicas))
     if plan.due is None:
         return text(redis.xadd(plan.keys.jobs, plan.job))
     redis.zadd(plan.keys.delayed, {plan.member: plan.due})
@@ -118,9 +142,12 @@ async def enqueue_async(
     run_at: datetime | float | None = None,
     prefix: str | None = None,
     partitions: int | None = None,
+    wait_replicas: int | None = None,
 ) -> str:
     """:func:`enqueue` for a ``redis.asyncio`` client."""
-    plan = _plan(kind, fields, delay_s, run_at, prefix, partitions)
+    plan = _plan(kind, fields, delay_s, run_at, prefix, partitions, wait_replicas)
+    if plan.wait_replicas:
+        return plan.result(await write_and_wait_async(redis, plan.key, plan.command, plan.wait_replicas))
     if plan.due is None:
         return text(await redis.xadd(plan.keys.jobs, plan.job))
     await redis.zadd(plan.keys.delayed, {plan.member: plan.due})

@@ -67,7 +67,7 @@ class Worker:
         self.burst = burst
         self.name = settings.worker_name
         self.keys = Keys(settings.prefix)
-        self.scripts = Scripts(redis_client, self.keys)
+        self.scripts = Scripts(redis_client, self.keys, wait_replicas=settings.wait_replicas)
         self.tally = Tally()
         self.observers: list[Observer] = [self.tally, *observers]
         self.extra_chores = list(chores)

@@ -19,12 +19,16 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-import redis.asyncio.cluster
+import redis.asyncio as aioredis
+import redis.asyncio.cluster as aiocluster
 import redis.cluster
 
+from worker.durable import write_and_wait, write_and_wait_async
 from worker.keys import GROUP, REPLAY_OUTCOME_TTL_S, Keys
 
-CLUSTER_PIPELINES = (redis.cluster.ClusterPipeline, redis.asyncio.cluster.ClusterPipeline)
+CLUSTER_PIPELINES = (redis.cluster.ClusterPipeline, aiocluster.ClusterPipeline)
+#: The moves that record a job's outcome; with ``WAIT_REPLICAS`` they wait for the replicas.
+OUTCOMES = frozenset({"retry", "bury"})
 
 NAMES = ("schedule_tick", "promote", "retry", "bury", "replay", "trim", "refresh_claims", "forget_consumers")
 
@@ -40,15 +44,23 @@ class Scripts:
 
     Each method returns what the client's script call returns: a value for a
     plain client, an awaitable for an asyncio client. Pass ``client=`` a
-    pipeline to queue the call in it.
+    pipeline to queue the call in it. With ``wait_replicas`` > 0 the outcome
+    moves (retry, bury) wait for that many replicas (:mod:`worker.durable`).
     """
 
-    def __init__(self, redis: Any, keys: Keys) -> None:
+    def __init__(self, redis: Any, keys: Keys, *, wait_replicas: int = 0) -> None:
         self.keys = keys
+        self.redis = redis
+        self.wait_replicas = wait_replicas
+        self._asyncio = isinstance(redis, aioredis.Redis | aiocluster.RedisCluster)
         self._scripts = {name: redis.register_script(source(name)) for name in NAMES}
 
     def _call(self, name: str, keys: list[str], args: list[Any], client: Any = None) -> Any:
         script = self._scripts[name]
+        if self.wait_replicas and client is None and name in OUTCOMES:
+            command = ("EVAL", script.script, len(keys), *keys, *args)
+            wait = write_and_wait_async if self._asyncio else write_and_wait
+            return wait(self.redis, keys[0], command, self.wait_replicas)
         if isinstance(client, CLUSTER_PIPELINES):
             # redis-py blocks .evalsha() in a cluster pipeline and cannot load a script there:
             # the caller runs load() first, and the pipeline sends the EVALSHA as it is.

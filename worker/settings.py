@@ -199,6 +199,13 @@ class Settings:
         "partitions of the queue, each with its own jobs, delayed and jobs:dead under a hash tag of its own "
         "(spread over a cluster's primaries); every worker of a queue must use the same count",
     )
+    wait_replicas: int = setting(
+        "WAIT_REPLICAS",
+        "0",
+        non_negative_int,
+        "replicas that must acknowledge an enqueue and each retry or dead-letter move (WAIT) before it counts "
+        "as done; 0: do not wait (asynchronous replication: a failover can lose the last writes)",
+    )
     max_deliveries: int = setting(
         "MAX_DELIVERIES", "3", positive_int, "deliveries after which a pending entry is dead-lettered as poison"
     )
