@@ -3,9 +3,10 @@
 
 A block runs in a process of its own, in a temp folder, against the test's real servers:
 ``REDIS_URL``, ``QUEUE_PREFIX`` (a prefix of the test's own) and ``DATABASE_URL`` (a
-schema of its own). Its queue holds three render_tickets dead letters
-(``SeatLabelInvalid``, as the demo night leaves them), so that analysts' examples have
-something to read and replay. A block whose info string is ``python no-run`` is shown,
+schema of its own). For the blocks of ``docs/opslib.md`` the queue holds three
+render_tickets dead letters (``SeatLabelInvalid``, as the demo night leaves them) and the
+schema Stagedoor's tables, so that analysts' examples have something to read and replay;
+every other block starts from an empty queue. A block whose info string is ``python no-run`` is shown,
 not run: keep those rare (it must need something a test cannot have, such as a container).
 """
 
@@ -23,6 +24,7 @@ import redis
 
 from tests.docs import settings_tables
 from tests.helpers import ROOT
+from stagedoor.schema import migrate_url
 from tests.opslib.seed import bury
 from worker.keys import Keys
 
@@ -110,7 +112,9 @@ def test_python_example_runs(
     if block.info != "python":
         assert block.info == "python no-run", f"{block.name}: unknown info string {block.info!r}"
         pytest.skip(f"{block.name} is marked no-run")
-    seed_dead_letters(r, Keys(prefix))
+    if block.page.name == "opslib.md":
+        seed_dead_letters(r, Keys(prefix))
+        migrate_url(pg_url)
     env = {k: v for k, v in os.environ.items() if k != "WORKER_KINDS"}
     env.update(
         REDIS_URL=redis_url,
