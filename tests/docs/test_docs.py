@@ -4,8 +4,8 @@
 A block runs in a process of its own, in a temp folder, against the test's real servers:
 ``REDIS_URL``, ``QUEUE_PREFIX`` (a prefix of the test's own) and ``DATABASE_URL`` (a
 schema of its own). For the blocks of ``docs/opslib.md`` the queue holds three
-render_tickets dead letters (``SeatLabelInvalid``, as the demo night leaves them) and the
-schema Stagedoor's tables, so that analysts' examples have something to read and replay;
+render_tickets dead letters (``SeatLabelInvalid``, as the demo night leaves them) and a
+send_reminder in ``delayed``, and the schema Stagedoor's tables, so that analysts' examples have something to read and replay;
 every other block starts from an empty queue. A block whose info string is ``python no-run`` is shown,
 not run: keep those rare (it must need something a test cannot have, such as a container).
 """
@@ -26,6 +26,7 @@ from tests.docs import settings_tables
 from tests.helpers import ROOT
 from stagedoor.schema import migrate_url
 from tests.opslib.seed import bury
+from worker.enqueue import enqueue
 from worker.keys import Keys
 
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -62,7 +63,8 @@ def python_blocks() -> list[Block]:
 BLOCKS = python_blocks()
 
 
-def seed_dead_letters(r: redis.Redis, keys: Keys) -> None:
+def seed_queue(r: redis.Redis, keys: Keys) -> None:
+    enqueue(r, "send_reminder", {"order_id": "4471"}, delay_s=6 * 24 * 3600, prefix=keys.prefix)
     for number, label in enumerate(("14-C", "7-A", "3-B")):
         fields = {"kind": "render_tickets", "outbox_id": str(90 + number), "attempts": "1", "order_id": str(4471 + number)}
         error = {
@@ -113,7 +115,7 @@ def test_python_example_runs(
         assert block.info == "python no-run", f"{block.name}: unknown info string {block.info!r}"
         pytest.skip(f"{block.name} is marked no-run")
     if block.page.name == "opslib.md":
-        seed_dead_letters(r, Keys(prefix))
+        seed_queue(r, Keys(prefix))
         migrate_url(pg_url)
     env = {k: v for k, v in os.environ.items() if k != "WORKER_KINDS"}
     env.update(
