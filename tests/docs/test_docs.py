@@ -5,9 +5,10 @@ A block runs in a process of its own, in a temp folder, against the test's real 
 ``REDIS_URL``, ``QUEUE_PREFIX`` (a prefix of the test's own) and ``DATABASE_URL`` (a
 schema of its own). For the blocks of ``docs/opslib.md`` the queue holds three
 render_tickets dead letters (``SeatLabelInvalid``, as the demo night leaves them) and a
-send_reminder in ``delayed``, and the schema Stagedoor's tables, so that analysts' examples have something to read and replay;
-every other block starts from an empty queue. A block whose info string is ``python no-run`` is shown,
-not run: keep those rare (it must need something a test cannot have, such as a container).
+send_reminder in ``delayed``, and the schema holds Stagedoor's tables, so that analysts'
+examples have something to read and replay; every other block starts from an empty
+queue. A block whose info string is ``python no-run`` is shown, not run: keep those rare
+(it must need something a test cannot have, such as a container).
 """
 
 from __future__ import annotations
@@ -22,9 +23,9 @@ from pathlib import Path
 import pytest
 import redis
 
+from stagedoor.schema import migrate_url
 from tests.docs import settings_tables
 from tests.helpers import ROOT
-from stagedoor.schema import migrate_url
 from tests.opslib.seed import bury
 from worker.enqueue import enqueue
 from worker.keys import Keys
@@ -66,7 +67,12 @@ BLOCKS = python_blocks()
 def seed_queue(r: redis.Redis, keys: Keys) -> None:
     enqueue(r, "send_reminder", {"order_id": "4471"}, delay_s=6 * 24 * 3600, prefix=keys.prefix)
     for number, label in enumerate(("14-C", "7-A", "3-B")):
-        fields = {"kind": "render_tickets", "outbox_id": str(90 + number), "attempts": "1", "order_id": str(4471 + number)}
+        fields = {
+            "kind": "render_tickets",
+            "outbox_id": str(90 + number),
+            "attempts": "1",
+            "order_id": str(4471 + number),
+        }
         error = {
             "attempts": "2",
             "error": f"SeatLabelInvalid: {label!r} is not a row letter and a seat number",
@@ -83,8 +89,9 @@ def test_the_settings_tables_are_the_declaration(name: str) -> None:
     page = settings_tables.TABLES[name][0]
     table = settings_tables.current(name)
     assert table is not None, f"docs/{page} has no <!-- settings:{name} --> ... <!-- /settings:{name} --> markers"
+    regenerate = ".venv/bin/python -m tests.docs.settings_tables"
     assert table == settings_tables.generated(name), (
-        f"docs/{page}'s settings table differs from the declaration; run: .venv/bin/python -m tests.docs.settings_tables"
+        f"docs/{page}: table differs from its declaration; run {regenerate}"
     )
 
 
