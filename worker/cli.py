@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import redis
+from redis.crc import key_slot
 
 from worker import logs
 from worker.app import WorkerApp
@@ -32,7 +33,7 @@ from worker.errors import SettingsError, WorkerError
 from worker.keys import GROUP, Keys
 from worker.kinds import REGISTRY, import_kind_modules
 from worker.metrics import worker_metrics
-from worker.partitions import check_recorded, keys_for, recorded_count
+from worker.partitions import check_recorded, keys_for, partition_keys, recorded_count
 from worker.runner import HEARTBEAT_TTL_S, Worker
 from worker.scheduler import scheduler_chore
 from worker.settings import Settings, settings_help
@@ -53,6 +54,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--kinds", help="comma-separated modules with job kinds (overrides WORKER_KINDS)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.add_parser("run", help="run the worker (the default)")
+    sub.add_parser(
+        "keys",
+        help="print each partition's key names and Redis Cluster slot (QUEUE_PREFIX, QUEUE_PARTITIONS; no server)",
+    )
     enq = sub.add_parser("enqueue", help="add a job: enqueue KIND key=value ... [--delay 30s | --at ISO-8601]")
     enq.add_argument("kind")
     enq.add_argument("fields", nargs="*", metavar="key=value")
@@ -125,6 +130,14 @@ def cmd_enqueue(settings: Settings, args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise SettingsError(str(exc)) from None
     print(result)
+    return EXIT_OK
+
+
+def cmd_keys(settings: Settings) -> int:
+    """One line per partition: its number, slot and key names, for redis-cli and the docs' recipes."""
+    for keys in partition_keys(settings):
+        slot = key_slot(keys.jobs.encode())
+        print(f"partition {keys.partition}  slot {slot}  {keys.jobs}  {keys.delayed}  {keys.dead}")
     return EXIT_OK
 
 
@@ -222,6 +235,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         overrides = {"kinds": args.kinds} if args.kinds else {}
         settings = Settings.from_env(**overrides)
         logs.configure(settings.log_format, settings.log_level)
+        if args.command == "keys":
+            return cmd_keys(settings)
         if args.command == "enqueue":
             return cmd_enqueue(settings, args)
         if args.command == "health":
