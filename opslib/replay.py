@@ -71,17 +71,23 @@ def new_batch_id() -> str:
     return f"{datetime.now(UTC):{BATCH_TIME}}-{secrets.token_hex(4)}"
 
 
-def dead_ids_of(ids: object) -> list[str]:
-    """The dead ids in ``ids``: one id, a list, an Index, a Series, a ``dead_letters()`` or replay frame."""
+def dead_ids_of(ids: object) -> list[tuple[str, int | None]]:
+    """The dead ids in ``ids`` (one id, a list, an Index, a Series, a ``dead_letters()`` or replay
+    frame), each with its partition when a frame's ``partition`` column gives it, once each."""
+    partitions_given: Iterable[object] | None = None
     if isinstance(ids, str | bytes):
         values: Iterable[object] = [ids]
     elif isinstance(ids, pd.DataFrame):
         values = ids["dead_id"] if "dead_id" in ids.columns else ids.index
+        if "partition" in ids.columns:
+            partitions_given = ids["partition"]
     elif isinstance(ids, Iterable):
         values = ids
     else:
         raise OpslibError(f"ids must be dead entry ids (a list, or a dead_letters() frame), got {type(ids).__name__}")
-    return list(dict.fromkeys(check_entry_id(value) for value in values))
+    checked = [check_entry_id(value) for value in values]
+    where = [None] * len(checked) if partitions_given is None else [int(str(p)) for p in partitions_given]
+    return list(dict.fromkeys(zip(checked, where, strict=True)))
 
 
 def replay(
@@ -100,12 +106,12 @@ def replay(
     (pass the ``dead_letters()`` rows instead). ``on_progress(done, total)``
     is called after each chunk.
     """
-    dead_ids = dead_ids_of(ids)
-    given = given_partitions(ids)
+    targets = dead_ids_of(ids)
+    dead_ids = [dead_id for dead_id, _ in targets]
     action = "look up dead letters" if dry_run else "replay dead letters"
     with redis_session(client, prefix, action, needs="" if dry_run else NEEDS_WRITE) as (redis_client, keys):
         parts = partitions(redis_client, keys)
-        where = _locate(redis_client, parts, dead_ids, given, check=dry_run)
+        where = _locate(redis_client, parts, targets, check=dry_run)
         if dry_run:
             return replay_to_frame(dead_ids, [p >= 0 for p in where], "", dry_run=True, partitions=where)
         batch = new_batch_id()
@@ -113,19 +119,12 @@ def replay(
         return replay_to_frame(dead_ids, moved, batch, dry_run=False, partitions=where)
 
 
-def given_partitions(ids: object) -> dict[str, int]:
-    """Dead id -> partition, from the ``partition`` column of a ``dead_letters()`` frame (else empty)."""
-    if not isinstance(ids, pd.DataFrame) or "partition" not in ids.columns:
-        return {}
-    names = ids["dead_id"] if "dead_id" in ids.columns else ids.index
-    return {str(name): int(p) for name, p in zip(names, ids["partition"], strict=True)}
-
-
-def _locate(client: Any, parts: list[Keys], dead_ids: list[str], given: dict[str, int], check: bool) -> list[int]:
+def _locate(client: Any, parts: list[Keys], targets: list[tuple[str, int | None]], check: bool) -> list[int]:
     """Each id's partition (-1: in none). An id's only candidate is taken as it is unless ``check``;
     the move itself reports an entry that is gone. Several candidates are looked up (pipelined)."""
     count = len(parts)
-    candidates = [[given[i]] if i in given and 0 <= given[i] < count else list(range(count)) for i in dead_ids]
+    dead_ids = [dead_id for dead_id, _ in targets]
+    candidates = [[p] if p is not None and 0 <= p < count else list(range(count)) for _, p in targets]
     asks = [(n, p) for n, cands in enumerate(candidates) if check or len(cands) > 1 for p in cands]
     found: dict[int, list[int]] = {}
     for start in range(0, len(asks), CHUNK):

@@ -33,7 +33,7 @@ from worker.errors import SettingsError, WorkerError
 from worker.keys import GROUP, Keys
 from worker.kinds import REGISTRY, import_kind_modules
 from worker.metrics import worker_metrics
-from worker.partitions import check_recorded, keys_for, partition_keys, recorded_count
+from worker.partitions import check_recorded, keys_for, partition_keys, record_count, recorded_count
 from worker.runner import HEARTBEAT_TTL_S, Worker
 from worker.scheduler import scheduler_chore
 from worker.settings import Settings, settings_help
@@ -175,6 +175,12 @@ async def serve(settings: Settings, redis_url: str, database_url: str, burst: bo
     client = await connect_async(settings, redis_url, socket_keepalive=True, health_check_interval=30)
     app = WorkerApp(settings, client, redis_url, database_url, REGISTRY, burst=burst)
     try:
+        if settings.partitions > 1:
+            raise SettingsError(
+                f"QUEUE_PARTITIONS={settings.partitions}: the worker's loop does not consume partitions yet "
+                "(enqueue, opslib and the scheduler already use them); run the worker with QUEUE_PARTITIONS=1"
+            )
+        await record_count(client, settings)
         async with contextlib.AsyncExitStack() as stack:
             observers = await stack.enter_async_context(worker_metrics(app))
             for lifespan in REGISTRY.lifespans:
