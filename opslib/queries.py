@@ -67,7 +67,7 @@ import psycopg
 import redis
 
 from opslib.checks import check_kind, check_limit, parse_since, queue_kinds
-from opslib.columns import COUNT, TEXT, typed_frame
+from opslib.columns import COUNT, MARK, TEXT, typed_frame
 from opslib.connection import database_url, hide_password, redis_session, settings
 from opslib.errors import OpslibError
 from opslib.frames import (
@@ -358,4 +358,5 @@ def sql(query: str, params: Sequence[Any] | Mapping[str, Any] | None = None, *, 
     for name in frame.columns:
         if isinstance(frame[name].dtype, pd.DatetimeTZDtype):
             frame[name] = frame[name].dt.tz_convert("UTC").astype("datetime64[ns, UTC]")
+    frame.attrs[MARK] = True
     return frame
