@@ -14,6 +14,8 @@ Commands::
     run-now JOB_ID ... [--dry-run] [--yes] move delayed jobs onto the queue now
     cancel JOB_ID ... --reason TEXT [--dry-run] [--yes]
                                            take delayed jobs out before they run
+    runbook KIND [--since 2h] [--signature S] [--out DIR]
+                                           run the investigate-kind runbook: a notebook and its HTML
 
 A replay, run-now or cancel first shows what it would take (the dry run), then
 asks for confirmation on a terminal; ``--yes`` skips the question,
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from collections.abc import Sequence
 from typing import TextIO
 
@@ -41,6 +44,7 @@ from opslib.display import frame_text
 from opslib.errors import OpslibError
 from opslib.queries import dead_letters, delayed, failure_groups, pending, queue_stats
 from opslib.replay import replay, replay_kind, replay_status
+from opslib.runbook import DEFAULT_OUT, RunbookFailed, run_runbook
 from opslib.show import show
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NOT_CONFIRMED = 0, 1, 2, 3
@@ -101,6 +105,11 @@ def build_parser() -> argparse.ArgumentParser:
             move.add_argument("--reason", required=True, help="why these jobs must not run (kept in the archive)")
         move.add_argument("--dry-run", action="store_true", help="show what would be moved and stop")
         move.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    book = sub.add_parser("runbook", help="run the investigate-kind runbook for KIND: a notebook and its HTML")
+    book.add_argument("kind", metavar="KIND")
+    book.add_argument("--since", default="24h", help="the window: a duration back from now (2h, 30min) or ISO time")
+    book.add_argument("--signature", help="only this failure group (a signature from `groups`)")
+    book.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"folder to write into (default {DEFAULT_OUT})")
     return parser
 
 
@@ -212,6 +221,20 @@ def cmd_move(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO) 
     return EXIT_OK
 
 
+def cmd_runbook(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """Execute the runbook; print the notebook's and the HTML's paths (also when a cell failed)."""
+    try:
+        run = run_runbook(args.kind, since=args.since, signature=args.signature, out=args.out)
+    except RunbookFailed as exc:
+        print(exc.run.notebook, file=out)
+        print(exc.run.html, file=out)
+        print(f"error: {exc}", file=err)
+        return EXIT_FAILED
+    print(run.notebook, file=out)
+    print(run.html, file=out)
+    return EXIT_OK
+
+
 def main(argv: Sequence[str] | None = None, *, stdin: TextIO | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -240,6 +263,8 @@ def main(argv: Sequence[str] | None = None, *, stdin: TextIO | None = None) -> i
             print(show(args.dead_id), file=out)
         elif args.command == "delayed":
             table(delayed(args.kind).drop(columns=["fields"]), out)
+        elif args.command == "runbook":
+            return cmd_runbook(args, out, err)
         elif args.command in ("run-now", "cancel"):
             return cmd_move(args, out, err, stdin or sys.stdin)
         elif args.command == "status":

@@ -12,10 +12,12 @@ exact. What changes is what a person sees:
 * A traceback shows its last :data:`TRACEBACK_LINES` lines (where the error
   is) with their line breaks; ``opslib.show(dead_id)`` shows it whole.
 * Durations read ``1.2 s``, ``3 min 4 s``, ``2 h 5 min``, ``3 d 4 h``.
+* A frame without rows can be shown as a sentence instead (:func:`frame_or`).
 
 In Jupyter, :func:`install_formatter` (run by ``import opslib``) makes every
 frame opslib returned (``frame.attrs["opslib"]``, kept by filters, ``head``,
-``sort_values``...) render through :func:`frame_html`; other frames render as
+``sort_values``...) render through :func:`frame_html` (and its plain text,
+what nbval compares, through :func:`frame_text`); other frames render as
 pandas renders them. The CLI prints :func:`frame_text`. Every value is
 HTML-escaped (``DataFrame.to_html(escape=True)``).
 """
@@ -192,7 +194,9 @@ def frame_text(frame: pd.DataFrame, *, index: bool = True) -> str:
     for name in shown.columns:
         if name in MULTILINE:
             shown[name] = [v.replace("\n", " ⏎ ") if isinstance(v, str) else v for v in shown[name]]
-    text = shown.to_string(index=index)
+    text = shown.to_string(
+        index=index, max_rows=pd.get_option("display.max_rows"), min_rows=pd.get_option("display.min_rows")
+    )
     return text + (f"\n(times in {display_tz()})" if has_times(frame) else "")
 
 
@@ -208,6 +212,10 @@ def _html_of(frame: pd.DataFrame) -> str | None:
     return frame._repr_html_()  # pandas' own rendering for every other frame
 
 
+def _text_of(frame: pd.DataFrame, printer: Any, _cycle: bool) -> None:
+    printer.text(frame_text(frame) if frame.attrs.get(MARK) else repr(frame))
+
+
 def install_formatter() -> None:
     """In an IPython kernel, render opslib's frames with :func:`frame_html` (elsewhere: nothing to do)."""
     try:
@@ -217,3 +225,22 @@ def install_formatter() -> None:
     shell = get_ipython()
     if shell is not None:
         shell.display_formatter.formatters["text/html"].for_type(pd.DataFrame, _html_of)
+        shell.display_formatter.formatters["text/plain"].for_type(pd.DataFrame, _text_of)
+
+
+class Sentence:
+    """A sentence shown where a table would have no rows (HTML in Jupyter, text elsewhere)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+    def _repr_html_(self) -> str:
+        return f"<p>{html.escape(self.text)}</p>"
+
+
+def frame_or(frame: pd.DataFrame, sentence: str) -> pd.DataFrame | Sentence:
+    """``frame``, or ``sentence`` when it has no rows: a notebook says "Nothing pending." instead of an empty table."""
+    return Sentence(sentence) if frame.empty else frame
