@@ -42,7 +42,21 @@ def test_the_runbook_runs_for_a_kind_and_holds_its_counts(
     assert notebook_path.parent == tmp_path and notebook_path.name.endswith("Z-seat_label.ipynb")
     executed = nbformat.read(notebook_path, as_version=4)
     counts = output_of(executed, "every_dead = ")
-    assert counts.split() == "count seat_label dead letters 3 pending 1 delayed 1 delayed and due 0".split()
+    assert counts.split() == [
+        "count",
+        "seat_label",
+        "dead",
+        "letters",
+        "3",
+        "pending",
+        "1",
+        "delayed",
+        "1",
+        "delayed",
+        "and",
+        "due",
+        "0",
+    ]
     assert "kind 'seat_label', dead since '2h' ago" in output_of(executed, "import pandas")
     assert "times shown in Europe/Prague" in output_of(executed, "import pandas")
     assert "3  SeatLabelInvalid: <str> is not a row letter and a seat number" in output_of(executed, "groups = ")
