@@ -24,7 +24,7 @@ Queue-wide, from the lock holder only (label ``queue``): gauges
 ``stagedoor_queue_dead_length``, ``stagedoor_queue_pending``,
 ``stagedoor_queue_pending_idle``, ``stagedoor_queue_lag``,
 ``stagedoor_queue_delayed``, ``stagedoor_queue_delayed_due``,
-``stagedoor_queue_consumers_live``; counter ``stagedoor_queue_dead_evicted_total``.
+``stagedoor_queue_consumers_live``, ``stagedoor_queue_oldest_waiting_seconds``; counter ``stagedoor_queue_dead_evicted_total``.
 
 From every worker (labels ``queue`` and ``kind``, ``schedule`` or ``reason``):
 counters ``stagedoor_jobs_succeeded_total``, ``stagedoor_jobs_retried_total``,
@@ -60,6 +60,7 @@ from worker.chores import CONNECTION_ERRORS, Chore
 from worker.keys import GROUP, Keys
 from worker.kinds import Registry
 from worker.settings import Settings
+from worker.waiting import oldest_waiting_s_async
 from worker.wire import text
 
 if TYPE_CHECKING:
@@ -90,6 +91,7 @@ class QueueState:
     delayed: int
     delayed_due: int
     consumers_live: int
+    oldest_waiting_s: float = 0.0
 
 
 async def read_queue_state(client: aioredis.Redis, keys: Keys, reclaim_idle_ms: int, now: float) -> QueueState:
@@ -113,6 +115,7 @@ async def read_queue_state(client: aioredis.Redis, keys: Keys, reclaim_idle_ms: 
     live = 0
     async for _key in client.scan_iter(match=glob_escape(keys.heartbeat_prefix) + "*", count=1000):
         live += 1
+    oldest = await oldest_waiting_s_async(client, keys.jobs, text(group["last-delivered-id"]), now)
     return QueueState(
         dead_length=int(dead),
         dead_evicted=int(evicted or 0),
@@ -122,6 +125,7 @@ async def read_queue_state(client: aioredis.Redis, keys: Keys, reclaim_idle_ms: 
         delayed=int(delayed),
         delayed_due=int(due),
         consumers_live=live,
+        oldest_waiting_s=oldest,
     )
 
 
@@ -153,6 +157,11 @@ class QueueCollector(Collector):
             "stagedoor_queue_consumers_live",
             "Workers with a fresh heartbeat (the live consumers).",
             "consumers_live",
+        ),
+        (
+            "stagedoor_queue_oldest_waiting_seconds",
+            "How long the oldest undelivered entry of jobs has waited (0 when none waits).",
+            "oldest_waiting_s",
         ),
     )
 

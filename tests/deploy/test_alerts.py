@@ -43,7 +43,7 @@ def test_each_alert_passes_its_unit_tests() -> None:
 def exported_metric_names() -> set[str]:
     """Every series name a worker's registry can export (with the queue-wide gauges filled in)."""
     metrics = Metrics(Settings.from_env({}), aioredis.Redis(), Registry())
-    metrics.queue_collector.state = QueueState(*range(8))
+    metrics.queue_collector.state = QueueState(*range(9))
     names = set()
     for family in metrics.registry.collect():
         suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_count", "_sum")}.get(family.type, ("",))
