@@ -24,7 +24,8 @@ Queue-wide, from the lock holder only (label ``queue``): gauges
 ``stagedoor_queue_dead_length``, ``stagedoor_queue_pending``,
 ``stagedoor_queue_pending_idle``, ``stagedoor_queue_lag``,
 ``stagedoor_queue_delayed``, ``stagedoor_queue_delayed_due``,
-``stagedoor_queue_consumers_live``, ``stagedoor_queue_oldest_waiting_seconds``; counter ``stagedoor_queue_dead_evicted_total``.
+``stagedoor_queue_consumers_live``, ``stagedoor_queue_oldest_waiting_seconds``; counter
+``stagedoor_queue_dead_evicted_total``.
 
 From every worker (labels ``queue`` and ``kind``, ``schedule`` or ``reason``):
 counters ``stagedoor_jobs_succeeded_total``, ``stagedoor_jobs_retried_total``,
