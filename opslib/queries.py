@@ -33,8 +33,9 @@ allowed only read commands can run them all.
 
 ``queue_stats()``
     A :class:`QueueStats`: ``.counts`` (index ``metric``, column ``value``
-    int64: stream_length, lag, pending, delayed, delayed_due, dead,
-    dead_evicted, consumers) and ``.consumers`` (consumer (str), pending
+    int64: stream_length, lag, oldest_waiting_s (whole seconds the oldest
+    undelivered entry has waited, 0 when none waits), pending, delayed,
+    delayed_due, dead, dead_evicted, consumers) and ``.consumers`` (consumer (str), pending
     (int64), idle (timedelta64[ns]), heartbeat (bool)).
 
 ``failure_groups(dead=None)``
@@ -67,7 +68,7 @@ import psycopg
 import redis
 
 from opslib.checks import check_kind, check_limit, parse_since, queue_kinds
-from opslib.columns import COUNT, TEXT, typed_frame
+from opslib.columns import COUNT, MARK, TEXT, typed_frame
 from opslib.connection import database_url, hide_password, redis_session, settings
 from opslib.errors import OpslibError
 from opslib.frames import (
@@ -80,6 +81,7 @@ from opslib.frames import (
 )
 from opslib.signatures import check_signature, failure_groups_to_frame
 from worker.keys import GROUP, Keys
+from worker.waiting import oldest_waiting_s
 from worker.wire import text
 
 PAGE = 1000
@@ -212,14 +214,25 @@ def delayed(kind: str | None = None, *, client: redis.Redis | None = None, prefi
     return frame
 
 
-STAT_NAMES = ("stream_length", "lag", "pending", "delayed", "delayed_due", "dead", "dead_evicted", "consumers")
+STAT_NAMES = (
+    "stream_length",
+    "lag",
+    "oldest_waiting_s",
+    "pending",
+    "delayed",
+    "delayed_due",
+    "dead",
+    "dead_evicted",
+    "consumers",
+)
 
 
 @dataclass(frozen=True)
 class QueueStats:
     """The queue's numbers (``counts``, one int per metric) and its consumers, shown as two tables.
 
-    ``lag`` is the number of entries no worker has read yet. ``dead_evicted``
+    ``lag`` is the number of entries no worker has read yet, ``oldest_waiting_s``
+    how many seconds the oldest of them has waited. ``dead_evicted``
     counts dead letters the ``DEAD_MAXLEN`` cap removed. Each metric is also
     an attribute (``queue_stats().dead``), except ``consumers``: that
     attribute is the consumers' table.
@@ -270,7 +283,7 @@ def _lag(client: Any, keys: Keys, group: Mapping[str, Any]) -> int:
 
 
 def queue_stats(*, client: redis.Redis | None = None, prefix: str | None = None) -> QueueStats:
-    """Stream length, lag, pending, delayed (and due), dead (and evicted by the cap), consumers."""
+    """Stream length, lag and the oldest wait, pending, delayed (and due), dead (and evicted by the cap), consumers."""
     with redis_session(client, prefix, "read the queue's numbers") as (redis_client, keys):
         group = _group_info(redis_client, keys)
         pipe = redis_client.pipeline(transaction=False)
@@ -286,10 +299,13 @@ def queue_stats(*, client: redis.Redis | None = None, prefix: str | None = None)
             pipe.exists(keys.heartbeat(text(consumer["name"])))
         beating = pipe.execute() if consumers else []
         lag = _lag(redis_client, keys, group)
+        last_delivered = text(group["last-delivered-id"]) if group else None
+        oldest = oldest_waiting_s(redis_client, keys.jobs, last_delivered, time.time()) if lag else 0.0
     alive = [text(c["name"]) for c, beat in zip(consumers, beating, strict=True) if beat]
     values = {
         "stream_length": int(length),
         "lag": lag,
+        "oldest_waiting_s": round(oldest),
         "pending": int(group.get("pending", 0)),
         "delayed": int(waiting),
         "delayed_due": int(due),
@@ -358,4 +374,5 @@ def sql(query: str, params: Sequence[Any] | Mapping[str, Any] | None = None, *, 
     for name in frame.columns:
         if isinstance(frame[name].dtype, pd.DatetimeTZDtype):
             frame[name] = frame[name].dt.tz_convert("UTC").astype("datetime64[ns, UTC]")
+    frame.attrs[MARK] = True
     return frame
