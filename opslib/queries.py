@@ -34,9 +34,11 @@ allowed only read commands can run them all.
 
 ``queue_stats()``
     A :class:`QueueStats`: ``.counts`` (index ``metric``, column ``value``
-    int64: stream_length, lag, pending, delayed, delayed_due, dead,
-    dead_evicted, consumers; summed over the partitions) and ``.consumers``
-    (consumer (str), pending (int64), idle (timedelta64[ns]), heartbeat (bool)).
+    int64: stream_length, lag, oldest_waiting_s (whole seconds the oldest
+    undelivered entry has waited, 0 when none waits), pending, delayed,
+    delayed_due, dead, dead_evicted, consumers; summed over the partitions,
+    the oldest wait the longest of them) and ``.consumers`` (consumer (str),
+    pending (int64), idle (timedelta64[ns]), heartbeat (bool)).
 
 Every function reads all the queue's partitions (``QUEUE_PARTITIONS``, as
 recorded on the queue by its workers) into one frame.
@@ -71,7 +73,7 @@ import psycopg
 import redis
 
 from opslib.checks import check_kind, check_limit, parse_since, queue_kinds
-from opslib.columns import COUNT, TEXT, typed_frame
+from opslib.columns import COUNT, MARK, TEXT, typed_frame
 from opslib.connection import database_url, hide_password, partitions, redis_session, settings
 from opslib.errors import OpslibError
 from opslib.frames import (
@@ -86,6 +88,7 @@ from opslib.frames import (
 from opslib.signatures import check_signature, failure_groups_to_frame
 from worker.connection import on_owner
 from worker.keys import GROUP, Keys
+from worker.waiting import oldest_waiting_s
 from worker.wire import text
 
 PAGE = 1000
@@ -238,14 +241,25 @@ def delayed(kind: str | None = None, *, client: redis.Redis | None = None, prefi
     return frame
 
 
-STAT_NAMES = ("stream_length", "lag", "pending", "delayed", "delayed_due", "dead", "dead_evicted", "consumers")
+STAT_NAMES = (
+    "stream_length",
+    "lag",
+    "oldest_waiting_s",
+    "pending",
+    "delayed",
+    "delayed_due",
+    "dead",
+    "dead_evicted",
+    "consumers",
+)
 
 
 @dataclass(frozen=True)
 class QueueStats:
     """The queue's numbers (``counts``, one int per metric) and its consumers, shown as two tables.
 
-    ``lag`` is the number of entries no worker has read yet. ``dead_evicted``
+    ``lag`` is the number of entries no worker has read yet, ``oldest_waiting_s``
+    how many seconds the oldest of them has waited. ``dead_evicted``
     counts dead letters the ``DEAD_MAXLEN`` cap removed. Each metric is also
     an attribute (``queue_stats().dead``), except ``consumers``: that
     attribute is the consumers' table.
@@ -296,15 +310,15 @@ def _lag(client: Any, keys: Keys, group: Mapping[str, Any]) -> int:
 
 
 def queue_stats(*, client: redis.Redis | None = None, prefix: str | None = None) -> QueueStats:
-    """Stream length, lag, pending, delayed (and due), dead (and evicted by the cap), consumers,
-    summed over the partitions; a worker that consumes several partitions is one consumer."""
+    """Stream length, lag and the oldest wait, pending, delayed (and due), dead (and evicted by the cap),
+    consumers, over every partition; a worker that consumes several partitions is one consumer."""
     values = dict.fromkeys(STAT_NAMES, 0)
     consumers: dict[str, dict[str, Any]] = {}
     with redis_session(client, prefix, "read the queue's numbers") as (redis_client, keys):
         for part in partitions(redis_client, keys):
             numbers, found = _partition_stats(redis_client, part)
             for name, value in numbers.items():
-                values[name] += value
+                values[name] = max(values[name], value) if name == "oldest_waiting_s" else values[name] + value
             for consumer in found:
                 name = text(consumer["name"])
                 seen = consumers.setdefault(name, {"name": name, "pending": 0, "idle": int(consumer["idle"])})
@@ -335,9 +349,13 @@ def _partition_stats(client: Any, keys: Keys) -> tuple[dict[str, int], list[Any]
     pipe.get(keys.dead_evicted)
     length, waiting, due, dead, evicted = pipe.execute()
     consumers = client.xinfo_consumers(keys.jobs, GROUP) if group else []
+    lag = _lag(client, keys, group)
+    last_delivered = text(group["last-delivered-id"]) if group else None
+    oldest = oldest_waiting_s(client, keys.jobs, last_delivered, time.time()) if lag else 0.0
     numbers = {
         "stream_length": int(length),
-        "lag": _lag(client, keys, group),
+        "lag": lag,
+        "oldest_waiting_s": round(oldest),
         "pending": int(group.get("pending", 0)),
         "delayed": int(waiting),
         "delayed_due": int(due),
@@ -400,4 +418,5 @@ def sql(query: str, params: Sequence[Any] | Mapping[str, Any] | None = None, *, 
     for name in frame.columns:
         if isinstance(frame[name].dtype, pd.DatetimeTZDtype):
             frame[name] = frame[name].dt.tz_convert("UTC").astype("datetime64[ns, UTC]")
+    frame.attrs[MARK] = True
     return frame

@@ -24,13 +24,15 @@ Queue-wide, from the lock holder only (label ``queue``): gauges
 ``stagedoor_queue_dead_length``, ``stagedoor_queue_pending``,
 ``stagedoor_queue_pending_idle``, ``stagedoor_queue_lag``,
 ``stagedoor_queue_delayed``, ``stagedoor_queue_delayed_due``,
-``stagedoor_queue_consumers_live``; counter ``stagedoor_queue_dead_evicted_total``.
+``stagedoor_queue_consumers_live``, ``stagedoor_queue_oldest_waiting_seconds``; counter
+``stagedoor_queue_dead_evicted_total``.
 
 From every worker (labels ``queue`` and ``kind``, ``schedule`` or ``reason``):
 counters ``stagedoor_jobs_succeeded_total``, ``stagedoor_jobs_retried_total``,
 ``stagedoor_jobs_dead_total`` (kind, reason), ``stagedoor_scheduler_ticks_enqueued_total``
 and ``stagedoor_scheduler_ticks_skipped_total`` (schedule); histogram
-``stagedoor_job_duration_seconds``; gauges
+``stagedoor_job_duration_seconds`` and ``stagedoor_job_wait_seconds`` (how long
+each job waited on ``jobs`` before it started); gauges
 ``stagedoor_job_last_success_timestamp_seconds`` and
 ``stagedoor_schedule_interval_seconds`` (schedule, kind).
 
@@ -59,6 +61,7 @@ from worker.chores import CONNECTION_ERRORS, Chore
 from worker.keys import GROUP, Keys
 from worker.kinds import Registry
 from worker.settings import Settings
+from worker.waiting import oldest_waiting_s_async
 from worker.wire import text
 
 if TYPE_CHECKING:
@@ -72,6 +75,8 @@ PENDING_IDLE_LIMIT = 1000
 #: position), undelivered entries are counted by XRANGE, at most this many.
 LAG_COUNT_LIMIT = 1000
 DURATION_BUCKETS_S = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+#: A job's wait before it started: from a millisecond (an idle queue) to an hour (a backlog).
+WAIT_BUCKETS_S = (0.005, 0.025, 0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600)
 
 
 @dataclass(frozen=True)
@@ -87,6 +92,7 @@ class QueueState:
     delayed: int
     delayed_due: int
     consumers_live: int
+    oldest_waiting_s: float = 0.0
 
 
 async def read_queue_state(client: aioredis.Redis, keys: Keys, reclaim_idle_ms: int, now: float) -> QueueState:
@@ -110,6 +116,7 @@ async def read_queue_state(client: aioredis.Redis, keys: Keys, reclaim_idle_ms: 
     live = 0
     async for _key in client.scan_iter(match=glob_escape(keys.heartbeat_prefix) + "*", count=1000):
         live += 1
+    oldest = await oldest_waiting_s_async(client, keys.jobs, text(group["last-delivered-id"]), now)
     return QueueState(
         dead_length=int(dead),
         dead_evicted=int(evicted or 0),
@@ -119,6 +126,7 @@ async def read_queue_state(client: aioredis.Redis, keys: Keys, reclaim_idle_ms: 
         delayed=int(delayed),
         delayed_due=int(due),
         consumers_live=live,
+        oldest_waiting_s=oldest,
     )
 
 
@@ -150,6 +158,11 @@ class QueueCollector(Collector):
             "stagedoor_queue_consumers_live",
             "Workers with a fresh heartbeat (the live consumers).",
             "consumers_live",
+        ),
+        (
+            "stagedoor_queue_oldest_waiting_seconds",
+            "How long the oldest undelivered entry of jobs has waited (0 when none waits).",
+            "oldest_waiting_s",
         ),
     )
 
@@ -195,6 +208,17 @@ class JobCollector(Collector):
         """Per kind: observations per bucket, not cumulative; the last one is +Inf."""
         self.duration_sum: dict[str, float] = {}
         self.last_success: dict[str, float] = {}
+        self.waits: dict[str, list[int]] = {}
+        """Per kind: jobs started per wait bucket, not cumulative; the last one is +Inf."""
+        self.wait_sum: dict[str, float] = {}
+
+    def job_started(self, kind: str, wait_s: float) -> None:
+        """The loop's report of a job about to run (:class:`worker.observe.Observer`): about 0.3 µs."""
+        waits = self.waits.get(kind)
+        if waits is None:
+            waits = self.waits[kind] = [0] * (len(WAIT_BUCKETS_S) + 1)
+        waits[bisect_left(WAIT_BUCKETS_S, wait_s)] += 1
+        self.wait_sum[kind] = self.wait_sum.get(kind, 0.0) + wait_s
 
     def job_finished(self, kind: str, outcome: str, duration_s: float, reason: str | None) -> None:
         """The loop's report of one finished job (:class:`worker.observe.Observer`)."""
@@ -236,13 +260,22 @@ class JobCollector(Collector):
         )
         for (kind, reason), n in list(self.dead.items()):
             dead.add_metric([q, kind, reason], n)
-        duration = HistogramMetricFamily(
-            "stagedoor_job_duration_seconds", "Time a handler ran, whatever its outcome.", labels=["queue", "kind"]
+        duration = histogram(
+            "stagedoor_job_duration_seconds",
+            "Time a handler ran, whatever its outcome.",
+            q,
+            DURATION_BUCKETS_S,
+            self.buckets,
+            self.duration_sum,
         )
-        for kind, counts in list(self.buckets.items()):
-            cumulative = list(accumulate(counts))
-            bounds = [*(f"{b:g}" for b in DURATION_BUCKETS_S), "+Inf"]
-            duration.add_metric([q, kind], list(zip(bounds, cumulative, strict=True)), self.duration_sum.get(kind, 0.0))
+        wait = histogram(
+            "stagedoor_job_wait_seconds",
+            "Time a job waited on jobs before a worker started it (start time minus the entry id's time).",
+            q,
+            WAIT_BUCKETS_S,
+            self.waits,
+            self.wait_sum,
+        )
         last_success = GaugeMetricFamily(
             "stagedoor_job_last_success_timestamp_seconds",
             "Unix time of the kind's last success in this process; for a scheduled kind, "
@@ -251,7 +284,24 @@ class JobCollector(Collector):
         )
         for kind, at in list(self.last_success.items()):
             last_success.add_metric([q, kind], at)
-        yield from (succeeded, retried, dead, duration, last_success)
+        yield from (succeeded, retried, dead, duration, wait, last_success)
+
+
+def histogram(
+    name: str,
+    help_text: str,
+    queue: str,
+    bounds_s: tuple[float, ...],
+    per_kind: dict[str, list[int]],
+    sums: dict[str, float],
+) -> HistogramMetricFamily:
+    """A histogram family (labels queue, kind) of per-bucket counts kept as plain lists (last bucket +Inf)."""
+    family = HistogramMetricFamily(name, help_text, labels=["queue", "kind"])
+    bounds = [*(f"{b:g}" for b in bounds_s), "+Inf"]
+    for kind, counts in list(per_kind.items()):
+        cumulative = list(accumulate(counts))
+        family.add_metric([queue, kind], list(zip(bounds, cumulative, strict=True)), sums.get(kind, 0.0))
+    return family
 
 
 class Metrics:
@@ -299,6 +349,10 @@ class Metrics:
         self._server: Any = None
 
     # ------------------------------------------------------------ observers
+
+    def job_started(self, kind: str, wait_s: float) -> None:
+        """The loop's report of a job about to run (:class:`worker.observe.Observer`)."""
+        self.jobs.job_started(kind, wait_s)
 
     def job_finished(self, kind: str, outcome: str, duration_s: float, reason: str | None) -> None:
         """The loop's report of one finished job (:class:`worker.observe.Observer`)."""

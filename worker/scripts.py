@@ -4,7 +4,7 @@ Each file's header documents its KEYS, ARGV and return value. They are loaded
 once per client with ``register_script`` (EVALSHA, reloaded on NOSCRIPT), and
 this module builds their arguments, so the worker and opslib call the same
 moves the same way: schedule_tick, promote, retry, bury, replay, trim, refresh_claims,
-forget_consumers.
+forget_consumers, run_now, cancel_delayed.
 
 Every script starts with ``#!lua``, so that the server refuses a key the
 script did not declare, and every key it touches is passed in ``KEYS`` (none
@@ -30,7 +30,18 @@ CLUSTER_PIPELINES = (redis.cluster.ClusterPipeline, aiocluster.ClusterPipeline)
 #: The moves that record a job's outcome; with ``WAIT_REPLICAS`` they wait for the replicas.
 OUTCOMES = frozenset({"retry", "bury"})
 
-NAMES = ("schedule_tick", "promote", "retry", "bury", "replay", "trim", "refresh_claims", "forget_consumers")
+NAMES = (
+    "schedule_tick",
+    "promote",
+    "retry",
+    "bury",
+    "replay",
+    "trim",
+    "refresh_claims",
+    "forget_consumers",
+    "run_now",
+    "cancel_delayed",
+)
 
 
 @cache
@@ -122,3 +133,9 @@ class Scripts:
     def forget_consumers(self, min_idle_ms: int, candidates: Iterable[str], client: Any = None) -> Any:
         """Remove the ``candidates`` (consumers whose heartbeat is gone) that own nothing and are idle."""
         return self._call("forget_consumers", [self.keys.jobs], [GROUP, min_idle_ms, *candidates], client)
+
+    def run_now(self, member: str | bytes, client: Any = None) -> Any:
+        return self._call("run_now", [self.keys.delayed, self.keys.jobs], [member], client)
+
+    def cancel_delayed(self, member: str | bytes, client: Any = None) -> Any:
+        return self._call("cancel_delayed", [self.keys.delayed], [member], client)

@@ -93,6 +93,10 @@ def test_a_worker_exports_its_jobs_and_the_queue_state(
     assert sample(done, "stagedoor_job_duration_seconds_count", kind="flaky", **q) == 2
     assert sample(done, "stagedoor_job_duration_seconds_count", kind="boom", **q) == 1
     assert sample(done, "stagedoor_job_duration_seconds_count", kind="nope", **q) is None
+    # Each start's wait on jobs (the flaky job started twice: once enqueued, once promoted for its retry).
+    assert sample(done, "stagedoor_job_wait_seconds_count", kind="flaky", **q) == 2
+    assert sample(done, "stagedoor_job_wait_seconds_bucket", kind="ok", le="+Inf", **q) == 5
+    assert 0 < (sample(done, "stagedoor_job_wait_seconds_sum", kind="ok", **q) or 0) < 5 * 60
     last_ok = sample(done, "stagedoor_job_last_success_timestamp_seconds", kind="ok", **q)
     assert last_ok is not None and abs(last_ok - time.time()) < 60
     assert sample(done, "stagedoor_schedule_interval_seconds", schedule="nightly_ok", kind="ok", **q) == 86_400
