@@ -15,6 +15,7 @@ import pandas as pd
 
 from opslib.columns import COUNT, DURATION, FLAG, OBJECT, TEXT, TIME, entry_times, typed_frame
 from opslib.signatures import error_type, signature
+from worker.queue_state import Consumer
 from worker.wire import decode_member, text
 
 Entry = tuple[bytes | str, Mapping[Any, Any]]
@@ -193,15 +194,14 @@ def delayed_to_frame(members: Iterable[tuple[bytes | str, float]], now_s: float)
 CONSUMER_COLUMNS = {"consumer": TEXT, "pending": COUNT, "idle": DURATION, "heartbeat": FLAG}
 
 
-def consumers_to_frame(consumers: Iterable[Mapping[str, Any]], alive: Iterable[str]) -> pd.DataFrame:
-    """XINFO CONSUMERS rows as a frame; ``heartbeat``: the worker's heartbeat key exists (it is running)."""
-    living = set(alive)
-    rows = [(text(c["name"]), int(c["pending"]), int(c["idle"])) for c in consumers]
+def consumers_to_frame(consumers: Iterable[Consumer]) -> pd.DataFrame:
+    """The group's consumers as a frame; ``heartbeat``: the worker's heartbeat key exists (it is running)."""
+    rows = list(consumers)
     columns: dict[str, list[Any]] = {
-        "consumer": [name for name, _, _ in rows],
-        "pending": [pending for _, pending, _ in rows],
-        "idle": [pd.Timedelta(milliseconds=idle) for _, _, idle in rows],
-        "heartbeat": [name in living for name, _, _ in rows],
+        "consumer": [c.name for c in rows],
+        "pending": [c.pending for c in rows],
+        "idle": [pd.Timedelta(milliseconds=c.idle_ms) for c in rows],
+        "heartbeat": [c.live for c in rows],
     }
     return typed_frame(columns, CONSUMER_COLUMNS)
 

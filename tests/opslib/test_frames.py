@@ -17,6 +17,7 @@ from opslib.frames import (
     REPLAY_COLUMNS,
     STATUS_COLUMNS,
 )
+from worker.queue_state import Consumer
 
 DEAD = (
     b"1796000000000-0",
@@ -127,10 +128,8 @@ def test_delayed_frame() -> None:
 
 
 def test_consumers_frame() -> None:
-    assert dtypes(frames.consumers_to_frame([], [])) == CONSUMER_COLUMNS
-    frame = frames.consumers_to_frame(
-        [{"name": b"w1", "pending": 2, "idle": 1500}, {"name": b"w2", "pending": 0, "idle": 10}], ["w2"]
-    )
+    assert dtypes(frames.consumers_to_frame([])) == CONSUMER_COLUMNS
+    frame = frames.consumers_to_frame([Consumer("w1", 2, 1500, live=False), Consumer("w2", 0, 10, live=True)])
     assert dtypes(frame) == CONSUMER_COLUMNS
     assert frame.to_dict("list") == {
         "consumer": ["w1", "w2"],
