@@ -16,7 +16,7 @@ import pandas as pd
 from opslib.columns import COUNT, DURATION, FLAG, OBJECT, TEXT, TIME, entry_times, typed_frame
 from opslib.signatures import error_type, signature
 from worker.queue_state import Consumer
-from worker.wire import decode_member, text
+from worker.wire import decode_member, job_id_of, text
 
 Entry = tuple[bytes | str, Mapping[Any, Any]]
 """A stream entry as redis-py returns it: its id and its fields."""
@@ -62,10 +62,13 @@ def dead_to_frame(raw: Iterable[RawEntry]) -> pd.DataFrame:
     Each entry is ``(id, {field: value})`` as redis-py returns it, or the raw
     reply's ``[id, [field, value, ...]]``.
 
-    Absent wire fields are ``""``; ``attempts`` is 0 when absent or not a
-    number; a payload field that an entry lacks is NaN. A payload field named
-    like a computed column (``dead_at``, ``error_type``, ``signature``) is
-    shown as ``field:<name>``.
+    ``job_id`` is the job's identity as the worker reads it
+    (:func:`worker.wire.job_id_of`: its ``job_id``, else its ``outbox_id``),
+    as ``pending()`` and ``delayed()`` show it; ``outbox_id`` is the wire
+    field itself. Absent wire fields are ``""``; ``attempts`` is 0 when
+    absent or not a number; a payload field that an entry lacks is NaN. A
+    payload field named like a computed column (``dead_at``, ``error_type``,
+    ``signature``) is shown as ``field:<name>``.
     """
     ids: list[str] = []
     rows: list[dict[str, str]] = []
@@ -80,6 +83,7 @@ def dead_to_frame(raw: Iterable[RawEntry]) -> pd.DataFrame:
             ids.append(entry_id)
             rows.append(dict(pairs))
     columns: dict[str, Sequence[Any]] = {name: [row.get(name, "") for row in rows] for name in _DEAD_TEXT_FIELDS}
+    columns["job_id"] = [job_id_of(row) for row in rows]
     columns["dead_at"] = entry_times(ids)
     columns["attempts"] = [whole_number(row.get("attempts", "")) for row in rows]
     signatures: dict[str, str] = {}
@@ -97,11 +101,6 @@ def dead_to_frame(raw: Iterable[RawEntry]) -> pd.DataFrame:
 
 #: ``pending()``: index ``id`` (str, the entry on ``jobs``), then these.
 PENDING_COLUMNS = {"kind": TEXT, "job_id": TEXT, "consumer": TEXT, "idle": DURATION, "deliveries": COUNT}
-
-
-def job_id_of(fields: Mapping[str, str], default: str = "") -> str:
-    """``job_id``, or ``outbox_id`` for a job the outbox relay published (as the worker reads it)."""
-    return fields.get("job_id") or fields.get("outbox_id") or default
 
 
 def pending_to_frame(
