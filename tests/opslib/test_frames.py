@@ -58,7 +58,8 @@ def test_dead_to_frame_reads_bytes_or_text(decoded: bool) -> None:
     assert dtypes(frame) == {**DEAD_COLUMNS, "email": "str", "field:signature": "str", "order_id": "str"}
     first = frame.loc["1796000000000-0"]
     assert first["dead_at"] == pd.Timestamp("2026-11-30 00:53:20", tz="UTC")
-    assert (first["kind"], first["job_id"], first["outbox_id"], first["attempts"]) == ("render_tickets", "88210", "88210", 2)
+    identity = (first["kind"], first["job_id"], first["outbox_id"], first["attempts"])
+    assert identity == ("render_tickets", "88210", "88210", 2)  # a relayed job: its outbox id is its job_id
     assert first["error_type"] == "SeatLabelInvalid"
     assert first["signature"] == "SeatLabelInvalid: <str> is not a row letter and a seat number"
     assert (first["request_id"], first["trace"], first["worker"]) == ("7f3a9c2e", "4bf92f35", "w1")
