@@ -9,8 +9,11 @@ Two kinds of numbers, collected two ways:
   own counts: add them up across replicas with ``sum``.
 * **The queue's state** — dead-stream length and evictions, pending, pending
   idle beyond ``RECLAIM_IDLE_MS``, group lag, delayed and delayed-due, live
-  consumers. These are the same for every replica, so one worker at a time
-  reads them from Redis: the holder of the ``metrics:lock`` key (a redis-py
+  consumers, summed over the partitions, read by
+  :func:`worker.queue_state.read_partitions_state_async` (the
+  reader ``opslib.queue_stats`` uses too, so both show the same numbers).
+  These are the same for every replica, so one worker at a time reads them
+  from Redis: the holder of the ``metrics:lock`` key (a redis-py
   token lock held by the worker's name, renewed every ``METRICS_INTERVAL_S``
   and expiring after three intervals). Only the holder exports those series;
   the others export none, so there is no N-fold copy. Each series carries a
@@ -43,11 +46,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import re
 import time
 from bisect import bisect_left
 from collections.abc import AsyncIterator, Iterable, Iterator
-from dataclasses import dataclass
 from itertools import accumulate
 from typing import TYPE_CHECKING, Any
 
@@ -58,93 +59,27 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from worker.chores import CONNECTION_ERRORS, Chore
-from worker.keys import GROUP, Keys
+from worker.keys import Keys
 from worker.kinds import Registry
+from worker.partitions import partition_keys
+from worker.queue_state import PENDING_IDLE_LIMIT, QueueState, read_partitions_state_async
 from worker.settings import Settings
-from worker.waiting import oldest_waiting_s_async
-from worker.wire import text
 
 if TYPE_CHECKING:
     from worker.app import WorkerApp
 
 log = logging.getLogger("worker.metrics")
 
-#: ``stagedoor_queue_pending_idle`` counts at most this many entries (XPENDING ... COUNT).
-PENDING_IDLE_LIMIT = 1000
-#: Where Redis cannot report the group's lag (6.2, or a deleted entry past the read
-#: position), undelivered entries are counted by XRANGE, at most this many.
-LAG_COUNT_LIMIT = 1000
 DURATION_BUCKETS_S = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 #: A job's wait before it started: from a millisecond (an idle queue) to an hour (a backlog).
 WAIT_BUCKETS_S = (0.005, 0.025, 0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600)
-
-
-@dataclass(frozen=True)
-class QueueState:
-    """The queue-wide numbers: one pipelined round trip, then a SCAN for the heartbeat keys
-    (the lock holder alone walks the keyspace, once every ``METRICS_INTERVAL_S``)."""
-
-    dead_length: int
-    dead_evicted: int
-    pending: int
-    pending_idle: int
-    lag: int
-    delayed: int
-    delayed_due: int
-    consumers_live: int
-    oldest_waiting_s: float = 0.0
-
-
-async def read_queue_state(client: aioredis.Redis, keys: Keys, reclaim_idle_ms: int, now: float) -> QueueState:
-    """Read the queue-wide numbers; the ``jobs`` stream and its group must exist."""
-    pipe = client.pipeline(transaction=False)
-    pipe.xlen(keys.dead)
-    pipe.get(keys.dead_evicted)
-    pipe.xinfo_groups(keys.jobs)
-    pipe.xpending_range(keys.jobs, GROUP, min="-", max="+", count=PENDING_IDLE_LIMIT, idle=reclaim_idle_ms)
-    pipe.zcard(keys.delayed)
-    pipe.zcount(keys.delayed, "-inf", now)
-    dead, evicted, groups, idle, delayed, due = await pipe.execute()
-    group = next((g for g in groups if text(g["name"]) == GROUP), None)
-    if group is None:
-        raise redis.exceptions.ResponseError(f"NOGROUP consumer group {GROUP} does not exist on {keys.jobs}")
-    lag = group.get("lag")
-    if lag is None:
-        lag = await _count_undelivered(client, keys, text(group["last-delivered-id"]))
-    # Live workers are their heartbeat keys. Not XINFO CONSUMERS: Redis 7.0 lists a
-    # consumer only once it was handed an entry, so an idle new worker is missing there.
-    live = 0
-    async for _key in client.scan_iter(match=glob_escape(keys.heartbeat_prefix) + "*", count=1000):
-        live += 1
-    oldest = await oldest_waiting_s_async(client, keys.jobs, text(group["last-delivered-id"]), now)
-    return QueueState(
-        dead_length=int(dead),
-        dead_evicted=int(evicted or 0),
-        pending=int(group["pending"]),
-        pending_idle=len(idle),
-        lag=int(lag),
-        delayed=int(delayed),
-        delayed_due=int(due),
-        consumers_live=live,
-        oldest_waiting_s=oldest,
-    )
-
-
-async def _count_undelivered(client: aioredis.Redis, keys: Keys, last_delivered_id: str) -> int:
-    entries = await client.xrange(keys.jobs, min=f"({last_delivered_id}", max="+", count=LAG_COUNT_LIMIT)
-    return len(entries or [])
-
-
-def glob_escape(text: str) -> str:
-    """``text`` matched literally in a SCAN ``MATCH`` pattern (a prefix may hold ``[`` or ``*``)."""
-    return re.sub(r"([*?\[\]\\])", r"\\\1", text)
 
 
 class QueueCollector(Collector):
     """Exports the last :class:`QueueState` this worker read as the lock holder, or nothing."""
 
     GAUGES = (
-        ("stagedoor_queue_dead_length", "Entries in the dead-letter stream jobs:dead.", "dead_length"),
+        ("stagedoor_queue_dead_length", "Entries in the dead-letter stream jobs:dead.", "dead"),
         ("stagedoor_queue_pending", "Entries delivered to a worker and not yet acknowledged.", "pending"),
         (
             "stagedoor_queue_pending_idle",
@@ -376,8 +311,8 @@ class Metrics:
         try:
             self._holding = await self._hold_lock()
             if self._holding:
-                self.queue_collector.state = await read_queue_state(
-                    self.redis, self.keys, self.settings.reclaim_idle_ms, time.time()
+                self.queue_collector.state = await read_partitions_state_async(
+                    self.redis, partition_keys(self.settings), reclaim_idle_ms=self.settings.reclaim_idle_ms
                 )
             else:
                 self.queue_collector.state = None

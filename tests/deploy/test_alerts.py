@@ -12,7 +12,8 @@ import yaml
 from tests.deploy.tools import require
 from tests.helpers import ROOT
 from worker.kinds import Registry
-from worker.metrics import Metrics, QueueState
+from worker.metrics import Metrics
+from worker.queue_state import Consumer, QueueState
 from worker.settings import Settings
 
 DEPLOY = ROOT / "deploy"
@@ -43,7 +44,9 @@ def test_each_alert_passes_its_unit_tests() -> None:
 def exported_metric_names() -> set[str]:
     """Every series name a worker's registry can export (with the queue-wide gauges filled in)."""
     metrics = Metrics(Settings.from_env({}), aioredis.Redis(), Registry())
-    metrics.queue_collector.state = QueueState(*range(9))
+    metrics.queue_collector.state = QueueState(
+        *range(8), consumers=(Consumer("w1", 0, 0, live=True),), consumers_live=1, oldest_waiting_s=9.0
+    )
     names = set()
     for family in metrics.registry.collect():
         suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_count", "_sum")}.get(family.type, ("",))

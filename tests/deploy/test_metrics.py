@@ -18,7 +18,7 @@ from tests.helpers import Workers, wait_for
 from worker.embedded import free_port
 from worker.enqueue import enqueue
 from worker.keys import GROUP, Keys
-from worker.metrics import read_queue_state
+from worker.queue_state import read_queue_state_async
 
 KINDS = "tests.deploy.kinds_metrics"
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
@@ -146,7 +146,7 @@ def test_the_lag_is_counted_where_redis_cannot_report_it(redis_url: str, keys: K
     async def read() -> int:
         client = aioredis.Redis.from_url(redis_url)
         try:
-            return (await read_queue_state(client, keys, 60_000, time.time())).lag
+            return (await read_queue_state_async(client, keys, reclaim_idle_ms=60_000)).lag
         finally:
             await client.aclose()
 

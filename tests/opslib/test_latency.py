@@ -11,14 +11,14 @@ import redis.asyncio as aioredis
 
 import opslib
 from worker.keys import GROUP, Keys
-from worker.metrics import read_queue_state
+from worker.queue_state import read_queue_state_async
 
 
 def metrics_reading(redis_url: str, keys: Keys) -> float:
     async def read() -> float:
         client = aioredis.Redis.from_url(redis_url)
         try:
-            state = await read_queue_state(client, keys, 60_000, time.time())
+            state = await read_queue_state_async(client, keys, reclaim_idle_ms=60_000, now=time.time())
         finally:
             await client.aclose()
         return state.oldest_waiting_s
