@@ -8,7 +8,8 @@ worker processes with ``--burst`` until the queue is drained. Figures:
 * jobs/s: all jobs over the span from the first job's end to the last's,
   over every worker process (start-up left out);
 * server CPU per job, per primary: each valkey process's user + system time
-  over the run (``/proc/<pid>/stat``), divided by the jobs. The busiest
+  over the enqueue and the run (``/proc/<pid>/stat``), divided by the jobs:
+  the whole life of a job on the server (XADD, XREADGROUP, XACK). The busiest
   primary's figure is what bounds the queue: one core per primary, so
   ``1e6 / µs per job`` is the jobs/s that primary could serve at most;
 * WAIT_REPLICAS: on a cluster whose primaries have a replica each, the rate
@@ -92,9 +93,9 @@ def enqueue_bulk(client: object, case: Case, kind: str, count: int) -> None:
 
 def run_case(case: Case, url: str, pids: Sequence[int], client: object, jobs: int, logs: Path) -> dict[str, object]:
     """One run of ``case``: jobs/s over all processes, server CPU µs per job for each server pid."""
+    before = [proc_cpu_s(pid) for pid in pids]
     enqueue_bulk(client, case, "noop", jobs)
     probes = [logs / f"{case.partitions}p-{case.processes}w-{n}.json" for n in range(case.processes)]
-    before = [proc_cpu_s(pid) for pid in pids]
     procs = []
     for n, probe in enumerate(probes):
         probe.unlink(missing_ok=True)
