@@ -38,6 +38,16 @@ from worker.resp import pairs, resp_command
 from worker.retry import DeadLetter, decide
 from worker.scripts import Scripts
 from worker.settings import Settings
+from worker.vocabulary import (
+    OUTCOME_DEAD,
+    OUTCOME_RETRIED,
+    OUTCOME_SUCCEEDED,
+    REASON_EXHAUSTED,
+    REASON_POISON,
+    RECORDED_FAILED,
+    RECORDED_RETRYING,
+    RECORDED_SUCCEEDED,
+)
 
 log = logging.getLogger("worker")
 
@@ -345,18 +355,18 @@ class Worker:
                 (
                     batch,
                     job.fields.get("replay_of", job.entry_id),
-                    json.dumps({"status": "succeeded", "at": now_iso()}),
+                    json.dumps({"status": RECORDED_SUCCEEDED, "at": now_iso()}),
                 )
             )
         for observer in self.observers:
-            observer.job_finished(job.kind, "succeeded", duration_s, None)
+            observer.job_finished(job.kind, OUTCOME_SUCCEEDED, duration_s, None)
         if log.isEnabledFor(logging.DEBUG):
             log.debug(
                 "Job %s %s succeeded in %.1f ms.",
                 job.kind,
                 job.job_id,
                 duration_s * 1000,
-                extra=self._log_extra(job, "succeeded", duration_s),
+                extra=self._log_extra(job, OUTCOME_SUCCEEDED, duration_s),
             )
 
     async def _failed(self, spec: KindSpec, job: Job, exc: BaseException, duration_s: float) -> None:
@@ -365,12 +375,12 @@ class Worker:
         if isinstance(decision, DeadLetter):
             dead_id = await self._bury(
                 job.entry_id,
-                reason=wire.REASON_EXHAUSTED,
+                reason=REASON_EXHAUSTED,
                 attempts=decision.attempts,
                 error=error,
                 tb=bounded_traceback(exc, self.settings.traceback_bytes),
             )
-            outcome = "dead"
+            outcome = OUTCOME_DEAD
             log.error(
                 "Job %s %s failed on attempt %d of %d after %.1f ms and was dead-lettered as %s: %s",
                 job.kind,
@@ -380,16 +390,16 @@ class Worker:
                 duration_s * 1000,
                 dead_id,
                 error,
-                extra=self._log_extra(job, outcome, duration_s, reason=wire.REASON_EXHAUSTED),
+                extra=self._log_extra(job, outcome, duration_s, reason=REASON_EXHAUSTED),
             )
-            await self._record_replay(job, {"status": "failed", "dead_id": dead_id, "error": error})
+            await self._record_replay(job, {"status": RECORDED_FAILED, "dead_id": dead_id, "error": error})
         else:
             run_at = time.time() + decision.delay_s
             member = wire.encode_member({**job.fields, "attempts": str(decision.attempts)})
             await self._with_redis(lambda: self.scripts.retry(job.entry_id, run_at, member))
             if decision.delay_s < 1.0:
                 self._promote_at(decision.delay_s)
-            outcome = "retried"
+            outcome = OUTCOME_RETRIED
             log.warning(
                 "Job %s %s failed on attempt %d of %d after %.1f ms (%s); retrying in %.2f s.",
                 job.kind,
@@ -401,9 +411,9 @@ class Worker:
                 decision.delay_s,
                 extra=self._log_extra(job, outcome, duration_s),
             )
-            await self._record_replay(job, {"status": "retrying", "attempts": decision.attempts, "error": error})
+            await self._record_replay(job, {"status": RECORDED_RETRYING, "attempts": decision.attempts, "error": error})
         for observer in self.observers:
-            observer.job_finished(job.kind, outcome, duration_s, wire.REASON_EXHAUSTED if outcome == "dead" else None)
+            observer.job_finished(job.kind, outcome, duration_s, REASON_EXHAUSTED if outcome == OUTCOME_DEAD else None)
 
     async def _bury_malformed(self, bad: wire.Malformed) -> None:
         dead_id = await self._bury(bad.entry_id, reason=bad.reason, attempts=0, error=bad.error, tb="")
@@ -413,10 +423,10 @@ class Worker:
             dead_id,
             bad.reason,
             bad.error,
-            extra={"kind": bad.kind or None, "outcome": "dead", "reason": bad.reason},
+            extra={"kind": bad.kind or None, "outcome": OUTCOME_DEAD, "reason": bad.reason},
         )
         for observer in self.observers:
-            observer.job_finished(bad.kind or "?", "dead", 0.0, bad.reason)
+            observer.job_finished(bad.kind or "?", OUTCOME_DEAD, 0.0, bad.reason)
 
     async def _bury(
         self,
@@ -536,7 +546,7 @@ class Worker:
             f"without an outcome; last consumer {consumer}"
         )
         dead_id = await self._bury(
-            entry_id, reason=wire.REASON_POISON, attempts=deliveries, error=error, tb="", min_idle_ms=idle_ms
+            entry_id, reason=REASON_POISON, attempts=deliveries, error=error, tb="", min_idle_ms=idle_ms
         )
         if not dead_id:
             return  # claimed or acknowledged since XPENDING looked: not poison after all
@@ -556,12 +566,12 @@ class Worker:
                 "kind": kind,
                 "job_id": job_id,
                 "attempt": deliveries,
-                "outcome": "dead",
-                "reason": wire.REASON_POISON,
+                "outcome": OUTCOME_DEAD,
+                "reason": REASON_POISON,
             },
         )
         for observer in self.observers:
-            observer.job_finished(kind, "dead", 0.0, wire.REASON_POISON)
+            observer.job_finished(kind, OUTCOME_DEAD, 0.0, REASON_POISON)
 
     async def _run_alone(self, entry_id: str, idle_ms: int, previous: str, deliveries: int) -> None:
         """Claim one idle entry and run it with nothing else in flight in this worker."""
