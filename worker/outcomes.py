@@ -37,7 +37,7 @@ from worker.vocabulary import (
     OUTCOME_DEAD,
     OUTCOME_RETRIED,
     OUTCOME_SUCCEEDED,
-    REASON_EXHAUSTED,
+    REASON_PERMANENT,
     REASON_POISON,
     RECORDED_FAILED,
     RECORDED_RETRYING,
@@ -163,7 +163,7 @@ class Outcomes:
 
     async def failed(self, spec: KindSpec, job: Job, exc: BaseException, duration_s: float) -> None:
         """The handler raised: retry the job or dead-letter it, as the kind's policy decides."""
-        decision = decide(spec.retry, job.attempts, self.rng)
+        decision = decide(spec.retry, job.attempts, type(exc), self.rng)
         error = describe_error(exc)
         of = f"attempt {decision.attempts} of {spec.retry.retries + 1} after {duration_s * 1000:.1f} ms"
         if isinstance(decision, Retry):
@@ -172,10 +172,10 @@ class Outcomes:
         await self.dead_letter(
             Burial(
                 job.entry_id,
-                reason=REASON_EXHAUSTED,
+                reason=decision.reason,
                 attempts=decision.attempts,
                 error=error,
-                happened=f"failed on {of}",
+                happened=f"failed permanently on {of}" if decision.reason == REASON_PERMANENT else f"failed on {of}",
                 traceback=bounded_traceback(exc, self.settings.traceback_bytes),
                 job=job,
                 kind=job.kind,
