@@ -292,7 +292,12 @@ class Outcomes:
             return
         key = self.keys.replay(batch)
         outcome["at"] = now_iso()
-        pipe = self.redis.pipeline(transaction=False)
-        pipe.hset(key, job.fields.get("replay_of", job.entry_id), json.dumps(outcome))
-        pipe.expire(key, REPLAY_OUTCOME_TTL_S)
-        await with_backoff(pipe.execute)
+
+        async def write() -> None:
+            # A fresh pipeline per try: an executed pipeline is empty.
+            pipe = self.redis.pipeline(transaction=False)
+            pipe.hset(key, job.fields.get("replay_of", job.entry_id), json.dumps(outcome))
+            pipe.expire(key, REPLAY_OUTCOME_TTL_S)
+            await pipe.execute()
+
+        await with_backoff(write)
