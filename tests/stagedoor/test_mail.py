@@ -93,7 +93,7 @@ def test_through_the_worker_a_4xx_refusal_is_dead_lettered_at_once_as_permanent(
 ) -> None:
     mail.fail_next(1, 422)
     enqueue(r, "send_email", {**CONFIRMATION, "job_id": "mail-2"}, prefix=keys.prefix)
-    out = workers.burst("worker.stagedoor.kinds", DATABASE_URL=db, MAIL_API_URL=mail.url).stdout
+    out = workers.burst("stagedoor.kinds", DATABASE_URL=db, MAIL_API_URL=mail.url).stdout
     assert mail.answered == {422: 1}, "a refused message was sent again"
     assert "retrying in" not in out
     assert "Job send_email mail-2 failed permanently on attempt 1 of 6" in out
