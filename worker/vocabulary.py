@@ -12,6 +12,7 @@ else a bare string.
 | ``REPLAY_*`` | ``status`` column of ``opslib.replay()`` | opslib | analysts |
 | ``STATUS_*`` | ``status`` column of ``opslib.replay_status()`` | opslib | analysts |
 | ``WHERE_*`` | ``where`` column of ``opslib.replay_status()`` | opslib | analysts |
+| ``ARCHIVED_*`` | ``status`` of a row of the archive (table ``dead_letters``) | its writers | opslib |
 """
 
 from __future__ import annotations
@@ -58,3 +59,9 @@ WHERE_DEAD = "jobs:dead"
 WHERE_DELAYED = "delayed"
 WHERE_JOBS = "jobs"
 WHERE_RUNNING = "running"
+
+# What became of a dead entry, in the archive (table dead_letters, column status); a replayed
+# entry's replay_outcome there is STATUS_SUCCEEDED or STATUS_FAILED_AGAIN.
+ARCHIVED_DEAD = "dead"
+ARCHIVED_REPLAYED = "replayed"
+ARCHIVED_DISCARDED = "discarded"
