@@ -15,6 +15,7 @@ from importlib import resources
 from typing import Any
 
 from worker.keys import GROUP, REPLAY_OUTCOME_TTL_S, Keys
+from worker.vocabulary import RECORDED_QUEUED
 
 NAMES = (
     "schedule_tick",
@@ -88,7 +89,7 @@ class Scripts:
         return self._call(
             "replay",
             [self.keys.dead, self.keys.jobs, self.keys.replay(batch)],
-            [dead_id, batch, REPLAY_OUTCOME_TTL_S, *drop],
+            [dead_id, batch, REPLAY_OUTCOME_TTL_S, RECORDED_QUEUED, *drop],
             client,
         )
 
