@@ -46,6 +46,7 @@ from opslib.queries import dead_letters, delayed, failure_groups, pending, queue
 from opslib.replay import replay, replay_kind, replay_status
 from opslib.runbook import DEFAULT_OUT, RunbookFailed, run_runbook
 from opslib.show import show
+from worker.vocabulary import REPLAY_MISSING, REPLAY_REPLAYED, REPLAY_WOULD_REPLAY, STATUS_SUCCEEDED
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NOT_CONFIRMED = 0, 1, 2, 3
 SHOWN = 20
@@ -157,8 +158,8 @@ def cmd_replay(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO
         return replay(args.ids, dry_run=dry_run)
 
     plan = run(dry_run=True)
-    taken = plan[plan["status"] == "would replay"]
-    gone = plan[plan["status"] == "missing"]
+    taken = plan[plan["status"] == REPLAY_WOULD_REPLAY]
+    gone = plan[plan["status"] == REPLAY_MISSING]
     missing = f"; {len(gone)} ids are not in jobs:dead (replayed already, or evicted)" if len(gone) else ""
     print(f"would replay {len(taken)} dead letters{missing}", file=out)
     shown = taken["dead_id"].head(SHOWN).tolist()
@@ -176,8 +177,8 @@ def cmd_replay(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO
     counts = done["status"].value_counts()
     batch = done.attrs["batch"]
     print(
-        f"replayed {counts.get('replayed', 0)}, missing {counts.get('missing', 0)} (taken by someone else since); "
-        f"batch {batch}",
+        f"replayed {counts.get(REPLAY_REPLAYED, 0)}, missing {counts.get(REPLAY_MISSING, 0)} "
+        f"(taken by someone else since); batch {batch}",
         file=out,
     )
     print(f"follow it with: python -m opslib status {batch} --wait 60", file=out)
@@ -270,7 +271,7 @@ def main(argv: Sequence[str] | None = None, *, stdin: TextIO | None = None) -> i
         elif args.command == "status":
             frame = replay_status(args.batch, wait_s=args.wait)
             print(frame["status"].value_counts().to_string(), file=out)
-            table(frame[frame["status"] != "succeeded"].drop(columns=["batch"]), out)
+            table(frame[frame["status"] != STATUS_SUCCEEDED].drop(columns=["batch"]), out)
     except OpslibError as exc:
         print(f"error: {exc}", file=err)
         return EXIT_FAILED

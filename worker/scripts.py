@@ -25,6 +25,7 @@ import redis.cluster
 
 from worker.durable import write_and_wait, write_and_wait_async
 from worker.keys import GROUP, REPLAY_OUTCOME_TTL_S, Keys
+from worker.vocabulary import RECORDED_QUEUED
 
 CLUSTER_PIPELINES = (redis.cluster.ClusterPipeline, aiocluster.ClusterPipeline)
 #: The moves that record a job's outcome; with ``WAIT_REPLICAS`` they wait for the replicas.
@@ -120,7 +121,7 @@ class Scripts:
         return self._call(
             "replay",
             [self.keys.dead, self.keys.jobs, self.keys.replay(batch)],
-            [dead_id, batch, REPLAY_OUTCOME_TTL_S, *drop],
+            [dead_id, batch, REPLAY_OUTCOME_TTL_S, RECORDED_QUEUED, *drop],
             client,
         )
 
