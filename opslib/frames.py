@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 
 from opslib.columns import COUNT, DURATION, FLAG, OBJECT, TEXT, TIME, entry_times, typed_frame
-from opslib.signatures import error_type, signature
+from worker.signatures import error_type, signature
 from worker.wire import decode_member, text
 
 Entry = tuple[bytes | str, Mapping[Any, Any]]
