@@ -4,7 +4,8 @@ Read: :func:`dead_letters`, :func:`pending`, :func:`pending_counts`,
 :func:`delayed`, :func:`queue_stats`, :func:`failure_groups`, :func:`sql`
 (:mod:`opslib.queries` lists every column and dtype). Act:
 :func:`replay`, :func:`replay_kind`, and follow up with
-:func:`replay_status` (:mod:`opslib.replay`). A panel for notebooks:
+:func:`replay_status` (:mod:`opslib.replay`); :func:`discard`,
+:func:`discard_kind` (:mod:`opslib.discard`). A panel for notebooks:
 :func:`opslib.widgets.dead_letter_panel`. On a terminal: ``python -m opslib``.
 
 Each function takes ``client=`` (and ``prefix=``) or finds the servers from
@@ -12,6 +13,7 @@ the environment (``REDIS_URL``, ``DATABASE_URL``, ``QUEUE_PREFIX``) or from a
 running ``make run``. Every error raised on purpose is an :class:`OpslibError`.
 """
 
+from opslib.discard import discard, discard_kind
 from opslib.errors import OpslibError
 from opslib.queries import (
     QueueStats,
@@ -31,6 +33,8 @@ __all__ = [
     "QueueStats",
     "dead_letters",
     "delayed",
+    "discard",
+    "discard_kind",
     "failure_groups",
     "pending",
     "pending_counts",

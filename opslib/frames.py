@@ -237,6 +237,22 @@ def replay_to_frame(
     return frame
 
 
+#: ``discard()`` and ``discard_kind()``: one row per dead id asked for.
+DISCARD_COLUMNS = {"dead_id": TEXT, "status": TEXT, "batch": TEXT}
+DISCARDED, WOULD_DISCARD = "discarded", "would discard"
+
+
+def discard_to_frame(dead_ids: Sequence[str], found: Sequence[bool], batch: str, dry_run: bool) -> pd.DataFrame:
+    """The discard frame: for each dead id, whether it was (or, in a dry run, would be) taken."""
+    taken = WOULD_DISCARD if dry_run else DISCARDED
+    statuses = [taken if hit else MISSING for hit in found]
+    frame = typed_frame(
+        {"dead_id": list(dead_ids), "status": statuses, "batch": [batch] * len(dead_ids)}, DISCARD_COLUMNS
+    )
+    frame.attrs["batch"] = batch
+    return frame
+
+
 #: ``replay_status()``: one row per dead id of the batch.
 STATUS_COLUMNS = {
     "dead_id": TEXT,

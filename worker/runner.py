@@ -29,6 +29,7 @@ import redis.exceptions
 
 from worker import wire
 from worker.chores import CONNECTION_ERRORS, Chore, run_chore, sleep_or_stop
+from worker.dead_log import outcome_record
 from worker.errors import JobTimeout
 from worker.failures import bounded_traceback, describe_error, now_iso
 from worker.keys import GROUP, REPLAY_OUTCOME_TTL_S, Keys
@@ -214,6 +215,8 @@ class Worker:
         for batch, field, value in outcomes:
             pipe.hset(self.keys.replay(batch), field, value)
             pipe.expire(self.keys.replay(batch), REPLAY_OUTCOME_TTL_S)
+            if self.settings.archive_on:
+                pipe.xadd(self.keys.dead_log, outcome_record(field, batch, dead_again=None, at=now_iso()))
 
     async def flush_acks(self) -> None:
         """Send the acknowledgements (and replay outcomes) gathered so far."""
@@ -437,7 +440,7 @@ class Worker:
             "worker": self.name,
         }
         dead_id = await self._with_redis(
-            lambda: self.scripts.bury(entry_id, fields, maxlen=self.settings.dead_maxlen, min_idle_ms=min_idle_ms)
+            lambda: self.scripts.bury(entry_id, fields, maxlen=self.settings.dead_ceiling, min_idle_ms=min_idle_ms)
         )
         return None if dead_id is None else wire.text(dead_id)
 
@@ -447,9 +450,14 @@ class Worker:
             return
         key = self.keys.replay(batch)
         outcome["at"] = now_iso()
+        replay_of = job.fields.get("replay_of", job.entry_id)
         pipe = self.redis.pipeline(transaction=False)
-        pipe.hset(key, job.fields.get("replay_of", job.entry_id), json.dumps(outcome))
+        pipe.hset(key, replay_of, json.dumps(outcome))
         pipe.expire(key, REPLAY_OUTCOME_TTL_S)
+        if self.settings.archive_on and outcome.get("dead_id"):
+            pipe.xadd(
+                self.keys.dead_log, outcome_record(replay_of, batch, dead_again=outcome["dead_id"], at=outcome["at"])
+            )
         await self._with_redis(pipe.execute)
 
     async def _with_redis(self, call: Any, attempts: int = 8) -> Any:

@@ -145,9 +145,7 @@ def test_a_kind_is_known_by_what_the_queue_holds_anywhere(r: redis.Redis, keys: 
 
 def test_bad_arguments_raise_one_clear_error(r: redis.Redis, keys: Keys, at: dict[str, Any]) -> None:
     bury(r, keys, {"kind": "seat_label", "seat": "1-A"}, {"error": "SeatLabelInvalid: '1-A' is bad"})
-    with pytest.raises(
-        opslib.OpslibError, match=r"unknown kind 'seat_lable'; did you mean 'seat_label'\?"
-    ):
+    with pytest.raises(opslib.OpslibError, match=r"unknown kind 'seat_lable'; did you mean 'seat_label'\?"):
         opslib.dead_letters("seat_lable", **at)
     with pytest.raises(opslib.OpslibError, match="unknown kind 'nope'"):
         opslib.pending("nope", **at)
