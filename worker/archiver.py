@@ -27,6 +27,7 @@ again with backoff; nothing in Redis waits for it.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import time
@@ -60,6 +61,7 @@ TRIM_INTERVAL_S = 1.0
 TRIM_STEP = 1000
 """``trim-dead`` removes at most this many entries per script call (each call reads them)."""
 CONNECT_TIMEOUT_S = 5
+FINAL_RUN_S = 5.0
 COUNT_LIMIT = 10_000
 """Undelivered entries are counted by XRANGE up to this many where Redis cannot report the group's lag."""
 
@@ -193,6 +195,11 @@ class Archiver:
         return bool(backlog.dead or backlog.log)
 
     async def close(self) -> None:
+        """A last run (bounded, best effort: the outcomes the worker flushed while stopping reach
+        the archive now rather than at another worker's next run), then the connection is closed."""
+        if not self.failing:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.run(), FINAL_RUN_S)
         await self._close()
 
     # ---------------------------------------------------------------- the log
