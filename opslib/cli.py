@@ -9,40 +9,44 @@ Commands::
     replay ID ...                          replay these dead entries
     replay --kind K [--signature S | --error-contains T] [--since T] [--dry-run] [--yes]
     status BATCH [--wait SECONDS]          what became of a replay batch
+    discard ID ... --reason TEXT           take these dead entries out for good, saying why
+    discard --kind K [--signature S | --error-contains T] [--since T] --reason TEXT [--dry-run] [--yes]
 
-A replay first shows what it would take (the dry run), then asks for
-confirmation on a terminal; ``--yes`` skips the question, ``--dry-run`` stops
-after showing. Without a terminal and without ``--yes`` it refuses.
+A replay or a discard first shows what it would take (the dry run), then
+asks for confirmation on a terminal; ``--yes`` skips the question,
+``--dry-run`` stops after showing. Without a terminal and without ``--yes``
+it refuses. Both take ids that ``jobs:dead`` no longer holds from the archive.
 
-Exit codes: 0 done (a replay whose ids were already gone is done: they are
-listed as missing); 1 opslib could not do it (server unreachable, permission
-refused, unknown kind, malformed id or signature: the message says which);
-2 bad command line; 3 a replay not confirmed (declined, or no terminal and no
-``--yes``).
+Exit codes: 0 done (a replay or discard whose ids were already gone is done:
+they are listed as missing); 1 opslib could not do it (server unreachable,
+permission refused, unknown kind, malformed id or signature: the message says
+which); 2 bad command line (a discard without --reason); 3 not confirmed
+(declined, or no terminal and no ``--yes``).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TextIO
 
 import pandas as pd
 
+from opslib.discard import discard, discard_kind
 from opslib.errors import OpslibError
 from opslib.queries import dead_letters, failure_groups, pending, queue_stats
 from opslib.replay import replay, replay_kind, replay_status
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NOT_CONFIRMED = 0, 1, 2, 3
 SHOWN = 20
-"""A replay lists at most this many of the entries it will take before asking."""
+"""A replay or discard lists at most this many of the entries it will take before asking."""
 EXIT_CODES = """exit codes:
   0  done (ids already gone are listed as missing, not an error)
   1  opslib could not do it: server unreachable, permission refused, unknown kind,
      malformed id or signature (the message says which)
-  2  bad command line
-  3  replay not confirmed (declined, or no terminal and no --yes)"""
+  2  bad command line (e.g. a discard without --reason)
+  3  replay or discard not confirmed (declined, or no terminal and no --yes)"""
 DEAD_SUMMARY = ["dead_at", "kind", "job_id", "outbox_id", "attempts", "reason", "error"]
 
 
@@ -67,18 +71,27 @@ def build_parser() -> argparse.ArgumentParser:
     pend = sub.add_parser("pending", help="entries delivered and not acknowledged")
     pend.add_argument("--kind")
     rep = sub.add_parser("replay", help="put dead letters back on the queue")
-    rep.add_argument("ids", nargs="*", metavar="ID", help="dead entry ids (or use --kind)")
-    rep.add_argument("--kind", help="replay every dead letter of this kind (with the filters below)")
-    which = rep.add_mutually_exclusive_group()
-    which.add_argument("--signature", help="only this failure group (a signature from `groups`)")
-    which.add_argument("--error-contains", help="only errors containing this text")
-    rep.add_argument("--since", help="only entries dead at or after this ISO time")
-    rep.add_argument("--dry-run", action="store_true", help="show what would be replayed and stop")
-    rep.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    _selection(rep, "replay")
+    dis = sub.add_parser("discard", help="take dead letters out for good, with a reason (kept in the archive)")
+    _selection(dis, "discard")
+    dis.add_argument("--reason", help="why these jobs must never run (required; kept with who discarded them)")
+    dis.add_argument("--by", help="who discards them (default: the operating-system user)")
     status = sub.add_parser("status", help="what became of a replay batch")
     status.add_argument("batch")
     status.add_argument("--wait", type=float, metavar="SECONDS", help="wait until every job has an outcome")
     return parser
+
+
+def _selection(command: argparse.ArgumentParser, verb: str) -> None:
+    """The arguments that choose the dead letters a replay or a discard takes."""
+    command.add_argument("ids", nargs="*", metavar="ID", help="dead entry ids (or use --kind)")
+    command.add_argument("--kind", help=f"{verb} every dead letter of this kind (with the filters below)")
+    which = command.add_mutually_exclusive_group()
+    which.add_argument("--signature", help="only this failure group (a signature from `groups`)")
+    which.add_argument("--error-contains", help="only errors containing this text")
+    command.add_argument("--since", help="only entries dead at or after this ISO time")
+    command.add_argument("--dry-run", action="store_true", help=f"show what would be {verb}ed and stop")
+    command.add_argument("--yes", action="store_true", help="do not ask for confirmation")
 
 
 def table(frame: pd.DataFrame, out: TextIO, width: int = 60) -> None:
@@ -116,11 +129,62 @@ def cmd_replay(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO
             )
         return replay(args.ids, dry_run=dry_run)
 
-    plan = run(dry_run=True)
-    taken = plan[plan["status"] == "would replay"]
+    def report(done: pd.DataFrame) -> None:
+        counts = done["status"].value_counts()
+        batch = done.attrs["batch"]
+        print(
+            f"replayed {counts.get('replayed', 0)}, missing {counts.get('missing', 0)} "
+            f"(taken by someone else since); batch {batch}",
+            file=out,
+        )
+        print(f"follow it with: python -m opslib status {batch} --wait 60", file=out)
+
+    return confirmed_move("replay", run, lambda ids: replay(ids), report, args, out, err, stdin)
+
+
+def cmd_discard(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO) -> int:
+    def run(dry_run: bool) -> pd.DataFrame:
+        if args.kind:
+            return discard_kind(
+                args.kind,
+                reason=args.reason,
+                signature=args.signature,
+                error_contains=args.error_contains,
+                since=args.since,
+                by=args.by,
+                dry_run=dry_run,
+            )
+        return discard(args.ids, reason=args.reason, by=args.by, dry_run=dry_run)
+
+    def report(done: pd.DataFrame) -> None:
+        counts = done["status"].value_counts()
+        print(
+            f"discarded {counts.get('discarded', 0)}, missing {counts.get('missing', 0)} "
+            f"(taken by someone else since); batch {done.attrs['batch']}",
+            file=out,
+        )
+
+    return confirmed_move(
+        "discard", run, lambda ids: discard(ids, reason=args.reason, by=args.by), report, args, out, err, stdin
+    )
+
+
+def confirmed_move(
+    verb: str,
+    plan_or_do: Callable[[bool], pd.DataFrame],
+    take: Callable[[list[str]], pd.DataFrame],
+    report: Callable[[pd.DataFrame], None],
+    args: argparse.Namespace,
+    out: TextIO,
+    err: TextIO,
+    stdin: TextIO,
+) -> int:
+    """Show what a replay or discard would take (its dry run), ask on a terminal, then take exactly that."""
+    plan = plan_or_do(True)
+    taken = plan[plan["status"] == f"would {verb}"]
     gone = plan[plan["status"] == "missing"]
-    missing = f"; {len(gone)} ids are not in jobs:dead (replayed already, or evicted)" if len(gone) else ""
-    print(f"would replay {len(taken)} dead letters{missing}", file=out)
+    missing = f"; {len(gone)} ids are not in jobs:dead nor dead in the archive (taken already)" if len(gone) else ""
+    print(f"would {verb} {len(taken)} dead letters{missing}", file=out)
     shown = taken["dead_id"].head(SHOWN).tolist()
     dead = dead_letters() if shown else pd.DataFrame()
     for dead_id in shown:
@@ -132,33 +196,33 @@ def cmd_replay(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO
         return EXIT_OK
     if not args.yes:
         if not stdin.isatty():
-            print("error: not replaying: no terminal to confirm on; add --yes to replay without asking", file=err)
+            print(f"error: not {verb}ing: no terminal to confirm on; add --yes to {verb} without asking", file=err)
             return EXIT_NOT_CONFIRMED
-        print(f"Replay {len(taken)} dead letters? [y/N] ", end="", file=out, flush=True)
+        print(f"{verb.capitalize()} {len(taken)} dead letters? [y/N] ", end="", file=out, flush=True)
         if stdin.readline().strip().lower() not in ("y", "yes"):
-            print("not replayed", file=out)
+            print(f"not {verb}ed", file=out)
             return EXIT_NOT_CONFIRMED
-    done = replay(taken["dead_id"])
-    counts = done["status"].value_counts()
-    batch = done.attrs["batch"]
-    print(
-        f"replayed {counts.get('replayed', 0)}, missing {counts.get('missing', 0)} (taken by someone else since); "
-        f"batch {batch}",
-        file=out,
-    )
-    print(f"follow it with: python -m opslib status {batch} --wait 60", file=out)
+    report(take(taken["dead_id"].tolist()))
     return EXIT_OK
 
 
 def main(argv: Sequence[str] | None = None, *, stdin: TextIO | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.command == "replay":
-        if bool(args.ids) == bool(args.kind):
-            parser.error("replay: give dead entry ids, or --kind K (with --signature / --error-contains), not both")
-        if args.ids and (args.signature or args.error_contains or args.since):
-            parser.error("replay: --signature, --error-contains and --since go with --kind, not with ids")
     out, err = sys.stdout, sys.stderr
+    if args.command in ("replay", "discard"):
+        verb = args.command
+        if bool(args.ids) == bool(args.kind):
+            parser.error(f"{verb}: give dead entry ids, or --kind K (with --signature / --error-contains), not both")
+        if args.ids and (args.signature or args.error_contains or args.since):
+            parser.error(f"{verb}: --signature, --error-contains and --since go with --kind, not with ids")
+        if verb == "discard" and not (args.reason or "").strip():
+            print(
+                "error: discard needs --reason TEXT: say why these jobs must never run "
+                "(e.g. --reason 'orders refunded, INC-2211'); nothing was discarded",
+                file=err,
+            )
+            return EXIT_USAGE
     try:
         if args.command == "stats":
             stats = queue_stats()
@@ -174,6 +238,8 @@ def main(argv: Sequence[str] | None = None, *, stdin: TextIO | None = None) -> i
             table(pending(args.kind), out)
         elif args.command == "replay":
             return cmd_replay(args, out, err, stdin or sys.stdin)
+        elif args.command == "discard":
+            return cmd_discard(args, out, err, stdin or sys.stdin)
         elif args.command == "status":
             frame = replay_status(args.batch, wait_s=args.wait)
             print(frame["status"].value_counts().to_string(), file=out)
