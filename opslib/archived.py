@@ -80,7 +80,7 @@ class Archive:
                 conn = self._own = psycopg.connect(url, connect_timeout=5, autocommit=True)
             except psycopg.OperationalError as exc:
                 raise OpslibError(
-                    f"the archive's PostgreSQL at {hide_password(url)} does not answer ({str(exc).strip()}); "
+                    f"the archive's PostgreSQL at {hide_password(url)} does not answer ({one_line(exc)}); "
                     "nothing was changed. Set ARCHIVE_URL (or DATABASE_URL) to the archive the workers use, "
                     "or pass conn="
                 ) from None
@@ -95,13 +95,18 @@ class Archive:
             self._own = None
 
 
+def one_line(exc: BaseException) -> str:
+    """A server's message on one line (psycopg's span several)."""
+    return " ".join(str(exc).split())
+
+
 @contextlib.contextmanager
 def open_archive(conn: Any = None) -> Iterator[Archive]:
     archive = Archive(conn)
     try:
         yield archive
     except psycopg.Error as exc:
-        raise OpslibError(f"the archive refused: {str(exc).strip()}") from None
+        raise OpslibError(f"the archive refused: {one_line(exc)}") from None
     finally:
         archive.close()
 

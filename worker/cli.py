@@ -172,7 +172,8 @@ def cmd_migrate(settings: Settings) -> int:
         ):
             migrate_url(url)
     except psycopg.OperationalError as exc:
-        print(f"error: the archive's PostgreSQL does not answer: {str(exc).strip()}", file=sys.stderr)
+        message = " ".join(str(exc).split())
+        print(f"error: the archive's PostgreSQL does not answer: {message}", file=sys.stderr)
         return EXIT_FAILED
     print("migrated")
     return EXIT_OK
