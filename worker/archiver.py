@@ -78,6 +78,9 @@ class ArchiveBacklog:
     dead: int
     log: int
     oldest_s: float
+    dead_added: int | None = None
+    """Entries ever added to ``jobs:dead`` (XINFO STREAM ``entries-added``; None before Redis 7): it
+    keeps rising at the cap, where the length stays flat while archived entries are trimmed."""
 
 
 async def read_archive_backlog(client: Any, keys: Keys, now: float) -> ArchiveBacklog:
@@ -93,7 +96,9 @@ async def read_archive_backlog(client: Any, keys: Keys, now: float) -> ArchiveBa
     pipe.xlen(keys.dead)
     pipe.xlen(keys.dead_log)
     pipe.xrange(keys.dead_log, count=1)
-    groups, pending, first_dead, dead_length, log_length, first_record = await pipe.execute(raise_on_error=False)
+    pipe.xinfo_stream(keys.dead)
+    replies = await pipe.execute(raise_on_error=False)
+    groups, pending, first_dead, dead_length, log_length, first_record, stream = replies
     group = None
     if isinstance(groups, list):
         group = next((g for g in groups if text(g["name"]) == ARCHIVE_GROUP), None)
@@ -116,7 +121,13 @@ async def read_archive_backlog(client: Any, keys: Keys, now: float) -> ArchiveBa
     if first_record and isinstance(first_record, list):
         oldest.append(text(first_record[0][0]))
     age = max((now - int(entry_id.partition("-")[0]) / 1000 for entry_id in oldest), default=0.0)
-    return ArchiveBacklog(dead=dead, log=int(log_length) if isinstance(log_length, int) else 0, oldest_s=max(0.0, age))
+    added = stream.get("entries-added") if isinstance(stream, dict) else None
+    return ArchiveBacklog(
+        dead=dead,
+        log=int(log_length) if isinstance(log_length, int) else 0,
+        oldest_s=max(0.0, age),
+        dead_added=None if added is None else int(added),
+    )
 
 
 def _entries(reply: Any) -> list[tuple[str, dict[bytes, bytes] | None]]:
@@ -368,3 +379,12 @@ class ArchiveCollector(Collector):
         )
         oldest.add_metric([q], backlog.oldest_s)
         yield from (unarchived, oldest)
+        if backlog.dead_added is not None:
+            added = CounterMetricFamily(
+                "stagedoor_archive_dead_added",
+                "Entries ever added to jobs:dead: it rises at each dead letter, also at the DEAD_MAXLEN cap, where "
+                "the length stays flat while archived entries are trimmed.",
+                labels=["queue"],
+            )
+            added.add_metric([q], backlog.dead_added)
+            yield added
