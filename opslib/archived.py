@@ -29,7 +29,7 @@ import psycopg
 from opslib.checks import parse_since
 from opslib.connection import archive_url, hide_password, settings
 from opslib.errors import OpslibError
-from worker.archive_rows import LOG_LOCK, PARTITION, TAKE_LOG_LOCK, record_statements
+from worker.archive_rows import LOG_LOCK, PARTITION, TAKE_LOG_LOCK, record_statements, runs
 from worker.archive_table import STATUS_DEAD, STATUS_DISCARDED, STATUS_REPLAYED, TABLE, fields_from_json
 from worker.dead_log import EVENT_DISCARDED, EVENT_REPLAYED, next_id, parse_record
 from worker.keys import Keys
@@ -125,8 +125,8 @@ def under_log_lock(conn: psycopg.Connection[Any], client: Any, keys: Keys) -> It
                 break
             records = [parse_record(record_id, fields) for record_id, fields in raw]
             with conn.cursor() as cur:
-                for sql, params in record_statements(keys.prefix, records):
-                    cur.execute(sql, params)
+                for sql, params in runs(record_statements(keys.prefix, records)):
+                    cur.executemany(sql, params)
             last = records[-1].record_id
             start = f"({last}"
         yield

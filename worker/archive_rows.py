@@ -141,6 +141,18 @@ def record_statements(queue: str, records: Iterable[Record]) -> list[Statement]:
     return statements
 
 
+def runs(statements: Iterable[Statement]) -> list[tuple[str, list[Sequence[Any]]]]:
+    """Consecutive statements with the same SQL grouped, in order, for ``executemany`` (one pipelined
+    round trip per group instead of one per statement)."""
+    grouped: list[tuple[str, list[Sequence[Any]]]] = []
+    for sql, params in statements:
+        if grouped and grouped[-1][0] == sql:
+            grouped[-1][1].append(params)
+        else:
+            grouped.append((sql, [params]))
+    return grouped
+
+
 def _id_order(entry_id: str) -> tuple[int, int]:
     millis, _, seq = entry_id.partition("-")
     return int(millis), int(seq or 0)

@@ -41,7 +41,7 @@ import redis.exceptions
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from worker.archive_rows import INSERT_ROW, LOG_LOCK, TRY_LOG_LOCK, Statement, dead_row, record_statements
+from worker.archive_rows import INSERT_ROW, LOG_LOCK, TRY_LOG_LOCK, Statement, dead_row, record_statements, runs
 from worker.archive_table import migrate_async
 from worker.chores import Chore
 from worker.dead_log import next_id, parse_record
@@ -335,8 +335,8 @@ class Archiver:
 
 async def _run(conn: psycopg.AsyncConnection[Any], statements: Iterable[Statement]) -> None:
     async with conn.cursor() as cur:
-        for sql, params in statements:
-            await cur.execute(sql, params)
+        for sql, params in runs(statements):
+            await cur.executemany(sql, params)
 
 
 class ArchiveCollector(Collector):
