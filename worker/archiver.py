@@ -1,6 +1,6 @@
 """The archiver: every dead entry into PostgreSQL before the dead stream's cap may trim it.
 
-Two chores in every worker while the archive is on (``ARCHIVE_URL`` not ``off``):
+Chores in every worker while the archive is on (``ARCHIVE_URL`` not ``off``):
 
 ``archive`` (every 0.5 s)
     1. applies the records of ``jobs:dead:log`` (replays, discards, replayed
@@ -20,6 +20,10 @@ Two chores in every worker while the archive is on (``ARCHIVE_URL`` not ``off``)
     group acknowledged (``worker/lua/trim_dead.lua``); while PostgreSQL is away
     the stream grows until bury's ``MAXLEN ~ DEAD_HARD_MAXLEN`` evicts, counts
     (``jobs:dead:evicted``), and this chore logs it.
+
+``forget-archive-consumers`` (every 60 s)
+    removes dead workers' consumers from group ``archive`` once they own
+    nothing, as the ``forget-consumers`` chore does for group ``workers``.
 
 PostgreSQL away: the chore counts the error, drops its connection and tries
 again with backoff; nothing in Redis waits for it.
@@ -58,6 +62,7 @@ BATCHES_PER_RUN = 20
 """A run archives at most this many batches, then yields to the other chores (and runs again at once)."""
 INTERVAL_S = 0.5
 TRIM_INTERVAL_S = 1.0
+FORGET_INTERVAL_S = 60.0
 TRIM_STEP = 1000
 """``trim-dead`` removes at most this many entries per script call (each call reads them)."""
 CONNECT_TIMEOUT_S = 5
@@ -160,7 +165,11 @@ class Archiver:
         self.scripts = Scripts(client, self.keys)
 
     def chores(self) -> list[Chore]:
-        return [Chore("archive", INTERVAL_S, self.run), Chore("trim-dead", TRIM_INTERVAL_S, self.trim)]
+        return [
+            Chore("archive", INTERVAL_S, self.run),
+            Chore("trim-dead", TRIM_INTERVAL_S, self.trim),
+            Chore("forget-archive-consumers", FORGET_INTERVAL_S, self.forget_consumers),
+        ]
 
     async def start(self) -> None:
         """Create the table (idempotent) and the consumer group. PostgreSQL away is not fatal:
@@ -197,6 +206,12 @@ class Archiver:
             self._saw_evicted(int(evicted))
             if removed < TRIM_STEP:
                 return
+
+    async def forget_consumers(self) -> None:
+        """Remove dead workers' consumers from group ``archive`` once they own nothing (as for ``workers``)."""
+        await self.scripts.forget_consumers(
+            max(self.settings.reclaim_idle_ms, 60_000), stream=self.keys.dead, group=ARCHIVE_GROUP
+        )
 
     async def has_work(self) -> bool:
         """Burst mode: entries or records wait for the archive (and the archive answers)."""

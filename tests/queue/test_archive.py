@@ -19,6 +19,7 @@ import opslib
 from tests.faults.support import KINDS, enqueue_many
 from tests.helpers import ROOT, Workers, wait_for
 from worker.archive_table import fields_from_json, migrate_url
+from worker.embedded import free_port
 from worker.keys import ARCHIVE_GROUP, Keys
 from worker.scripts import Scripts
 
@@ -139,3 +140,23 @@ def test_python_m_worker_migrate_applies_the_archive_table(archive: str, pg_url:
     assert done.stdout.strip() == (
         "nothing to migrate: the archive is off (ARCHIVE_URL=off)" if archive else "migrated"
     )
+
+
+def test_past_the_hard_ceiling_the_dead_stream_evicts_counts_and_logs_it(
+    r: redis.Redis, keys: Keys, prefix: str, workers: Workers
+) -> None:
+    away = f"postgresql://postgres@127.0.0.1:{free_port()}/postgres"  # the archive does not answer
+    proc = workers.start(KINDS, ARCHIVE_URL=away, DEAD_MAXLEN="10", DEAD_HARD_MAXLEN="100", SCHEDULER="off")
+    enqueue_many(r, keys, "fail", 400)
+    wait_for(
+        lambda: r.xlen(keys.dead) + int(r.get(keys.dead_evicted) or 0) == 400,
+        what="400 jobs dead-lettered or evicted",
+    )
+    length, evicted = r.xlen(keys.dead), int(r.get(keys.dead_evicted) or 0)
+    assert 100 <= length < 400 and evicted > 0  # MAXLEN ~: whole nodes go, the ceiling is approximate
+    wait_for(
+        lambda: f"dead entries were evicted from {prefix}jobs:dead by DEAD_HARD_MAXLEN=100" in workers.log(proc),
+        what="the eviction to be logged",
+    )
+    assert "Chore archive lost its connection" in workers.log(proc)
+    assert proc.poll() is None

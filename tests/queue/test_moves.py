@@ -8,7 +8,7 @@ import time
 import redis
 
 from worker.enqueue import enqueue
-from worker.keys import GROUP, Keys
+from worker.keys import ARCHIVE_GROUP, GROUP, Keys
 from worker.scripts import Scripts
 from worker.wire import decode_member, encode_member
 
@@ -235,3 +235,13 @@ def test_forget_consumers_removes_only_dead_consumers_that_own_nothing(r: redis.
     names = {c["name"] for c in r.xinfo_consumers(keys.jobs, GROUP)}
     assert names == {b"dead-with-work", b"alive-idle"}
     assert r.xpending(keys.jobs, GROUP)["pending"] == 1
+
+
+def test_forget_consumers_cleans_the_archive_group_on_the_dead_stream_too(r: redis.Redis, keys: Keys) -> None:
+    scripts = Scripts(r, keys)
+    r.xadd(keys.dead, {"kind": "noop"})
+    r.xgroup_create(keys.dead, ARCHIVE_GROUP, id="0")
+    [[_, [(entry_id, _)]]] = r.xreadgroup(ARCHIVE_GROUP, "gone", {keys.dead: ">"}, count=1)
+    r.xack(keys.dead, ARCHIVE_GROUP, entry_id)
+    assert scripts.forget_consumers(0, stream=keys.dead, group=ARCHIVE_GROUP) == [b"gone"]
+    assert r.xinfo_consumers(keys.dead, ARCHIVE_GROUP) == []
