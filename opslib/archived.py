@@ -118,9 +118,13 @@ def under_log_lock(conn: psycopg.Connection[Any], client: Any, keys: Keys) -> It
     last = None
     with conn.transaction():
         conn.execute(TAKE_LOG_LOCK, (LOG_LOCK, keys.prefix))
+        # Up to the newest record now: every move that took an entry from jobs:dead before the caller
+        # found it gone is there. Records added meanwhile concern entries this call does not take.
+        newest = client.xrevrange(keys.dead_log, count=1)
+        end = text(newest[0][0]) if newest else None
         start = "-"
-        while True:
-            raw = client.xrange(keys.dead_log, min=start, max="+", count=LOG_PAGE)
+        while end is not None:
+            raw = client.xrange(keys.dead_log, min=start, max=end, count=LOG_PAGE)
             if not raw:
                 break
             records = [parse_record(record_id, fields) for record_id, fields in raw]

@@ -188,9 +188,14 @@ class Archiver:
             conn = await self._connection()
             applied = await self._apply_log(conn)
             archived, more = await self._archive(conn)
-        except (psycopg.OperationalError, psycopg.errors.DeadlockDetected, psycopg.InterfaceError) as exc:
+        except psycopg.errors.DeadlockDetected:
+            # Rolled back; nothing was acknowledged or trimmed. The next run (at once) does it again.
+            self.errors += 1
+            log.info("An archive transaction was chosen as a deadlock victim; running it again.")
+            return 0.0
+        except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
             await self._lost()
-            raise ArchiveUnavailable(f"PostgreSQL of the archive: {exc}".strip()) from None
+            raise ArchiveUnavailable(f"PostgreSQL of the archive: {' '.join(str(exc).split())}") from None
         except psycopg.Error:
             await self._lost()
             raise
@@ -319,7 +324,7 @@ class Archiver:
                 self._migrated = True
         except psycopg.OperationalError as exc:
             await self._lost()
-            raise ArchiveUnavailable(str(exc).strip()) from None
+            raise ArchiveUnavailable(" ".join(str(exc).split())) from None
         self.conn = conn
         return conn
 
