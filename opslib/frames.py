@@ -14,8 +14,9 @@ from typing import Any
 import pandas as pd
 
 from opslib.columns import COUNT, DURATION, FLAG, OBJECT, TEXT, TIME, entry_times, typed_frame
+from worker.queue_state import Consumer
 from worker.signatures import error_type, signature
-from worker.wire import decode_member, text
+from worker.wire import decode_member, job_id_of, text
 
 Entry = tuple[bytes | str, Mapping[Any, Any]]
 """A stream entry as redis-py returns it: its id and its fields."""
@@ -61,10 +62,13 @@ def dead_to_frame(raw: Iterable[RawEntry]) -> pd.DataFrame:
     Each entry is ``(id, {field: value})`` as redis-py returns it, or the raw
     reply's ``[id, [field, value, ...]]``.
 
-    Absent wire fields are ``""``; ``attempts`` is 0 when absent or not a
-    number; a payload field that an entry lacks is NaN. A payload field named
-    like a computed column (``dead_at``, ``error_type``, ``signature``) is
-    shown as ``field:<name>``.
+    ``job_id`` is the job's identity as the worker reads it
+    (:func:`worker.wire.job_id_of`: its ``job_id``, else its ``outbox_id``),
+    as ``pending()`` and ``delayed()`` show it; ``outbox_id`` is the wire
+    field itself. Absent wire fields are ``""``; ``attempts`` is 0 when
+    absent or not a number; a payload field that an entry lacks is NaN. A
+    payload field named like a computed column (``dead_at``, ``error_type``,
+    ``signature``) is shown as ``field:<name>``.
     """
     ids: list[str] = []
     rows: list[dict[str, str]] = []
@@ -79,6 +83,7 @@ def dead_to_frame(raw: Iterable[RawEntry]) -> pd.DataFrame:
             ids.append(entry_id)
             rows.append(dict(pairs))
     columns: dict[str, Sequence[Any]] = {name: [row.get(name, "") for row in rows] for name in _DEAD_TEXT_FIELDS}
+    columns["job_id"] = [job_id_of(row) for row in rows]
     columns["dead_at"] = entry_times(ids)
     columns["attempts"] = [whole_number(row.get("attempts", "")) for row in rows]
     signatures: dict[str, str] = {}
@@ -96,11 +101,6 @@ def dead_to_frame(raw: Iterable[RawEntry]) -> pd.DataFrame:
 
 #: ``pending()``: index ``id`` (str, the entry on ``jobs``), then these.
 PENDING_COLUMNS = {"kind": TEXT, "job_id": TEXT, "consumer": TEXT, "idle": DURATION, "deliveries": COUNT}
-
-
-def job_id_of(fields: Mapping[str, str], default: str = "") -> str:
-    """``job_id``, or ``outbox_id`` for a job the outbox relay published (as the worker reads it)."""
-    return fields.get("job_id") or fields.get("outbox_id") or default
 
 
 def pending_to_frame(
@@ -193,15 +193,14 @@ def delayed_to_frame(members: Iterable[tuple[bytes | str, float]], now_s: float)
 CONSUMER_COLUMNS = {"consumer": TEXT, "pending": COUNT, "idle": DURATION, "heartbeat": FLAG}
 
 
-def consumers_to_frame(consumers: Iterable[Mapping[str, Any]], alive: Iterable[str]) -> pd.DataFrame:
-    """XINFO CONSUMERS rows as a frame; ``heartbeat``: the worker's heartbeat key exists (it is running)."""
-    living = set(alive)
-    rows = [(text(c["name"]), int(c["pending"]), int(c["idle"])) for c in consumers]
+def consumers_to_frame(consumers: Iterable[Consumer]) -> pd.DataFrame:
+    """The group's consumers as a frame; ``heartbeat``: the worker's heartbeat key exists (it is running)."""
+    rows = list(consumers)
     columns: dict[str, list[Any]] = {
-        "consumer": [name for name, _, _ in rows],
-        "pending": [pending for _, pending, _ in rows],
-        "idle": [pd.Timedelta(milliseconds=idle) for _, _, idle in rows],
-        "heartbeat": [name in living for name, _, _ in rows],
+        "consumer": [c.name for c in rows],
+        "pending": [c.pending for c in rows],
+        "idle": [pd.Timedelta(milliseconds=c.idle_ms) for c in rows],
+        "heartbeat": [c.live for c in rows],
     }
     return typed_frame(columns, CONSUMER_COLUMNS)
 

@@ -17,7 +17,8 @@ key (after QUEUE_PREFIX)   type        written by            read by
 ``jobs:dead:log``          stream      replay, discard,      archiver (applies each
                                        worker (outcomes)     record, then trims it)
 ``sched:<name>:<tick>``    string, EX  scheduler (SET NX)    scheduler
-``workers:<name>``         string, EX  heartbeat chore       health, forget_consumers
+``workers:<name>``         string, EX  heartbeat chore       health, forget_consumers,
+                                                             queue_state (metrics, opslib)
 ``replay:<batch>``         hash, EX    replay, worker        opslib.replay_status
 ``metrics:lock``           string, EX  metrics chore         metrics chore
 =========================  ==========  ====================  ==========================

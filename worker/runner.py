@@ -34,7 +34,7 @@ from worker.errors import JobTimeout
 from worker.failures import bounded_traceback, describe_error, now_iso
 from worker.keys import GROUP, REPLAY_OUTCOME_TTL_S, Keys
 from worker.kinds import Job, KindSpec, Registry
-from worker.observe import Observer, Tally
+from worker.observe import Observer, Tally, entry_epoch_s
 from worker.resp import pairs, resp_command
 from worker.retry import DeadLetter, decide
 from worker.scripts import Scripts
@@ -305,6 +305,9 @@ class Worker:
                 await self._bury_malformed(parsed)
                 return
             spec = self.registry.kinds[parsed.kind]
+            waited_s = time.time() - entry_epoch_s(entry_id)
+            for observer in self.observers:
+                observer.job_started(parsed.kind, waited_s)
             started = time.perf_counter()
             try:
                 if spec.is_async and spec.timeout_s is None:

@@ -4,7 +4,8 @@ Each file's header documents its KEYS, ARGV and return value. They are loaded
 once per client with ``register_script`` (EVALSHA, reloaded on NOSCRIPT), and
 this module builds their arguments, so the worker and opslib call the same
 moves the same way: schedule_tick, promote, retry, bury, replay, discard,
-replay_archived, trim, trim_dead, refresh_claims, forget_consumers.
+replay_archived, trim, trim_dead, refresh_claims, forget_consumers, run_now,
+cancel_delayed.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ NAMES = (
     "trim_dead",
     "refresh_claims",
     "forget_consumers",
+    "run_now",
+    "cancel_delayed",
 )
 
 
@@ -131,3 +134,9 @@ class Scripts:
             [group, self.keys.heartbeat_prefix, min_idle_ms],
             client,
         )
+
+    def run_now(self, member: str | bytes, client: Any = None) -> Any:
+        return self._call("run_now", [self.keys.delayed, self.keys.jobs], [member], client)
+
+    def cancel_delayed(self, member: str | bytes, client: Any = None) -> Any:
+        return self._call("cancel_delayed", [self.keys.delayed], [member], client)

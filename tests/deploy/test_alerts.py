@@ -13,7 +13,8 @@ from tests.deploy.tools import require
 from tests.helpers import ROOT
 from worker.archiver import ArchiveBacklog, Archiver
 from worker.kinds import Registry
-from worker.metrics import Metrics, QueueState
+from worker.metrics import Metrics
+from worker.queue_state import Consumer, QueueState
 from worker.settings import Settings
 
 DEPLOY = ROOT / "deploy"
@@ -46,7 +47,9 @@ def exported_metric_names() -> set[str]:
     settings = Settings.from_env({})
     client = aioredis.Redis()
     metrics = Metrics(settings, client, Registry(), Archiver(client, settings, ""))
-    metrics.queue_collector.state = QueueState(*range(8))
+    metrics.queue_collector.state = QueueState(
+        *range(8), consumers=(Consumer("w1", 0, 0, live=True),), consumers_live=1, oldest_waiting_s=9.0
+    )
     assert metrics.archive is not None
     metrics.archive.backlog = ArchiveBacklog(dead=1, log=2, oldest_s=3.0, dead_added=4)
     names = set()
@@ -61,3 +64,15 @@ def test_the_rules_read_only_metrics_the_worker_exports() -> None:
     used = {name for rule in rules for name in re.findall(r"(?<![:\w])stagedoor_\w+(?![:\w])", rule["expr"])}
     missing = used - exported_metric_names()
     assert used and not missing, f"rules read metrics the worker does not export: {missing}"
+
+
+def test_each_alert_leads_to_a_runbook_that_exists_and_a_command_to_run() -> None:
+    alerts = [
+        rule for group in yaml.safe_load((DEPLOY / "alerts.yml").read_text())["groups"] for rule in group["rules"]
+    ]
+    for rule in (rule for rule in alerts if "alert" in rule):
+        annotations = rule["annotations"]
+        assert (ROOT / annotations.get("runbook_url", "-")).is_file(), f"{rule['alert']}: runbook_url is not a file"
+        assert "`python -m opslib " in annotations["description"], f"{rule['alert']}: no command to run"
+        if "kind" in rule["expr"] or "$labels.kind" in annotations["summary"]:
+            assert "runbook {{ $labels.kind }}" in annotations["description"], f"{rule['alert']}: kind not named"

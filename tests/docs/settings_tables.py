@@ -16,6 +16,7 @@ import re
 import sys
 from pathlib import Path
 
+from opslib.settings import OpslibSettings
 from stagedoor.settings import StagedoorSettings
 from worker.settings import Settings, settings_markdown
 
@@ -25,6 +26,7 @@ DOCS = Path(__file__).resolve().parents[2] / "docs"
 TABLES: dict[str, tuple[str, type]] = {
     "worker": ("worker.md", Settings),
     "stagedoor": ("stagedoor.md", StagedoorSettings),
+    "opslib": ("opslib.md", OpslibSettings),
 }
 
 
