@@ -12,7 +12,7 @@ export UV_PROJECT_ENVIRONMENT := $(VENV)
 export UV_COMPILE_BYTECODE := 1
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: run test lint typecheck bench lab clean venv container-test chromium
+.PHONY: run test lint typecheck bench lab clean venv container-test compose-test chromium
 
 $(UV):
 	$(PYTHON) -m venv .tools
@@ -74,6 +74,11 @@ benchmarks/bullmq/node_modules/.installed: benchmarks/bullmq/package.json benchm
 # offline (root; a few minutes): see the steps in scripts/container-test.sh.
 container-test: venv
 	scripts/container-test.sh
+
+# Brings up compose.yaml's whole stack with podman-compose (Debian's) on images built here,
+# offline (root; a few minutes): see the steps in scripts/compose-test.sh. Not part of `make test`.
+compose-test: venv
+	scripts/compose-test.sh
 
 clean:
 	rm -rf $(VENV) .tools .data

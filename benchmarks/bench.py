@@ -6,7 +6,7 @@ interleaved (A B C ... A B C ...) so that the machine's drift hits every system
 alike; medians of ``--rounds`` (3) with min–max. Each run: enqueue N jobs with
 the system's bulk call (or its plain one where it has none), spawn one worker
 process, stop the clock at its N-th finished job (recorded in the process by
-``probe.py``). Figures and how each is taken: README "Performance".
+``probe.py``). Figures and how each is taken: docs/performance.md.
 
 Also, for this worker alone: enqueue-to-start latency at a steady 500 jobs/s,
 the lateness of 1,000 delayed jobs due within 10 s, and resident memory over

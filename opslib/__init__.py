@@ -4,7 +4,11 @@ Read: :func:`dead_letters`, :func:`pending`, :func:`pending_counts`,
 :func:`delayed`, :func:`queue_stats`, :func:`failure_groups`, :func:`sql`
 (:mod:`opslib.queries` lists every column and dtype). Act:
 :func:`replay`, :func:`replay_kind`, and follow up with
-:func:`replay_status` (:mod:`opslib.replay`). A panel for notebooks:
+:func:`replay_status` (:mod:`opslib.replay`). One dead letter whole: :func:`show`. Delayed jobs: :func:`run_now`,
+:func:`cancel_delayed` (:mod:`opslib.delayed_jobs`). A data
+fix previewed before it commits: :func:`transaction`. Times are shown in the zone of
+:func:`set_display_tz` (or ``OPSLIB_TZ``) while the data stays in UTC (:mod:`opslib.display`).
+A panel for notebooks:
 :func:`opslib.widgets.dead_letter_panel`. On a terminal: ``python -m opslib``.
 
 Each function takes ``client=`` (and ``prefix=``) or finds the servers from
@@ -12,6 +16,8 @@ the environment (``REDIS_URL``, ``DATABASE_URL``, ``QUEUE_PREFIX``) or from a
 running ``make run``. Every error raised on purpose is an :class:`OpslibError`.
 """
 
+from opslib.delayed_jobs import cancel_delayed, run_now
+from opslib.display import install_formatter, set_display_tz
 from opslib.errors import OpslibError
 from opslib.queries import (
     QueueStats,
@@ -24,11 +30,14 @@ from opslib.queries import (
     sql,
 )
 from opslib.replay import replay, replay_kind, replay_status
+from opslib.show import show
 from opslib.signatures import signature
+from opslib.transaction import transaction
 
 __all__ = [
     "OpslibError",
     "QueueStats",
+    "cancel_delayed",
     "dead_letters",
     "delayed",
     "failure_groups",
@@ -38,6 +47,12 @@ __all__ = [
     "replay",
     "replay_kind",
     "replay_status",
+    "run_now",
+    "set_display_tz",
+    "show",
     "signature",
     "sql",
+    "transaction",
 ]
+
+install_formatter()

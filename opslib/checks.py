@@ -22,6 +22,8 @@ from worker.wire import text
 
 ENTRY_ID = re.compile(r"^\d{1,20}-\d{1,20}$")
 BATCH_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,100}$")
+#: A duration back from now as people type it: ``2h``, ``30min``, ``3d``, ``90s``, ``1.5h``.
+DURATION = re.compile(r"^\d+(\.\d+)?\s*(d|days?|h|hours?|min|minutes?|m|s|seconds?)$")
 
 
 def queue_kinds(client: Any, keys: Keys) -> set[str]:
@@ -97,11 +99,14 @@ def check_limit(value: object) -> int | None:
 
 
 def parse_since(since: object) -> pd.Timestamp | None:
-    """A UTC timestamp from a time (naive means UTC), an ISO string, or a duration back from now."""
+    """A UTC timestamp from a time (naive means UTC), an ISO string, or a duration back from now
+    (a timedelta, or a string such as ``"2h"``, ``"30min"``, ``"3d"``)."""
     if since is None:
         return None
     if isinstance(since, timedelta | pd.Timedelta | np.timedelta64):
         return pd.Timestamp.now(tz="UTC") - pd.Timedelta(since)
+    if isinstance(since, str) and DURATION.match(since.strip()):
+        return pd.Timestamp.now(tz="UTC") - pd.Timedelta(since.strip())
     if isinstance(since, str | datetime | pd.Timestamp | np.datetime64):
         try:
             when = pd.Timestamp(since)
@@ -111,5 +116,5 @@ def parse_since(since: object) -> pd.Timestamp | None:
             return when.tz_localize("UTC") if when.tzinfo is None else when.tz_convert("UTC")
     raise OpslibError(
         f"since={since!r} is not a time; give an ISO time such as '2026-11-30 21:00' (UTC unless it has an "
-        "offset), a datetime, or a duration back from now such as pd.Timedelta('2h')"
+        "offset), a datetime, or a duration back from now such as '2h', '30min', '3d' or pd.Timedelta('2h')"
     )

@@ -9,16 +9,24 @@ Commands::
     replay ID ...                          replay these dead entries
     replay --kind K [--signature S | --error-contains T] [--since T] [--dry-run] [--yes]
     status BATCH [--wait SECONDS]          what became of a replay batch
+    show ID                                one dead letter whole: fields, error, traceback, archive
+    delayed [--kind K]                     the delayed jobs, soonest first
+    run-now JOB_ID ... [--dry-run] [--yes] move delayed jobs onto the queue now
+    cancel JOB_ID ... --reason TEXT [--dry-run] [--yes]
+                                           take delayed jobs out before they run
+    runbook KIND [--since 2h] [--signature S] [--out DIR]
+                                           run the investigate-kind runbook: a notebook and its HTML
 
-A replay first shows what it would take (the dry run), then asks for
-confirmation on a terminal; ``--yes`` skips the question, ``--dry-run`` stops
-after showing. Without a terminal and without ``--yes`` it refuses.
+A replay, run-now or cancel first shows what it would take (the dry run), then
+asks for confirmation on a terminal; ``--yes`` skips the question,
+``--dry-run`` stops after showing. Without a terminal and without ``--yes`` it
+refuses. Times are shown in ``OPSLIB_TZ`` (UTC by default).
 
 Exit codes: 0 done (a replay whose ids were already gone is done: they are
 listed as missing); 1 opslib could not do it (server unreachable, permission
 refused, unknown kind, malformed id or signature: the message says which);
-2 bad command line; 3 a replay not confirmed (declined, or no terminal and no
-``--yes``).
+2 bad command line; 3 a replay, run-now or cancel not confirmed (declined, or
+no terminal and no ``--yes``).
 """
 
 from __future__ import annotations
@@ -26,13 +34,19 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TextIO
 
 import pandas as pd
 
+from opslib.delayed_jobs import MISSING, cancel_delayed, run_now
+from opslib.display import frame_text
 from opslib.errors import OpslibError
-from opslib.queries import dead_letters, failure_groups, pending, queue_stats
+from opslib.queries import dead_letters, delayed, failure_groups, pending, queue_stats
 from opslib.replay import replay, replay_kind, replay_status
+from opslib.runbook import DEFAULT_OUT, RunbookFailed, run_runbook
+from opslib.show import show
+from worker.vocabulary import REPLAY_MISSING, REPLAY_REPLAYED, REPLAY_WOULD_REPLAY, STATUS_SUCCEEDED
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NOT_CONFIRMED = 0, 1, 2, 3
 SHOWN = 20
@@ -42,7 +56,7 @@ EXIT_CODES = """exit codes:
   1  opslib could not do it: server unreachable, permission refused, unknown kind,
      malformed id or signature (the message says which)
   2  bad command line
-  3  replay not confirmed (declined, or no terminal and no --yes)"""
+  3  replay, run-now or cancel not confirmed (declined, or no terminal and no --yes)"""
 DEAD_SUMMARY = ["dead_at", "kind", "job_id", "outbox_id", "attempts", "reason", "error"]
 
 
@@ -78,19 +92,46 @@ def build_parser() -> argparse.ArgumentParser:
     status = sub.add_parser("status", help="what became of a replay batch")
     status.add_argument("batch")
     status.add_argument("--wait", type=float, metavar="SECONDS", help="wait until every job has an outcome")
+    one = sub.add_parser("show", help="one dead letter whole: fields, error, traceback, its life in the archive")
+    one.add_argument("dead_id", metavar="ID")
+    later = sub.add_parser("delayed", help="the delayed jobs, soonest first")
+    later.add_argument("--kind")
+    for name, helps in (
+        ("run-now", "move delayed jobs onto the queue now"),
+        ("cancel", "take delayed jobs out before they run (recorded as discarded)"),
+    ):
+        move = sub.add_parser(name, help=helps)
+        move.add_argument("job_ids", nargs="+", metavar="JOB_ID", help="job ids (the job_id column of `delayed`)")
+        if name == "cancel":
+            move.add_argument("--reason", required=True, help="why these jobs must not run (kept in the archive)")
+        move.add_argument("--dry-run", action="store_true", help="show what would be moved and stop")
+        move.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    book = sub.add_parser("runbook", help="run the investigate-kind runbook for KIND: a notebook and its HTML")
+    book.add_argument("kind", metavar="KIND")
+    book.add_argument("--since", default="24h", help="the window: a duration back from now (2h, 30min) or ISO time")
+    book.add_argument("--signature", help="only this failure group (a signature from `groups`)")
+    book.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"folder to write into (default {DEFAULT_OUT})")
     return parser
 
 
-def table(frame: pd.DataFrame, out: TextIO, width: int = 60) -> None:
-    """A frame as a plain-text table, long text cut to ``width`` characters."""
-    if frame.empty:
-        print("(none)", file=out)
-        return
-    shown = frame.copy()
-    for name in shown.columns:
-        if shown[name].dtype == "str":
-            shown[name] = shown[name].str.slice(0, width)
-    print(shown.to_string(), file=out)
+def table(frame: pd.DataFrame, out: TextIO) -> None:
+    """A frame as a plain-text table for a person (:func:`opslib.display.frame_text`)."""
+    print(frame_text(frame), file=out)
+
+
+def confirmed(question: str, args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO) -> bool:
+    """``--yes``, or a "y" typed on a terminal; says why not on ``err`` / ``out`` otherwise."""
+    if args.yes:
+        return True
+    if not stdin.isatty():
+        verb = question.split()[0].lower()
+        print(f"error: not done: no terminal to confirm on; add --yes to {verb} without asking", file=err)
+        return False
+    print(f"{question} [y/N] ", end="", file=out, flush=True)
+    if stdin.readline().strip().lower() in ("y", "yes"):
+        return True
+    print("not done", file=out)
+    return False
 
 
 def cmd_dead(args: argparse.Namespace, out: TextIO) -> int:
@@ -100,7 +141,7 @@ def cmd_dead(args: argparse.Namespace, out: TextIO) -> int:
     elif args.csv:
         frame.to_csv(out, date_format="%Y-%m-%dT%H:%M:%S.%fZ")
     else:
-        table(frame[DEAD_SUMMARY], out, width=90)
+        table(frame[DEAD_SUMMARY], out)
     return EXIT_OK
 
 
@@ -117,8 +158,8 @@ def cmd_replay(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO
         return replay(args.ids, dry_run=dry_run)
 
     plan = run(dry_run=True)
-    taken = plan[plan["status"] == "would replay"]
-    gone = plan[plan["status"] == "missing"]
+    taken = plan[plan["status"] == REPLAY_WOULD_REPLAY]
+    gone = plan[plan["status"] == REPLAY_MISSING]
     missing = f"; {len(gone)} ids are not in jobs:dead (replayed already, or evicted)" if len(gone) else ""
     print(f"would replay {len(taken)} dead letters{missing}", file=out)
     shown = taken["dead_id"].head(SHOWN).tolist()
@@ -130,23 +171,68 @@ def cmd_replay(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO
         print(f"  ... and {len(taken) - SHOWN} more", file=out)
     if args.dry_run or taken.empty:
         return EXIT_OK
-    if not args.yes:
-        if not stdin.isatty():
-            print("error: not replaying: no terminal to confirm on; add --yes to replay without asking", file=err)
-            return EXIT_NOT_CONFIRMED
-        print(f"Replay {len(taken)} dead letters? [y/N] ", end="", file=out, flush=True)
-        if stdin.readline().strip().lower() not in ("y", "yes"):
-            print("not replayed", file=out)
-            return EXIT_NOT_CONFIRMED
+    if not confirmed(f"Replay {len(taken)} dead letters?", args, out, err, stdin):
+        return EXIT_NOT_CONFIRMED
     done = replay(taken["dead_id"])
     counts = done["status"].value_counts()
     batch = done.attrs["batch"]
     print(
-        f"replayed {counts.get('replayed', 0)}, missing {counts.get('missing', 0)} (taken by someone else since); "
-        f"batch {batch}",
+        f"replayed {counts.get(REPLAY_REPLAYED, 0)}, missing {counts.get(REPLAY_MISSING, 0)} "
+        f"(taken by someone else since); batch {batch}",
         file=out,
     )
     print(f"follow it with: python -m opslib status {batch} --wait 60", file=out)
+    return EXIT_OK
+
+
+def cmd_move(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO) -> int:
+    """``run-now`` and ``cancel``: the dry run, the question, then the move."""
+    cancel = args.command == "cancel"
+
+    def run(dry_run: bool) -> pd.DataFrame:
+        if cancel:
+            return cancel_delayed(args.job_ids, reason=args.reason, dry_run=dry_run)
+        return run_now(args.job_ids, dry_run=dry_run)
+
+    plan = run(dry_run=True)
+    taken = plan[plan["status"] != MISSING]
+    gone = plan[plan["status"] == MISSING]
+    verb = "cancel" if cancel else "run now"
+    missing = f"; {len(gone)} ids are not in delayed (promoted, run or cancelled already)" if len(gone) else ""
+    print(f"would {verb} {len(taken)} delayed jobs{missing}", file=out)
+    later = delayed() if len(taken) else pd.DataFrame()
+    shown = later[later["job_id"].isin(taken["job_id"])].head(SHOWN) if len(taken) else later
+    if len(shown):
+        print(frame_text(shown[["run_at", "kind", "job_id", "attempts"]], index=False), file=out)
+    if len(taken) > SHOWN:
+        print(f"  ... and {len(taken) - SHOWN} more", file=out)
+    if args.dry_run or taken.empty:
+        return EXIT_OK
+    question = f"{'Cancel' if cancel else 'Run'} {len(taken)} delayed jobs{'' if cancel else ' now'}?"
+    if not confirmed(question, args, out, err, stdin):
+        return EXIT_NOT_CONFIRMED
+    done = run(dry_run=False)
+    counts = done["status"].value_counts()
+    did = "cancelled" if cancel else "queued"
+    print(
+        f"{did} {counts.get(did, 0)}, missing {counts.get(MISSING, 0)} (taken by a worker or someone else since); "
+        f"batch {done.attrs['batch']}",
+        file=out,
+    )
+    return EXIT_OK
+
+
+def cmd_runbook(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """Execute the runbook; print the notebook's and the HTML's paths (also when a cell failed)."""
+    try:
+        run = run_runbook(args.kind, since=args.since, signature=args.signature, out=args.out)
+    except RunbookFailed as exc:
+        print(exc.run.notebook, file=out)
+        print(exc.run.html, file=out)
+        print(f"error: {exc}", file=err)
+        return EXIT_FAILED
+    print(run.notebook, file=out)
+    print(run.html, file=out)
     return EXIT_OK
 
 
@@ -169,15 +255,23 @@ def main(argv: Sequence[str] | None = None, *, stdin: TextIO | None = None) -> i
             return cmd_dead(args, out)
         elif args.command == "groups":
             dead = dead_letters(args.kind) if args.kind else None
-            table(failure_groups(dead)[["count", "kinds", "signature", "last_seen"]], out, width=100)
+            table(failure_groups(dead)[["count", "kinds", "signature", "last_seen"]], out)
         elif args.command == "pending":
             table(pending(args.kind), out)
         elif args.command == "replay":
             return cmd_replay(args, out, err, stdin or sys.stdin)
+        elif args.command == "show":
+            print(show(args.dead_id), file=out)
+        elif args.command == "delayed":
+            table(delayed(args.kind).drop(columns=["fields"]), out)
+        elif args.command == "runbook":
+            return cmd_runbook(args, out, err)
+        elif args.command in ("run-now", "cancel"):
+            return cmd_move(args, out, err, stdin or sys.stdin)
         elif args.command == "status":
             frame = replay_status(args.batch, wait_s=args.wait)
             print(frame["status"].value_counts().to_string(), file=out)
-            table(frame[frame["status"] != "succeeded"].drop(columns=["batch"]), out)
+            table(frame[frame["status"] != STATUS_SUCCEEDED].drop(columns=["batch"]), out)
     except OpslibError as exc:
         print(f"error: {exc}", file=err)
         return EXIT_FAILED

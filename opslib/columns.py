@@ -4,7 +4,8 @@ Each frame function declares its columns as an ordered ``{name: dtype}``
 map and builds its frame with :func:`typed_frame`, so the column order and
 dtypes are the same whether the queue holds 10,000 entries or none:
 timestamps are ``datetime64[ns, UTC]``, durations ``timedelta64[ns]``, counts
-``int64``, ids and text pandas' ``str``.
+``int64``, ids and text pandas' ``str``. Each carries ``attrs["opslib"]``, so
+that Jupyter shows it readably (:mod:`opslib.display`) while its data stays as is.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ DURATION = "timedelta64[ns]"
 COUNT = "int64"
 FLAG = "bool"
 OBJECT = "object"
+MARK = "opslib"
+"""The ``attrs`` key that marks a frame opslib made: Jupyter renders it for a person (:mod:`opslib.display`)."""
 
 
 def typed_frame(
@@ -38,7 +41,9 @@ def typed_frame(
     for name, values in columns.items():
         if name not in dtypes:
             data[name] = pd.Series(values, dtype=TEXT, index=index)
-    return pd.DataFrame(data, index=index)
+    frame = pd.DataFrame(data, index=index)
+    frame.attrs[MARK] = True
+    return frame
 
 
 def entry_times(entry_ids: Sequence[str]) -> pd.DatetimeIndex:

@@ -15,7 +15,23 @@ import pandas as pd
 
 from opslib.columns import COUNT, DURATION, FLAG, OBJECT, TEXT, TIME, entry_times, typed_frame
 from opslib.signatures import error_type, signature
-from worker.wire import decode_member, text
+from worker.queue_state import Consumer
+from worker.vocabulary import (
+    RECORDED_FAILED,
+    RECORDED_RETRYING,
+    RECORDED_SUCCEEDED,
+    REPLAY_MISSING,
+    REPLAY_REPLAYED,
+    REPLAY_WOULD_REPLAY,
+    STATUS_FAILED_AGAIN,
+    STATUS_RETRYING,
+    STATUS_STILL_QUEUED,
+    STATUS_SUCCEEDED,
+    WHERE_DEAD,
+    WHERE_DELAYED,
+    WHERE_JOBS,
+)
+from worker.wire import decode_member, job_id_of, text
 
 Entry = tuple[bytes | str, Mapping[Any, Any]]
 """A stream entry as redis-py returns it: its id and its fields."""
@@ -61,10 +77,13 @@ def dead_to_frame(raw: Iterable[RawEntry]) -> pd.DataFrame:
     Each entry is ``(id, {field: value})`` as redis-py returns it, or the raw
     reply's ``[id, [field, value, ...]]``.
 
-    Absent wire fields are ``""``; ``attempts`` is 0 when absent or not a
-    number; a payload field that an entry lacks is NaN. A payload field named
-    like a computed column (``dead_at``, ``error_type``, ``signature``) is
-    shown as ``field:<name>``.
+    ``job_id`` is the job's identity as the worker reads it
+    (:func:`worker.wire.job_id_of`: its ``job_id``, else its ``outbox_id``),
+    as ``pending()`` and ``delayed()`` show it; ``outbox_id`` is the wire
+    field itself. Absent wire fields are ``""``; ``attempts`` is 0 when
+    absent or not a number; a payload field that an entry lacks is NaN. A
+    payload field named like a computed column (``dead_at``, ``error_type``,
+    ``signature``) is shown as ``field:<name>``.
     """
     ids: list[str] = []
     rows: list[dict[str, str]] = []
@@ -79,6 +98,7 @@ def dead_to_frame(raw: Iterable[RawEntry]) -> pd.DataFrame:
             ids.append(entry_id)
             rows.append(dict(pairs))
     columns: dict[str, Sequence[Any]] = {name: [row.get(name, "") for row in rows] for name in _DEAD_TEXT_FIELDS}
+    columns["job_id"] = [job_id_of(row) for row in rows]
     columns["dead_at"] = entry_times(ids)
     columns["attempts"] = [whole_number(row.get("attempts", "")) for row in rows]
     signatures: dict[str, str] = {}
@@ -96,11 +116,6 @@ def dead_to_frame(raw: Iterable[RawEntry]) -> pd.DataFrame:
 
 #: ``pending()``: index ``id`` (str, the entry on ``jobs``), then these.
 PENDING_COLUMNS = {"kind": TEXT, "job_id": TEXT, "consumer": TEXT, "idle": DURATION, "deliveries": COUNT}
-
-
-def job_id_of(fields: Mapping[str, str], default: str = "") -> str:
-    """``job_id``, or ``outbox_id`` for a job the outbox relay published (as the worker reads it)."""
-    return fields.get("job_id") or fields.get("outbox_id") or default
 
 
 def pending_to_frame(
@@ -193,22 +208,20 @@ def delayed_to_frame(members: Iterable[tuple[bytes | str, float]], now_s: float)
 CONSUMER_COLUMNS = {"consumer": TEXT, "pending": COUNT, "idle": DURATION, "heartbeat": FLAG}
 
 
-def consumers_to_frame(consumers: Iterable[Mapping[str, Any]], alive: Iterable[str]) -> pd.DataFrame:
-    """XINFO CONSUMERS rows as a frame; ``heartbeat``: the worker's heartbeat key exists (it is running)."""
-    living = set(alive)
-    rows = [(text(c["name"]), int(c["pending"]), int(c["idle"])) for c in consumers]
+def consumers_to_frame(consumers: Iterable[Consumer]) -> pd.DataFrame:
+    """The group's consumers as a frame; ``heartbeat``: the worker's heartbeat key exists (it is running)."""
+    rows = list(consumers)
     columns: dict[str, list[Any]] = {
-        "consumer": [name for name, _, _ in rows],
-        "pending": [pending for _, pending, _ in rows],
-        "idle": [pd.Timedelta(milliseconds=idle) for _, _, idle in rows],
-        "heartbeat": [name in living for name, _, _ in rows],
+        "consumer": [c.name for c in rows],
+        "pending": [c.pending for c in rows],
+        "idle": [pd.Timedelta(milliseconds=c.idle_ms) for c in rows],
+        "heartbeat": [c.live for c in rows],
     }
     return typed_frame(columns, CONSUMER_COLUMNS)
 
 
 #: ``replay()`` and ``replay_kind()``: one row per dead id asked for.
 REPLAY_COLUMNS = {"dead_id": TEXT, "new_id": TEXT, "status": TEXT, "batch": TEXT}
-REPLAYED, MISSING, WOULD_REPLAY = "replayed", "missing", "would replay"
 
 
 def replay_to_frame(
@@ -224,13 +237,13 @@ def replay_to_frame(
     for result in results:
         if not result:
             new_ids.append("")
-            statuses.append(MISSING)
+            statuses.append(REPLAY_MISSING)
         elif isinstance(result, bytes | str) and not dry_run:
             new_ids.append(text(result))
-            statuses.append(REPLAYED)
+            statuses.append(REPLAY_REPLAYED)
         else:
             new_ids.append("")
-            statuses.append(WOULD_REPLAY)
+            statuses.append(REPLAY_WOULD_REPLAY)
     columns = {"dead_id": list(dead_ids), "new_id": new_ids, "status": statuses, "batch": [batch] * len(dead_ids)}
     frame = typed_frame(columns, REPLAY_COLUMNS)
     frame.attrs["batch"] = batch
@@ -248,8 +261,6 @@ STATUS_COLUMNS = {
     "updated_at": TIME,
     "batch": TEXT,
 }
-SUCCEEDED, FAILED_AGAIN, RETRYING, STILL_QUEUED = "succeeded", "failed again", "retrying", "still queued"
-FINAL_STATUSES = (SUCCEEDED, FAILED_AGAIN)
 
 
 def entry_order(entry_id: str) -> tuple[int, int]:
@@ -300,21 +311,21 @@ def replay_status_to_frame(
     columns: dict[str, list[Any]] = {name: [] for name in STATUS_COLUMNS}
     for dead_id in order:
         outcome = recorded.get(dead_id, {})
-        status, where, attempts = STILL_QUEUED, queued_where.get(dead_id, ""), 0
+        status, where, attempts = STATUS_STILL_QUEUED, queued_where.get(dead_id, ""), 0
         error, new_dead_id = str(outcome.get("error", "")), ""
         updated_at = pd.Timestamp(outcome["at"]) if outcome.get("at") else pd.NaT
         if dead_id in again:
             new_dead_id, fields = again[dead_id]
-            status, where, error = FAILED_AGAIN, "jobs:dead", fields.get("error", "")
+            status, where, error = STATUS_FAILED_AGAIN, WHERE_DEAD, fields.get("error", "")
             attempts = whole_number(fields.get("attempts", ""))
             if updated_at is pd.NaT:
                 updated_at = entry_times([new_dead_id])[0]
-        elif outcome.get("status") == "failed":
-            status, where, new_dead_id = FAILED_AGAIN, "", str(outcome.get("dead_id") or "")
-        elif outcome.get("status") == "succeeded":
-            status, where = SUCCEEDED, ""
-        elif outcome.get("status") == "retrying":
-            status, where = RETRYING, "delayed" if dead_id in waiting else "jobs"
+        elif outcome.get("status") == RECORDED_FAILED:
+            status, where, new_dead_id = STATUS_FAILED_AGAIN, "", str(outcome.get("dead_id") or "")
+        elif outcome.get("status") == RECORDED_SUCCEEDED:
+            status, where = STATUS_SUCCEEDED, ""
+        elif outcome.get("status") == RECORDED_RETRYING:
+            status, where = STATUS_RETRYING, WHERE_DELAYED if dead_id in waiting else WHERE_JOBS
             attempts = whole_number(str(outcome.get("attempts", "")))
         for name, value in zip(
             STATUS_COLUMNS,

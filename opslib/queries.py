@@ -10,12 +10,14 @@ allowed only read commands can run them all.
 
 ``dead_letters(kind=None, *, since=None, signature=None, limit=None)``
     Index ``dead_id`` (str). Columns: dead_at (datetime64[ns, UTC], from the
-    entry id), kind, job_id, outbox_id (str), attempts (int64: attempts made),
-    reason (exhausted / poison / malformed / unknown_kind), error_type (the
-    exception name), error, signature (the error with values replaced, see
-    :mod:`opslib.signatures`), traceback, worker, request_id, trace,
-    replay_of, replay_batch (str, ``""`` when absent), then the payload's own
-    fields, sorted by name (str, NaN where an entry lacks one). Oldest first.
+    entry id), kind, job_id (the job's ``job_id``, else its ``outbox_id``: the
+    id ``pending()`` and ``delayed()`` show), outbox_id (str), attempts
+    (int64: attempts made), reason (exhausted / permanent / poison /
+    malformed / unknown_kind), error_type (the exception name), error, signature (the
+    error with values replaced, see :mod:`opslib.signatures`), traceback,
+    worker, request_id, trace, replay_of, replay_batch (str, ``""`` when
+    absent), then the payload's own fields, sorted by name (str, NaN where an
+    entry lacks one). Oldest first.
 
 ``pending(kind=None)``
     Index ``id`` (str, the entry on ``jobs``). Columns: kind, job_id,
@@ -31,11 +33,13 @@ allowed only read commands can run them all.
     failed attempts so far), due (bool: run_at has passed), fields (object:
     the job's field dict). Soonest first.
 
-``queue_stats()``
+``queue_stats(*, reclaim_idle_ms=None)``
     A :class:`QueueStats`: ``.counts`` (index ``metric``, column ``value``
-    int64: stream_length, lag, pending, delayed, delayed_due, dead,
-    dead_evicted, consumers) and ``.consumers`` (consumer (str), pending
-    (int64), idle (timedelta64[ns]), heartbeat (bool)).
+    int64: stream_length, lag, oldest_waiting_s (whole seconds the oldest
+    undelivered entry has waited, 0 when none waits), pending, pending_idle,
+    delayed, delayed_due, dead, dead_evicted, consumers, consumers_live: the numbers of the
+    worker's ``stagedoor_queue_*`` metrics) and ``.consumers`` (consumer
+    (str), pending (int64), idle (timedelta64[ns]), heartbeat (bool)).
 
 ``failure_groups(dead=None)``
     One row per error signature, the largest first: signature, error_type,
@@ -67,7 +71,7 @@ import psycopg
 import redis
 
 from opslib.checks import check_kind, check_limit, parse_since, queue_kinds
-from opslib.columns import COUNT, TEXT, typed_frame
+from opslib.columns import COUNT, MARK, TEXT, typed_frame
 from opslib.connection import database_url, hide_password, redis_session, settings
 from opslib.errors import OpslibError
 from opslib.frames import (
@@ -80,6 +84,7 @@ from opslib.frames import (
 )
 from opslib.signatures import check_signature, failure_groups_to_frame
 from worker.keys import GROUP, Keys
+from worker.queue_state import read_queue_state
 from worker.wire import text
 
 PAGE = 1000
@@ -212,15 +217,31 @@ def delayed(kind: str | None = None, *, client: redis.Redis | None = None, prefi
     return frame
 
 
-STAT_NAMES = ("stream_length", "lag", "pending", "delayed", "delayed_due", "dead", "dead_evicted", "consumers")
+STAT_NAMES = (
+    "stream_length",
+    "lag",
+    "oldest_waiting_s",
+    "pending",
+    "pending_idle",
+    "delayed",
+    "delayed_due",
+    "dead",
+    "dead_evicted",
+    "consumers",
+    "consumers_live",
+)
 
 
 @dataclass(frozen=True)
 class QueueStats:
     """The queue's numbers (``counts``, one int per metric) and its consumers, shown as two tables.
 
-    ``lag`` is the number of entries no worker has read yet. ``dead_evicted``
-    counts dead letters the ``DEAD_MAXLEN`` cap removed. Each metric is also
+    ``lag`` is the number of entries no worker has read yet, ``oldest_waiting_s``
+    how many seconds the oldest of them has waited; ``pending_idle``
+    the pending entries idle beyond ``RECLAIM_IDLE_MS`` (their worker died).
+    ``dead_evicted`` counts dead letters the ``DEAD_MAXLEN`` cap removed.
+    ``consumers`` counts the group's consumer list, ``consumers_live`` the
+    workers whose heartbeat is fresh (see :mod:`worker.queue_state`). Each metric is also
     an attribute (``queue_stats().dead``), except ``consumers``: that
     attribute is the consumers' table.
     """
@@ -244,65 +265,25 @@ class QueueStats:
         )
 
 
-def _group_info(client: Any, keys: Keys) -> dict[str, Any]:
-    try:
-        groups = client.xinfo_groups(keys.jobs)
-    except redis.exceptions.ResponseError as exc:
-        if "no such key" in str(exc):
-            return {}
-        raise
-    return next((g for g in groups if text(g["name"]) == GROUP), {})
+def queue_stats(
+    *, reclaim_idle_ms: int | None = None, client: redis.Redis | None = None, prefix: str | None = None
+) -> QueueStats:
+    """Stream length, lag, pending (and idle beyond reclaim), delayed (and due), dead (and evicted by the
+    cap), consumers (and live ones): the numbers the worker's metrics export, read by the same function.
 
-
-def _lag(client: Any, keys: Keys, group: Mapping[str, Any]) -> int:
-    """Entries after the group's last-delivered id; counted by reading when Redis cannot tell."""
-    if not group:
-        return int(client.xlen(keys.jobs))
-    if group.get("lag") is not None:
-        return int(group["lag"])
-    count, low = 0, "(" + text(group["last-delivered-id"])
-    while True:
-        page = client.xrange(keys.jobs, min=low, max="+", count=10 * PAGE)
-        count += len(page)
-        if len(page) < 10 * PAGE:
-            return count
-        low = "(" + text(page[-1][0])
-
-
-def queue_stats(*, client: redis.Redis | None = None, prefix: str | None = None) -> QueueStats:
-    """Stream length, lag, pending, delayed (and due), dead (and evicted by the cap), consumers."""
+    ``reclaim_idle_ms`` (for ``pending_idle``) defaults to the worker's ``RECLAIM_IDLE_MS``.
+    """
+    threshold = settings().reclaim_idle_ms if reclaim_idle_ms is None else reclaim_idle_ms
     with redis_session(client, prefix, "read the queue's numbers") as (redis_client, keys):
-        group = _group_info(redis_client, keys)
-        pipe = redis_client.pipeline(transaction=False)
-        pipe.xlen(keys.jobs)
-        pipe.zcard(keys.delayed)
-        pipe.zcount(keys.delayed, "-inf", time.time())
-        pipe.xlen(keys.dead)
-        pipe.get(keys.dead_evicted)
-        length, waiting, due, dead, evicted = pipe.execute()
-        consumers = redis_client.xinfo_consumers(keys.jobs, GROUP) if group else []
-        pipe = redis_client.pipeline(transaction=False)
-        for consumer in consumers:
-            pipe.exists(keys.heartbeat(text(consumer["name"])))
-        beating = pipe.execute() if consumers else []
-        lag = _lag(redis_client, keys, group)
-    alive = [text(c["name"]) for c, beat in zip(consumers, beating, strict=True) if beat]
-    values = {
-        "stream_length": int(length),
-        "lag": lag,
-        "pending": int(group.get("pending", 0)),
-        "delayed": int(waiting),
-        "delayed_due": int(due),
-        "dead": int(dead),
-        "dead_evicted": int(evicted or 0),
-        "consumers": len(consumers),
-    }
+        state = read_queue_state(redis_client, keys, reclaim_idle_ms=threshold)
+    shown = {"consumers": len(state.consumers), "oldest_waiting_s": round(state.oldest_waiting_s)}
+    values = [shown.get(name, getattr(state, name)) for name in STAT_NAMES]
     counts = typed_frame(
-        {"value": [values[name] for name in STAT_NAMES]},
+        {"value": values},
         {"value": COUNT},
         index=pd.Index(STAT_NAMES, dtype=TEXT, name="metric"),
     )
-    return QueueStats(counts, consumers_to_frame(consumers, alive))
+    return QueueStats(counts, consumers_to_frame(state.consumers))
 
 
 def failure_groups(
@@ -358,4 +339,5 @@ def sql(query: str, params: Sequence[Any] | Mapping[str, Any] | None = None, *, 
     for name in frame.columns:
         if isinstance(frame[name].dtype, pd.DatetimeTZDtype):
             frame[name] = frame[name].dt.tz_convert("UTC").astype("datetime64[ns, UTC]")
+    frame.attrs[MARK] = True
     return frame

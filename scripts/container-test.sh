@@ -38,7 +38,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 PY=$ROOT/.venv/bin/python
-export CONTAINERS_CONF=$ROOT/deploy/containers.conf
 BASE_IMAGE=localhost/stagedoor-base:bookworm
 IMAGE=localhost/stagedoor-worker:test
 RUN_ID=sdct$$
@@ -51,6 +50,8 @@ PG_DB=""
 
 step() { printf '\n== [%3ds] %s\n' "$SECONDS" "$*"; }
 fail() { printf 'FAILED: %s\n' "$*" >&2; exit 1; }
+# shellcheck source=scripts/container-base.sh
+source "$ROOT/scripts/container-base.sh"
 free_port() { "$PY" -c 'from worker.embedded import free_port; print(free_port())'; }
 # podman prints two errors per container here: without systemd it cannot add the
 # HEALTHCHECK's timer. The check itself runs with `podman healthcheck run`.
@@ -112,37 +113,12 @@ wait_healthy() {
 
 # ---------------------------------------------------------------------------- 1
 step "1. tools: podman, runc, debootstrap; podman settings from deploy/containers.conf"
-[[ $(id -u) -eq 0 ]] || fail "run as root: debootstrap, podman import and apt-get need it"
 [[ -x $PY ]] || fail "$PY is missing: run \`make venv\` first"
-missing=()
-for tool in podman:podman runc:runc debootstrap:debootstrap; do
-    command -v "${tool%%:*}" >/dev/null || missing+=("${tool##*:}")
-done
-if ((${#missing[@]})); then
-    echo "installing ${missing[*]} with apt-get"
-    apt-get install -y --no-install-recommends "${missing[@]}" >/dev/null ||
-        { apt-get update -qq && apt-get install -y --no-install-recommends "${missing[@]}" >/dev/null; }
-fi
-podman --version
-nofile=$(sed -n 's/.*"nofile=\([0-9]*\):.*/\1/p' "$CONTAINERS_CONF")
-nproc=$(sed -n 's/.*"nproc=\([0-9]*\):.*/\1/p' "$CONTAINERS_CONF")
-(($(ulimit -Hn) >= nofile)) || fail "containers.conf asks nofile=$nofile, above this shell's hard limit $(ulimit -Hn)"
-(($(ulimit -Hu) >= nproc)) || fail "containers.conf asks nproc=$nproc, above this shell's hard limit $(ulimit -Hu)"
-echo "ulimits nofile=$nofile nproc=$nproc are within the hard limits ($(ulimit -Hn), $(ulimit -Hu)); runtime runc"
+ensure_container_tools
 
 # ---------------------------------------------------------------------------- 2
 step "2. base image $BASE_IMAGE"
-if [[ ${REBUILD_BASE:-0} != 1 ]] && podman image exists "$BASE_IMAGE"; then
-    echo "kept from an earlier run (REBUILD_BASE=1 makes it again)"
-else
-    debootstrap --variant=minbase --include=python3,python3-venv,python3-pip,ca-certificates \
-        bookworm "$WORK/rootfs" "${DEBIAN_MIRROR:-http://deb.debian.org/debian}" >"$WORK/debootstrap.log" ||
-        { tail -20 "$WORK/debootstrap.log" >&2; fail "debootstrap failed"; }
-    rm -rf "$WORK"/rootfs/var/cache/apt/archives/*.deb "$WORK"/rootfs/var/lib/apt/lists/*
-    tar -C "$WORK/rootfs" -c . | podman import --quiet - "$BASE_IMAGE" >/dev/null
-    rm -rf "$WORK/rootfs"
-fi
-podman image ls --format '{{.Repository}}:{{.Tag}} {{.ID}} {{.Size}}' "$BASE_IMAGE"
+ensure_base_image
 
 # ---------------------------------------------------------------------------- 3
 step "3. podman build (BASE=$BASE_IMAGE)"

@@ -14,7 +14,6 @@ Exit status 0 when the condition holds, 1 (with the last state) when it does not
 from __future__ import annotations
 
 import argparse
-import asyncio
 import dataclasses
 import json
 import os
@@ -23,23 +22,19 @@ import time
 
 import httpx
 import redis
-import redis.asyncio as aioredis
 from prometheus_client.parser import text_string_to_metric_families
 
 from worker.enqueue import enqueue
 from worker.keys import Keys
-from worker.metrics import QueueState, read_queue_state
+from worker.queue_state import QueueState, read_queue_state
 
 
 def queue_state() -> QueueState:
-    async def read() -> QueueState:
-        client = aioredis.Redis.from_url(os.environ["REDIS_URL"])
-        try:
-            return await read_queue_state(client, Keys(os.environ.get("QUEUE_PREFIX", "")), 60_000, time.time())
-        finally:
-            await client.aclose()
-
-    return asyncio.run(read())
+    client = redis.Redis.from_url(os.environ["REDIS_URL"])
+    try:
+        return read_queue_state(client, Keys(os.environ.get("QUEUE_PREFIX", "")), reclaim_idle_ms=60_000)
+    finally:
+        client.close()
 
 
 def wait(condition: str, holds: object, timeout_s: float) -> int:

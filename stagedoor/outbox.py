@@ -8,9 +8,11 @@ one pipeline, then marks them published and commits. A crash between the
 publish and the commit leaves the rows unpublished and unlocked: they are
 published again (handlers are idempotent), never lost.
 
-A row becomes a job with ``kind``, ``outbox_id`` (in place of a minted
-``job_id``), ``attempts`` 0 and the payload's fields as strings. A row whose
-``run_at`` is in the future goes to ``delayed`` with that run time.
+The relay publishes through the public enqueue API (``enqueue_many_async``),
+so a relayed job is built like any other: ``kind``, ``attempts`` 0, the
+payload's fields as strings, and ``outbox_id`` (the row's id) as its identity
+in place of a minted ``job_id``, the id the worker and opslib show for it. A
+row whose ``run_at`` is in the future goes to ``delayed`` with that run time.
 """
 
 from __future__ import annotations
@@ -26,8 +28,8 @@ import psycopg
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
+from worker.enqueue import NewJob, enqueue_many_async
 from worker.keys import Keys
-from worker.wire import encode_member
 
 log = logging.getLogger("stagedoor.outbox")
 
@@ -43,11 +45,13 @@ class OutboxRow:
     payload: dict[str, Any]
     run_at: datetime | None
 
-    def job(self) -> dict[str, str]:
-        """The row as a job's flat string fields."""
+    def new_job(self, now: float) -> NewJob:
+        """The row as a job for the enqueue API: the payload's values as strings (JSON for the others),
+        named by ``outbox_id``; for later only when its ``run_at`` is still ahead of ``now``."""
         fields = {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in self.payload.items()}
-        fields.update(kind=self.kind, outbox_id=str(self.id), attempts="0")
-        return fields
+        fields["outbox_id"] = str(self.id)
+        ahead = self.run_at is not None and self.run_at.timestamp() > now
+        return NewJob(self.kind, fields, run_at=self.run_at if ahead else None)
 
 
 class OutboxRelay:
@@ -70,16 +74,10 @@ class OutboxRelay:
         return [OutboxRow(*row) for row in await cur.fetchall()]
 
     async def publish(self, rows: list[OutboxRow]) -> None:
-        """Add each row's job to ``jobs``, or to ``delayed`` when its ``run_at`` is ahead."""
+        """Enqueue each row's job, to ``jobs`` or, when its ``run_at`` is ahead, to ``delayed``:
+        one pipelined round trip through the public enqueue API."""
         now = time.time()
-        pipe = self.redis.pipeline(transaction=False)
-        for row in rows:
-            due = row.run_at.timestamp() if row.run_at is not None else None
-            if due is not None and due > now:
-                pipe.zadd(self.keys.delayed, {encode_member(row.job()): due})
-            else:
-                pipe.xadd(self.keys.jobs, row.job())
-        await pipe.execute()
+        await enqueue_many_async(self.redis, [row.new_job(now) for row in rows], prefix=self.keys.prefix)
 
     async def mark(self, conn: AsyncConnection, rows: list[OutboxRow]) -> None:
         """Mark the rows published (inside the caller's transaction)."""

@@ -1,14 +1,26 @@
 """Stagedoor's job system: one queue on Redis Streams.
 
 Public names (DESIGN.md): :func:`job_kind`, :class:`RetryPolicy`, :class:`Job`,
-:func:`enqueue` (and :func:`enqueue_async`), :func:`lifespan`, :func:`schedule`
+:func:`enqueue` (and :func:`enqueue_async`; :func:`enqueue_many` and
+:func:`enqueue_many_async` for a batch of :class:`NewJob`), :func:`lifespan`, :func:`schedule`
 (declared in :mod:`worker.schedules`, run by :mod:`worker.scheduler`). ``python -m worker --help``
 lists the commands and every setting.
 """
 
-from worker.enqueue import enqueue, enqueue_async
+from worker.enqueue import NewJob, enqueue, enqueue_async, enqueue_many, enqueue_many_async
 from worker.kinds import Job, job_kind, lifespan
 from worker.retry import RetryPolicy
 from worker.schedules import schedule
 
-__all__ = ["Job", "RetryPolicy", "enqueue", "enqueue_async", "job_kind", "lifespan", "schedule"]
+__all__ = [
+    "Job",
+    "NewJob",
+    "RetryPolicy",
+    "enqueue",
+    "enqueue_async",
+    "enqueue_many",
+    "enqueue_many_async",
+    "job_kind",
+    "lifespan",
+    "schedule",
+]

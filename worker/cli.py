@@ -32,6 +32,7 @@ from worker.errors import SettingsError, WorkerError
 from worker.keys import GROUP, Keys
 from worker.kinds import REGISTRY, import_kind_modules
 from worker.metrics import worker_metrics
+from worker.queue_state import glob_escape, live_workers
 from worker.runner import HEARTBEAT_TTL_S, Worker
 from worker.scheduler import scheduler_chore
 from worker.settings import Settings, settings_help
@@ -147,10 +148,11 @@ def cmd_health(settings: Settings) -> int:
     name = os.environ.get("WORKER_NAME", "").strip()
     expected = settings.processes
     if name:
-        pattern = keys.heartbeat(name if expected == 1 else f"{name}-*")
+        worker_glob = glob_escape(name) + ("-*" if expected > 1 else "")
     else:
-        pattern = keys.heartbeat(f"{socket.gethostname()}-*")
-    beats = [k for k in client.scan_iter(match=pattern, count=1000) if client.ttl(k) > 0]
+        worker_glob = glob_escape(socket.gethostname()) + "-*"
+    beats = live_workers(client, keys, worker_glob)
+    pattern = keys.heartbeat(worker_glob)
     if not beats:
         print(f"unhealthy: no heartbeat matching {pattern} in the last {HEARTBEAT_TTL_S} s")
         return EXIT_FAILED

@@ -13,7 +13,8 @@ key (after QUEUE_PREFIX)   type        written by            read by
 ``jobs:dead``              stream      bury (MAXLEN ~)       people, opslib, replay
 ``jobs:dead:evicted``      string      bury (INCRBY)         opslib, metrics
 ``sched:<name>:<tick>``    string, EX  scheduler (SET NX)    scheduler
-``workers:<name>``         string, EX  heartbeat chore       health, forget_consumers
+``workers:<name>``         string, EX  heartbeat chore       health, forget_consumers,
+                                                             queue_state (metrics, opslib)
 ``replay:<batch>``         hash, EX    replay, worker        opslib.replay_status
 ``metrics:lock``           string, EX  metrics chore         metrics chore
 =========================  ==========  ====================  ==========================

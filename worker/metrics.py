@@ -9,8 +9,10 @@ Two kinds of numbers, collected two ways:
   own counts: add them up across replicas with ``sum``.
 * **The queue's state** — dead-stream length and evictions, pending, pending
   idle beyond ``RECLAIM_IDLE_MS``, group lag, delayed and delayed-due, live
-  consumers. These are the same for every replica, so one worker at a time
-  reads them from Redis: the holder of the ``metrics:lock`` key (a redis-py
+  consumers, read by :func:`worker.queue_state.read_queue_state_async` (the
+  reader ``opslib.queue_stats`` uses too, so both show the same numbers).
+  These are the same for every replica, so one worker at a time reads them
+  from Redis: the holder of the ``metrics:lock`` key (a redis-py
   token lock held by the worker's name, renewed every ``METRICS_INTERVAL_S``
   and expiring after three intervals). Only the holder exports those series;
   the others export none, so there is no N-fold copy. Each series carries a
@@ -24,13 +26,15 @@ Queue-wide, from the lock holder only (label ``queue``): gauges
 ``stagedoor_queue_dead_length``, ``stagedoor_queue_pending``,
 ``stagedoor_queue_pending_idle``, ``stagedoor_queue_lag``,
 ``stagedoor_queue_delayed``, ``stagedoor_queue_delayed_due``,
-``stagedoor_queue_consumers_live``; counter ``stagedoor_queue_dead_evicted_total``.
+``stagedoor_queue_consumers_live``, ``stagedoor_queue_oldest_waiting_seconds``; counter
+``stagedoor_queue_dead_evicted_total``.
 
 From every worker (labels ``queue`` and ``kind``, ``schedule`` or ``reason``):
 counters ``stagedoor_jobs_succeeded_total``, ``stagedoor_jobs_retried_total``,
 ``stagedoor_jobs_dead_total`` (kind, reason), ``stagedoor_scheduler_ticks_enqueued_total``
 and ``stagedoor_scheduler_ticks_skipped_total`` (schedule); histogram
-``stagedoor_job_duration_seconds``; gauges
+``stagedoor_job_duration_seconds`` and ``stagedoor_job_wait_seconds`` (how long
+each job waited on ``jobs`` before it started); gauges
 ``stagedoor_job_last_success_timestamp_seconds`` and
 ``stagedoor_schedule_interval_seconds`` (schedule, kind).
 
@@ -41,11 +45,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import re
 import time
 from bisect import bisect_left
 from collections.abc import AsyncIterator, Iterable, Iterator
-from dataclasses import dataclass
 from itertools import accumulate
 from typing import TYPE_CHECKING, Any
 
@@ -56,87 +58,27 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from worker.chores import CONNECTION_ERRORS, Chore
-from worker.keys import GROUP, Keys
+from worker.keys import Keys
 from worker.kinds import Registry
+from worker.queue_state import PENDING_IDLE_LIMIT, QueueState, read_queue_state_async
 from worker.settings import Settings
-from worker.wire import text
+from worker.vocabulary import OUTCOME_DEAD, OUTCOME_RETRIED, OUTCOME_SUCCEEDED, REASONS, REASONS_AFTER_A_RUN
 
 if TYPE_CHECKING:
     from worker.app import WorkerApp
 
 log = logging.getLogger("worker.metrics")
 
-#: ``stagedoor_queue_pending_idle`` counts at most this many entries (XPENDING ... COUNT).
-PENDING_IDLE_LIMIT = 1000
-#: Where Redis cannot report the group's lag (6.2, or a deleted entry past the read
-#: position), undelivered entries are counted by XRANGE, at most this many.
-LAG_COUNT_LIMIT = 1000
 DURATION_BUCKETS_S = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
-
-
-@dataclass(frozen=True)
-class QueueState:
-    """The queue-wide numbers: one pipelined round trip, then a SCAN for the heartbeat keys
-    (the lock holder alone walks the keyspace, once every ``METRICS_INTERVAL_S``)."""
-
-    dead_length: int
-    dead_evicted: int
-    pending: int
-    pending_idle: int
-    lag: int
-    delayed: int
-    delayed_due: int
-    consumers_live: int
-
-
-async def read_queue_state(client: aioredis.Redis, keys: Keys, reclaim_idle_ms: int, now: float) -> QueueState:
-    """Read the queue-wide numbers; the ``jobs`` stream and its group must exist."""
-    pipe = client.pipeline(transaction=False)
-    pipe.xlen(keys.dead)
-    pipe.get(keys.dead_evicted)
-    pipe.xinfo_groups(keys.jobs)
-    pipe.xpending_range(keys.jobs, GROUP, min="-", max="+", count=PENDING_IDLE_LIMIT, idle=reclaim_idle_ms)
-    pipe.zcard(keys.delayed)
-    pipe.zcount(keys.delayed, "-inf", now)
-    dead, evicted, groups, idle, delayed, due = await pipe.execute()
-    group = next((g for g in groups if text(g["name"]) == GROUP), None)
-    if group is None:
-        raise redis.exceptions.ResponseError(f"NOGROUP consumer group {GROUP} does not exist on {keys.jobs}")
-    lag = group.get("lag")
-    if lag is None:
-        lag = await _count_undelivered(client, keys, text(group["last-delivered-id"]))
-    # Live workers are their heartbeat keys. Not XINFO CONSUMERS: Redis 7.0 lists a
-    # consumer only once it was handed an entry, so an idle new worker is missing there.
-    live = 0
-    async for _key in client.scan_iter(match=glob_escape(keys.heartbeat_prefix) + "*", count=1000):
-        live += 1
-    return QueueState(
-        dead_length=int(dead),
-        dead_evicted=int(evicted or 0),
-        pending=int(group["pending"]),
-        pending_idle=len(idle),
-        lag=int(lag),
-        delayed=int(delayed),
-        delayed_due=int(due),
-        consumers_live=live,
-    )
-
-
-async def _count_undelivered(client: aioredis.Redis, keys: Keys, last_delivered_id: str) -> int:
-    entries = await client.xrange(keys.jobs, min=f"({last_delivered_id}", max="+", count=LAG_COUNT_LIMIT)
-    return len(entries or [])
-
-
-def glob_escape(text: str) -> str:
-    """``text`` matched literally in a SCAN ``MATCH`` pattern (a prefix may hold ``[`` or ``*``)."""
-    return re.sub(r"([*?\[\]\\])", r"\\\1", text)
+#: A job's wait before it started: from a millisecond (an idle queue) to an hour (a backlog).
+WAIT_BUCKETS_S = (0.005, 0.025, 0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600)
 
 
 class QueueCollector(Collector):
     """Exports the last :class:`QueueState` this worker read as the lock holder, or nothing."""
 
     GAUGES = (
-        ("stagedoor_queue_dead_length", "Entries in the dead-letter stream jobs:dead.", "dead_length"),
+        ("stagedoor_queue_dead_length", "Entries in the dead-letter stream jobs:dead.", "dead"),
         ("stagedoor_queue_pending", "Entries delivered to a worker and not yet acknowledged.", "pending"),
         (
             "stagedoor_queue_pending_idle",
@@ -150,6 +92,11 @@ class QueueCollector(Collector):
             "stagedoor_queue_consumers_live",
             "Workers with a fresh heartbeat (the live consumers).",
             "consumers_live",
+        ),
+        (
+            "stagedoor_queue_oldest_waiting_seconds",
+            "How long the oldest undelivered entry of jobs has waited (0 when none waits).",
+            "oldest_waiting_s",
         ),
     )
 
@@ -195,23 +142,34 @@ class JobCollector(Collector):
         """Per kind: observations per bucket, not cumulative; the last one is +Inf."""
         self.duration_sum: dict[str, float] = {}
         self.last_success: dict[str, float] = {}
+        self.waits: dict[str, list[int]] = {}
+        """Per kind: jobs started per wait bucket, not cumulative; the last one is +Inf."""
+        self.wait_sum: dict[str, float] = {}
+
+    def job_started(self, kind: str, wait_s: float) -> None:
+        """The loop's report of a job about to run (:class:`worker.observe.Observer`): about 0.3 µs."""
+        waits = self.waits.get(kind)
+        if waits is None:
+            waits = self.waits[kind] = [0] * (len(WAIT_BUCKETS_S) + 1)
+        waits[bisect_left(WAIT_BUCKETS_S, wait_s)] += 1
+        self.wait_sum[kind] = self.wait_sum.get(kind, 0.0) + wait_s
 
     def job_finished(self, kind: str, outcome: str, duration_s: float, reason: str | None) -> None:
         """The loop's report of one finished job (:class:`worker.observe.Observer`)."""
-        if outcome == "dead":
+        if outcome == OUTCOME_DEAD:
             key = (kind, reason or "")
             self.dead[key] = self.dead.get(key, 0) + 1
-            if reason not in (None, "exhausted"):
+            if reason not in REASONS_AFTER_A_RUN:
                 return  # never ran: malformed, unknown kind, or poison found by reclaim
         buckets = self.buckets.get(kind)
         if buckets is None:
             buckets = self.buckets[kind] = [0] * (len(DURATION_BUCKETS_S) + 1)
         buckets[bisect_left(DURATION_BUCKETS_S, duration_s)] += 1
         self.duration_sum[kind] = self.duration_sum.get(kind, 0.0) + duration_s
-        if outcome == "succeeded":
+        if outcome == OUTCOME_SUCCEEDED:
             self.succeeded[kind] = self.succeeded.get(kind, 0) + 1
             self.last_success[kind] = time.time()
-        elif outcome == "retried":
+        elif outcome == OUTCOME_RETRIED:
             self.retried[kind] = self.retried.get(kind, 0) + 1
 
     def describe(self) -> Iterable[Metric]:
@@ -231,18 +189,27 @@ class JobCollector(Collector):
             retried.add_metric([q, kind], n)
         dead = CounterMetricFamily(
             "stagedoor_jobs_dead",
-            "Jobs dead-lettered by this worker, by reason (exhausted, poison, malformed, unknown_kind).",
+            "Jobs dead-lettered by this worker, by reason (" + ", ".join(REASONS) + ").",
             labels=["queue", "kind", "reason"],
         )
         for (kind, reason), n in list(self.dead.items()):
             dead.add_metric([q, kind, reason], n)
-        duration = HistogramMetricFamily(
-            "stagedoor_job_duration_seconds", "Time a handler ran, whatever its outcome.", labels=["queue", "kind"]
+        duration = histogram(
+            "stagedoor_job_duration_seconds",
+            "Time a handler ran, whatever its outcome.",
+            q,
+            DURATION_BUCKETS_S,
+            self.buckets,
+            self.duration_sum,
         )
-        for kind, counts in list(self.buckets.items()):
-            cumulative = list(accumulate(counts))
-            bounds = [*(f"{b:g}" for b in DURATION_BUCKETS_S), "+Inf"]
-            duration.add_metric([q, kind], list(zip(bounds, cumulative, strict=True)), self.duration_sum.get(kind, 0.0))
+        wait = histogram(
+            "stagedoor_job_wait_seconds",
+            "Time a job waited on jobs before a worker started it (start time minus the entry id's time).",
+            q,
+            WAIT_BUCKETS_S,
+            self.waits,
+            self.wait_sum,
+        )
         last_success = GaugeMetricFamily(
             "stagedoor_job_last_success_timestamp_seconds",
             "Unix time of the kind's last success in this process; for a scheduled kind, "
@@ -251,7 +218,24 @@ class JobCollector(Collector):
         )
         for kind, at in list(self.last_success.items()):
             last_success.add_metric([q, kind], at)
-        yield from (succeeded, retried, dead, duration, last_success)
+        yield from (succeeded, retried, dead, duration, wait, last_success)
+
+
+def histogram(
+    name: str,
+    help_text: str,
+    queue: str,
+    bounds_s: tuple[float, ...],
+    per_kind: dict[str, list[int]],
+    sums: dict[str, float],
+) -> HistogramMetricFamily:
+    """A histogram family (labels queue, kind) of per-bucket counts kept as plain lists (last bucket +Inf)."""
+    family = HistogramMetricFamily(name, help_text, labels=["queue", "kind"])
+    bounds = [*(f"{b:g}" for b in bounds_s), "+Inf"]
+    for kind, counts in list(per_kind.items()):
+        cumulative = list(accumulate(counts))
+        family.add_metric([queue, kind], list(zip(bounds, cumulative, strict=True)), sums.get(kind, 0.0))
+    return family
 
 
 class Metrics:
@@ -300,6 +284,10 @@ class Metrics:
 
     # ------------------------------------------------------------ observers
 
+    def job_started(self, kind: str, wait_s: float) -> None:
+        """The loop's report of a job about to run (:class:`worker.observe.Observer`)."""
+        self.jobs.job_started(kind, wait_s)
+
     def job_finished(self, kind: str, outcome: str, duration_s: float, reason: str | None) -> None:
         """The loop's report of one finished job (:class:`worker.observe.Observer`)."""
         self.jobs.job_finished(kind, outcome, duration_s, reason)
@@ -322,8 +310,8 @@ class Metrics:
         try:
             self._holding = await self._hold_lock()
             if self._holding:
-                self.queue_collector.state = await read_queue_state(
-                    self.redis, self.keys, self.settings.reclaim_idle_ms, time.time()
+                self.queue_collector.state = await read_queue_state_async(
+                    self.redis, self.keys, reclaim_idle_ms=self.settings.reclaim_idle_ms
                 )
             else:
                 self.queue_collector.state = None

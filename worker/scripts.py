@@ -4,7 +4,7 @@ Each file's header documents its KEYS, ARGV and return value. They are loaded
 once per client with ``register_script`` (EVALSHA, reloaded on NOSCRIPT), and
 this module builds their arguments, so the worker and opslib call the same
 moves the same way: schedule_tick, promote, retry, bury, replay, trim, refresh_claims,
-forget_consumers.
+forget_consumers, run_now, cancel_delayed.
 """
 
 from __future__ import annotations
@@ -15,8 +15,20 @@ from importlib import resources
 from typing import Any
 
 from worker.keys import GROUP, REPLAY_OUTCOME_TTL_S, Keys
+from worker.vocabulary import RECORDED_QUEUED
 
-NAMES = ("schedule_tick", "promote", "retry", "bury", "replay", "trim", "refresh_claims", "forget_consumers")
+NAMES = (
+    "schedule_tick",
+    "promote",
+    "retry",
+    "bury",
+    "replay",
+    "trim",
+    "refresh_claims",
+    "forget_consumers",
+    "run_now",
+    "cancel_delayed",
+)
 
 
 @cache
@@ -77,7 +89,7 @@ class Scripts:
         return self._call(
             "replay",
             [self.keys.dead, self.keys.jobs, self.keys.replay(batch)],
-            [dead_id, batch, REPLAY_OUTCOME_TTL_S, *drop],
+            [dead_id, batch, REPLAY_OUTCOME_TTL_S, RECORDED_QUEUED, *drop],
             client,
         )
 
@@ -94,3 +106,9 @@ class Scripts:
             [GROUP, self.keys.heartbeat_prefix, min_idle_ms],
             client,
         )
+
+    def run_now(self, member: str | bytes, client: Any = None) -> Any:
+        return self._call("run_now", [self.keys.delayed, self.keys.jobs], [member], client)
+
+    def cancel_delayed(self, member: str | bytes, client: Any = None) -> Any:
+        return self._call("cancel_delayed", [self.keys.delayed], [member], client)

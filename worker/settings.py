@@ -12,6 +12,7 @@ A bad value raises :class:`SettingsError` naming the setting (the CLI exits 2).
 from __future__ import annotations
 
 import dataclasses
+import html
 import os
 import socket
 from collections.abc import Callable, Mapping
@@ -151,11 +152,11 @@ def settings_help(cls: type, title: str = "settings (environment variables):") -
 
 
 def settings_markdown(cls: type) -> str:
-    """The settings table in Markdown, as the docs carry it."""
+    """The settings table in Markdown, as the docs carry it (``<host>`` escaped, so that it shows)."""
     rows = ["| setting | default | meaning |", "| --- | --- | --- |"]
     for s in declared(cls).values():
         default = f"`{s.default}`" if s.default else "(empty)"
-        rows.append(f"| `{s.env}` | {default} | {s.help.replace('|', '/')} |")
+        rows.append(f"| `{s.env}` | {default} | {html.escape(s.help, quote=False).replace('|', '/')} |")
     return "\n".join(rows)
 
 

@@ -10,15 +10,12 @@ dead-letters it.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from itertools import chain
 
 from worker.kinds import Job, Registry
-
-REASON_EXHAUSTED = "exhausted"
-REASON_POISON = "poison"
-REASON_MALFORMED = "malformed"
-REASON_UNKNOWN_KIND = "unknown_kind"
+from worker.vocabulary import REASON_MALFORMED, REASON_UNKNOWN_KIND
 
 #: Fields the dead-letter script adds; replay drops them again.
 DEAD_FIELDS = ("error", "traceback", "reason", "failed_at", "worker")
@@ -79,8 +76,20 @@ def parse_entry(entry_id: str, raw: dict[bytes, bytes], registry: Registry, max_
             f"MalformedJob: 'attempts' must be a non-negative integer, got {_preview(raw_attempts)}",
             kind,
         )
-    job_id = fields.get("job_id") or fields.get("outbox_id") or entry_id
-    return Job(kind=kind, job_id=job_id, attempts=int(raw_attempts), entry_id=entry_id, fields=fields)
+    return Job(
+        kind=kind, job_id=job_id_of(fields, entry_id), attempts=int(raw_attempts), entry_id=entry_id, fields=fields
+    )
+
+
+def job_id_of(fields: Mapping[str, str], default: str = "") -> str:
+    """A job's identity: its ``job_id`` (minted by enqueue, or the caller's own), else its ``outbox_id``
+    (the outbox row a relay published it from), else ``default``.
+
+    The one definition the worker (``Job.job_id``), enqueue (which mints a
+    ``job_id`` only for a job named by neither) and opslib's frames all use,
+    so a job shows the same id while it waits, runs, retries and lies dead.
+    """
+    return fields.get("job_id") or fields.get("outbox_id") or default
 
 
 def _not_text(entry_id: str, raw: dict[bytes, bytes]) -> Malformed:

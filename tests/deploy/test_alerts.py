@@ -12,7 +12,8 @@ import yaml
 from tests.deploy.tools import require
 from tests.helpers import ROOT
 from worker.kinds import Registry
-from worker.metrics import Metrics, QueueState
+from worker.metrics import Metrics
+from worker.queue_state import Consumer, QueueState
 from worker.settings import Settings
 
 DEPLOY = ROOT / "deploy"
@@ -43,7 +44,9 @@ def test_each_alert_passes_its_unit_tests() -> None:
 def exported_metric_names() -> set[str]:
     """Every series name a worker's registry can export (with the queue-wide gauges filled in)."""
     metrics = Metrics(Settings.from_env({}), aioredis.Redis(), Registry())
-    metrics.queue_collector.state = QueueState(*range(8))
+    metrics.queue_collector.state = QueueState(
+        *range(8), consumers=(Consumer("w1", 0, 0, live=True),), consumers_live=1, oldest_waiting_s=9.0
+    )
     names = set()
     for family in metrics.registry.collect():
         suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_count", "_sum")}.get(family.type, ("",))
@@ -56,3 +59,15 @@ def test_the_rules_read_only_metrics_the_worker_exports() -> None:
     used = {name for rule in rules for name in re.findall(r"(?<![:\w])stagedoor_\w+(?![:\w])", rule["expr"])}
     missing = used - exported_metric_names()
     assert used and not missing, f"rules read metrics the worker does not export: {missing}"
+
+
+def test_each_alert_leads_to_a_runbook_that_exists_and_a_command_to_run() -> None:
+    alerts = [
+        rule for group in yaml.safe_load((DEPLOY / "alerts.yml").read_text())["groups"] for rule in group["rules"]
+    ]
+    for rule in (rule for rule in alerts if "alert" in rule):
+        annotations = rule["annotations"]
+        assert (ROOT / annotations.get("runbook_url", "-")).is_file(), f"{rule['alert']}: runbook_url is not a file"
+        assert "`python -m opslib " in annotations["description"], f"{rule['alert']}: no command to run"
+        if "kind" in rule["expr"] or "$labels.kind" in annotations["summary"]:
+            assert "runbook {{ $labels.kind }}" in annotations["description"], f"{rule['alert']}: kind not named"

@@ -88,3 +88,16 @@ def test_the_worker_reaches_each_stand_in_where_it_listens(compose: dict[str, An
         command = services[service]["entrypoint"]
         assert host == service and command[:4] == ["python3", "-m", "stagedoor.standins", service]
         assert command[command.index("--port") + 1] == port and command[command.index("--host") + 1] == "0.0.0.0"
+
+
+def test_the_compose_test_override_keeps_every_service_on_the_host_network(compose: dict[str, Any]) -> None:
+    """``make compose-test``'s override: compose.yaml's services only, each on the host network, and no list
+    of compose.yaml replaced (podman-compose 1.0.3 appends lists where docker compose replaces some)."""
+    override = yaml.safe_load((ROOT / "deploy/compose-test/override.yaml").read_text())
+    assert set(override) == {"services"}, "no networks or volumes of its own"
+    services = compose["services"]
+    assert set(override["services"]) == set(services)
+    for name, service in override["services"].items():
+        assert service["network_mode"] == "host", f"{name} is not on the host network"
+        for key, value in service.items():
+            assert not (isinstance(value, list) and key in services[name]), f"{name}.{key} replaces a list"

@@ -18,7 +18,7 @@ from tests.helpers import Workers, wait_for
 from worker.embedded import free_port
 from worker.enqueue import enqueue
 from worker.keys import GROUP, Keys
-from worker.metrics import read_queue_state
+from worker.queue_state import read_queue_state_async
 
 KINDS = "tests.deploy.kinds_metrics"
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
@@ -93,6 +93,10 @@ def test_a_worker_exports_its_jobs_and_the_queue_state(
     assert sample(done, "stagedoor_job_duration_seconds_count", kind="flaky", **q) == 2
     assert sample(done, "stagedoor_job_duration_seconds_count", kind="boom", **q) == 1
     assert sample(done, "stagedoor_job_duration_seconds_count", kind="nope", **q) is None
+    # Each start's wait on jobs (the flaky job started twice: once enqueued, once promoted for its retry).
+    assert sample(done, "stagedoor_job_wait_seconds_count", kind="flaky", **q) == 2
+    assert sample(done, "stagedoor_job_wait_seconds_bucket", kind="ok", le="+Inf", **q) == 5
+    assert 0 < (sample(done, "stagedoor_job_wait_seconds_sum", kind="ok", **q) or 0) < 5 * 60
     last_ok = sample(done, "stagedoor_job_last_success_timestamp_seconds", kind="ok", **q)
     assert last_ok is not None and abs(last_ok - time.time()) < 60
     assert sample(done, "stagedoor_schedule_interval_seconds", schedule="nightly_ok", kind="ok", **q) == 86_400
@@ -142,7 +146,7 @@ def test_the_lag_is_counted_where_redis_cannot_report_it(redis_url: str, keys: K
     async def read() -> int:
         client = aioredis.Redis.from_url(redis_url)
         try:
-            return (await read_queue_state(client, keys, 60_000, time.time())).lag
+            return (await read_queue_state_async(client, keys, reclaim_idle_ms=60_000)).lag
         finally:
             await client.aclose()
 

@@ -6,7 +6,8 @@ After changing a notebook, or opslib's output, run::
 
 Each notebook gets its own :class:`~tests.notebooks.stack.NightStack`, as under
 nbval, and is executed in place with its outputs kept. By default: every
-notebook but the panel's, which Voilà runs in the browser test and which is
+notebook but the panel's (the runbooks under ``notebooks/runbooks/`` too, with
+their default parameters), which Voilà runs in the browser test and which is
 kept without outputs.
 """
 
@@ -34,7 +35,7 @@ def refresh(paths: list[Path]) -> None:
             try:
                 os.environ.update(night.env())
                 notebook = nbformat.read(path, as_version=4)
-                NotebookClient(notebook, timeout=300, resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
+                NotebookClient(notebook, timeout=300, resources={"metadata": {"path": str(path.parent)}}).execute()
                 nbformat.write(notebook, path)
                 print(f"refreshed {path.relative_to(ROOT)}")
             finally:
@@ -44,4 +45,4 @@ def refresh(paths: list[Path]) -> None:
 
 
 if __name__ == "__main__":
-    refresh([Path(arg).resolve() for arg in sys.argv[1:]] or sorted(set(NOTEBOOKS.glob("*.ipynb")) - {PANEL}))
+    refresh([Path(arg).resolve() for arg in sys.argv[1:]] or sorted({p for p in NOTEBOOKS.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts} - {PANEL}))

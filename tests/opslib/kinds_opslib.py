@@ -47,3 +47,9 @@ async def seat_label(job: Job) -> None:
 @job_kind("mailer", retry=RetryPolicy(retries=3, base_s=1e6, cap_s=1e6))
 async def mailer(job: Job) -> None:
     raise ConnectionError("mail provider answered 503")
+
+
+@job_kind("tally")
+async def tally(job: Job) -> None:
+    """Counts each run of a job id in the hash ``<prefix>test:runs`` (a job that ran twice shows 2)."""
+    await state["redis"].hincrby(key("runs"), job.job_id, 1)

@@ -86,7 +86,7 @@ def test_replay_asks_on_a_terminal(
     os.write(typist, b"n\n")
     assert run("replay", "--kind", "seat_label", stdin=stdin) == EXIT_NOT_CONFIRMED
     out = capsys.readouterr().out
-    assert "would replay 2 dead letters" in out and "Replay 2 dead letters? [y/N]" in out and "not replayed" in out
+    assert "would replay 2 dead letters" in out and "Replay 2 dead letters? [y/N]" in out and "not done" in out
     assert r.xlen(keys.dead) == 2
     os.write(typist, b"y\n")
     assert (

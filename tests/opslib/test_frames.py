@@ -17,6 +17,7 @@ from opslib.frames import (
     REPLAY_COLUMNS,
     STATUS_COLUMNS,
 )
+from worker.queue_state import Consumer
 
 DEAD = (
     b"1796000000000-0",
@@ -57,7 +58,8 @@ def test_dead_to_frame_reads_bytes_or_text(decoded: bool) -> None:
     assert dtypes(frame) == {**DEAD_COLUMNS, "email": "str", "field:signature": "str", "order_id": "str"}
     first = frame.loc["1796000000000-0"]
     assert first["dead_at"] == pd.Timestamp("2026-11-30 00:53:20", tz="UTC")
-    assert (first["kind"], first["job_id"], first["outbox_id"], first["attempts"]) == ("render_tickets", "", "88210", 2)
+    identity = (first["kind"], first["job_id"], first["outbox_id"], first["attempts"])
+    assert identity == ("render_tickets", "88210", "88210", 2)  # a relayed job: its outbox id is its job_id
     assert first["error_type"] == "SeatLabelInvalid"
     assert first["signature"] == "SeatLabelInvalid: <str> is not a row letter and a seat number"
     assert (first["request_id"], first["trace"], first["worker"]) == ("7f3a9c2e", "4bf92f35", "w1")
@@ -127,10 +129,8 @@ def test_delayed_frame() -> None:
 
 
 def test_consumers_frame() -> None:
-    assert dtypes(frames.consumers_to_frame([], [])) == CONSUMER_COLUMNS
-    frame = frames.consumers_to_frame(
-        [{"name": b"w1", "pending": 2, "idle": 1500}, {"name": b"w2", "pending": 0, "idle": 10}], ["w2"]
-    )
+    assert dtypes(frames.consumers_to_frame([])) == CONSUMER_COLUMNS
+    frame = frames.consumers_to_frame([Consumer("w1", 2, 1500, live=False), Consumer("w2", 0, 10, live=True)])
     assert dtypes(frame) == CONSUMER_COLUMNS
     assert frame.to_dict("list") == {
         "consumer": ["w1", "w2"],

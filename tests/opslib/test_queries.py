@@ -36,7 +36,20 @@ def test_every_query_on_an_empty_queue_has_its_columns(at: dict[str, Any]) -> No
     assert dtypes(opslib.failure_groups(**at)) == GROUP_COLUMNS
     stats = opslib.queue_stats(**at)
     assert stats.counts["value"].to_dict() == dict.fromkeys(
-        ["stream_length", "lag", "pending", "delayed", "delayed_due", "dead", "dead_evicted", "consumers"], 0
+        [
+            "stream_length",
+            "lag",
+            "oldest_waiting_s",
+            "pending",
+            "pending_idle",
+            "delayed",
+            "delayed_due",
+            "dead",
+            "dead_evicted",
+            "consumers",
+            "consumers_live",
+        ],
+        0,
     )
     assert str(stats.counts["value"].dtype) == "int64"
     assert dtypes(stats.consumers) == CONSUMER_COLUMNS
@@ -101,15 +114,19 @@ def test_queries_on_a_queue_that_real_workers_filled(
     assert opslib.delayed("mailer", **at)["job_id"].tolist() == ["later"]
 
     stats = opslib.queue_stats(**at)
-    assert stats.counts["value"].to_dict() == {
+    values = stats.counts["value"].to_dict()
+    assert 0 <= values.pop("oldest_waiting_s") < 60  # the undelivered entry was added just now
+    assert values == {
         "stream_length": r.xlen(keys.jobs),  # acknowledged entries stay until the worker's trim chore
         "lag": 1,
         "pending": 1,
+        "pending_idle": 0,  # the crashed worker's entry is not idle beyond RECLAIM_IDLE_MS yet
         "delayed": 2,
         "delayed_due": 1,
         "dead": 3,
         "dead_evicted": 0,
         "consumers": 2,
+        "consumers_live": 0,  # the burst worker deleted its heartbeat on its way out
     }
     assert stats.dead == 3
     assert "crashed-worker" in set(stats.consumers["consumer"])
@@ -145,9 +162,7 @@ def test_a_kind_is_known_by_what_the_queue_holds_anywhere(r: redis.Redis, keys: 
 
 def test_bad_arguments_raise_one_clear_error(r: redis.Redis, keys: Keys, at: dict[str, Any]) -> None:
     bury(r, keys, {"kind": "seat_label", "seat": "1-A"}, {"error": "SeatLabelInvalid: '1-A' is bad"})
-    with pytest.raises(
-        opslib.OpslibError, match=r"unknown kind 'seat_lable'; did you mean 'seat_label'\?"
-    ):
+    with pytest.raises(opslib.OpslibError, match=r"unknown kind 'seat_lable'; did you mean 'seat_label'\?"):
         opslib.dead_letters("seat_lable", **at)
     with pytest.raises(opslib.OpslibError, match="unknown kind 'nope'"):
         opslib.pending("nope", **at)

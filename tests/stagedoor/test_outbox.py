@@ -17,10 +17,14 @@ import redis.asyncio as aioredis
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
+import opslib
 from stagedoor.outbox import OutboxRelay
 from stagedoor.standins import MailStandIn
 from tests.helpers import Workers
-from worker.keys import Keys
+from worker.enqueue import enqueue
+from worker.keys import GROUP, Keys
+from worker.scripts import Scripts
+from worker.wire import encode_member
 
 STAGEDOOR = "stagedoor.kinds"
 
@@ -116,3 +120,55 @@ def test_burst_drains_the_outbox_before_it_exits(
     workers.burst(STAGEDOOR, DATABASE_URL=db, MAIL_API_URL=mail.url)
     assert conn.execute("SELECT count(*) FROM outbox WHERE published_at IS NULL").fetchone() == (0,)
     assert sorted(m["key"] for m in mail.messages()) == ["outbox:1", "outbox:2", "outbox:3"]
+
+
+def test_the_relay_publishes_what_the_enqueue_api_makes_of_its_rows(
+    db: str, conn: psycopg.Connection, r: redis.Redis, keys: Keys, redis_url: str
+) -> None:
+    later = conn.execute("SELECT now() + interval '1 day'").fetchone()[0]  # type: ignore[index]
+    conn.execute(
+        "INSERT INTO outbox (kind, payload, run_at) VALUES"
+        ' (\'send_email\', \'{"email": "a@example.com", "order_id": 7}\', NULL),'
+        " ('send_reminder', '{\"order_id\": 9, \"seats\": [1, 2]}', %s),"
+        " ('send_reminder', '{\"order_id\": 10}', now() - interval '1 hour')",
+        (later,),
+    )
+    assert with_relay(db, redis_url, keys, lambda relay: relay.relay_once()) == 3
+
+    api = Keys(keys.prefix + "api:")  # the same jobs through enqueue(), on a queue of their own
+    enqueue(r, "send_email", {"email": "a@example.com", "order_id": "7", "outbox_id": "1"}, prefix=api.prefix)
+    enqueue(r, "send_reminder", {"order_id": "9", "seats": "[1, 2]", "outbox_id": "2"}, run_at=later, prefix=api.prefix)
+    enqueue(r, "send_reminder", {"order_id": "10", "outbox_id": "3"}, prefix=api.prefix)  # its run_at has passed
+    assert jobs(r, keys) == jobs(r, api)
+    assert r.zrange(keys.delayed, 0, -1, withscores=True) == r.zrange(api.delayed, 0, -1, withscores=True)
+    assert all("job_id" not in job for job in jobs(r, keys))  # the outbox id is the job's identity
+
+
+def test_a_relayed_job_shows_one_job_id_pending_delayed_and_dead(
+    db: str, conn: psycopg.Connection, r: redis.Redis, keys: Keys, redis_url: str
+) -> None:
+    add_rows(conn, 1)
+    assert with_relay(db, redis_url, keys, lambda relay: relay.relay_once()) == 1
+    at = {"client": r, "prefix": keys.prefix}
+    scripts = Scripts(r, keys)
+    r.xgroup_create(keys.jobs, GROUP, id="0")
+
+    def deliver() -> tuple[str, dict[str, str]]:
+        [(_stream, [(entry_id, raw)])] = r.xreadgroup(GROUP, "worker-1", {keys.jobs: ">"}, count=1)
+        return entry_id.decode(), {k.decode(): v.decode() for k, v in raw.items()}
+
+    entry_id, fields = deliver()  # running
+    assert opslib.pending(**at)["job_id"].tolist() == ["1"]
+
+    # The handler failed: the retry move, with the member the worker builds.
+    scripts.retry(entry_id, time.time() + 3600, encode_member({**fields, "attempts": "1"}))
+    assert opslib.pending(**at).empty
+    assert opslib.delayed(**at)["job_id"].tolist() == ["1"]
+
+    # Due again, delivered, failed for good: the bury move, with the fields the worker adds.
+    scripts.promote(time.time() + 7200)
+    entry_id, _fields = deliver()
+    scripts.bury(entry_id, {"attempts": "2", "error": "MailRejected: 550", "reason": "exhausted"}, maxlen=1000)
+    assert opslib.delayed(**at).empty
+    dead = opslib.dead_letters(**at)
+    assert dead[["job_id", "outbox_id", "attempts"]].values.tolist() == [["1", "1", 2]]

@@ -6,13 +6,15 @@ KEYS[3]  outcomes  hash replay:<batch> (dead id -> JSON outcome)
 ARGV[1]  dead_id   the dead entry to replay
 ARGV[2]  batch     replay batch id, stored as `replay_batch`
 ARGV[3]  ttl_s     expiry of the outcomes hash, seconds
-ARGV[4..] names of fields to drop (error, traceback, reason, ...)
+ARGV[4]  queued    the status recorded until the worker runs the job
+                   (worker.vocabulary.RECORDED_QUEUED)
+ARGV[5..] names of fields to drop (error, traceback, reason, ...)
 
 Returns: the new entry id on `jobs`, or false when the dead entry is no longer
 there (already replayed by someone else, or evicted). Because the read, XADD
 and XDEL are one script, two people replaying the same ids re-add each once.
 The job goes back with attempts 0, `replay_of` = dead_id, `replay_batch`.
-The outcomes hash gets dead_id -> {"status": "queued", "new_id": ...}, which
+The outcomes hash gets dead_id -> {"status": ARGV[4], "new_id": ...}, which
 the worker overwrites with the job's outcome, so replay_status knows every
 job of the batch, run or not.
 ]]
@@ -21,7 +23,7 @@ if #found == 0 then
   return false
 end
 local drop = {attempts = true, replay_of = true, replay_batch = true}
-for i = 4, #ARGV do
+for i = 5, #ARGV do
   drop[ARGV[i]] = true
 end
 local fields = found[1][2]
@@ -40,6 +42,6 @@ args[#args + 1] = 'replay_batch'
 args[#args + 1] = ARGV[2]
 local new_id = redis.call('XADD', KEYS[2], '*', unpack(args))
 redis.call('XDEL', KEYS[1], ARGV[1])
-redis.call('HSET', KEYS[3], ARGV[1], cjson.encode({status = 'queued', new_id = new_id}))
+redis.call('HSET', KEYS[3], ARGV[1], cjson.encode({status = ARGV[4], new_id = new_id}))
 redis.call('EXPIRE', KEYS[3], ARGV[3])
 return new_id

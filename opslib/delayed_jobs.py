@@ -1,0 +1,199 @@
+"""Act on delayed jobs: run them now, or cancel them before they run.
+
+``run_now(job_ids, *, dry_run=False)``
+    Moves each job's member from ``delayed`` onto ``jobs`` at once (the
+    run_now script: ZSCORE + XADD + ZREM), its fields unchanged.
+``cancel_delayed(job_ids, *, reason, by=None, dry_run=False)``
+    Takes each job's member out of ``delayed`` (the cancel_delayed script),
+    so it never runs, and records it in the archive as discarded with the
+    reason (see :func:`record_cancelled`).
+
+``job_ids`` is one job id, a list of them, or a ``delayed()`` frame (its
+``job_id`` column). A job id names every member of ``delayed`` with that
+``job_id`` (or ``outbox_id``). Each member moves in one script, so a worker
+promoting the same job at the same moment and this call never both act: a
+job runs once, or is cancelled, never both; the loser reports ``missing``.
+
+Both return one row per member moved (one per job id asked for when none
+matched): job_id (str), status (str: queued / cancelled / missing, or in a
+dry run would queue / would cancel), batch (str: one id for the call, ``""``
+in a dry run, which writes nothing). Index 0..n-1; the batch is also in
+``frame.attrs["batch"]``.
+
+Example::
+
+    >>> later = opslib.delayed("send_reminder")
+    >>> opslib.run_now(later.head(3), dry_run=True)
+       job_id        status batch
+    0  r-1001   would queue
+"""
+
+from __future__ import annotations
+
+import getpass
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import pandas as pd
+import redis
+
+from opslib.columns import TEXT, typed_frame
+from opslib.connection import redis_session
+from opslib.errors import OpslibError
+from opslib.frames import job_id_of
+from opslib.replay import CHUNK, new_batch_id
+from worker.keys import Keys
+from worker.scripts import Scripts
+from worker.wire import decode_member, text
+
+QUEUED, CANCELLED, MISSING = "queued", "cancelled", "missing"
+WOULD_QUEUE, WOULD_CANCEL = "would queue", "would cancel"
+MOVE_COLUMNS = {"job_id": TEXT, "status": TEXT, "batch": TEXT}
+NEEDS_WRITE = (
+    "{action} needs a user that may run scripts and write the queue's keys (EVALSHA: ZSCORE, ZREM{more}); "
+    "a read-only user can run it with dry_run=True"
+)
+
+
+def job_ids_of(ids: object) -> list[str]:
+    """The job ids in ``ids``: one id, a list, a Series, or a ``delayed()`` frame (its ``job_id`` column)."""
+    if isinstance(ids, str | bytes):
+        values: Iterable[object] = [ids]
+    elif isinstance(ids, pd.DataFrame):
+        if "job_id" not in ids.columns:
+            raise OpslibError("a frame of jobs must have a job_id column (a delayed() frame, or a selection of one)")
+        values = ids["job_id"]
+    elif isinstance(ids, Iterable):
+        values = ids
+    else:
+        raise OpslibError(f"job_ids must be job ids (a list, or a delayed() frame), got {type(ids).__name__}")
+    found: list[str] = []
+    for value in values:
+        job_id = text(value) if isinstance(value, bytes | str) else value
+        if not isinstance(job_id, str) or not job_id.strip():
+            raise OpslibError(
+                f"{value!r} is not a job id; use the job_id column of delayed() (a malformed member has none: "
+                "the worker dead-letters it when it is due)"
+            )
+        found.append(job_id)
+    return list(dict.fromkeys(found))
+
+
+def members_by_job(client: Any, keys: Keys, job_ids: Sequence[str]) -> dict[str, list[bytes]]:
+    """Each asked job id's members of ``delayed`` (read once, whole: ``delayed`` holds retries and later jobs)."""
+    wanted = set(job_ids)
+    found: dict[str, list[bytes]] = {job_id: [] for job_id in job_ids}
+    for member in client.zrange(keys.delayed, 0, -1):
+        try:
+            job_id = job_id_of(decode_member(member))
+        except ValueError:
+            continue
+        if job_id in wanted:
+            found[job_id].append(member)
+    return found
+
+
+def moves_to_frame(rows: Sequence[tuple[str, str]], batch: str) -> pd.DataFrame:
+    """The frame of ``(job_id, status)`` rows of one call."""
+    columns = {
+        "job_id": [job_id for job_id, _ in rows],
+        "status": [status for _, status in rows],
+        "batch": [batch] * len(rows),
+    }
+    frame = typed_frame(columns, MOVE_COLUMNS)
+    frame.attrs["batch"] = batch
+    return frame
+
+
+def _move(
+    ids: object,
+    *,
+    script: str,
+    done: str,
+    would: str,
+    dry_run: bool,
+    client: redis.Redis | None,
+    prefix: str | None,
+    needs: str,
+) -> tuple[pd.DataFrame, dict[str, str]]:
+    """Run ``script`` on every member of the asked jobs: the frame, and each moved member (text) -> its job id."""
+    job_ids = job_ids_of(ids)
+    action = "read the delayed jobs" if dry_run else f"{script.replace('_', ' ')} delayed jobs"
+    with redis_session(client, prefix, action, needs="" if dry_run else needs) as (redis_client, keys):
+        members = members_by_job(redis_client, keys, job_ids)
+        plan = [(job_id, member) for job_id in job_ids for member in members[job_id]]
+        if dry_run:
+            rows = [(job_id, would) for job_id, _ in plan]
+            rows += [(job_id, MISSING) for job_id in job_ids if not members[job_id]]
+            return moves_to_frame(rows, ""), {}
+        batch = new_batch_id()
+        scripts = Scripts(redis_client, keys)
+        results: list[Any] = []
+        for start in range(0, len(plan), CHUNK):
+            pipe = redis_client.pipeline(transaction=False)
+            for _job_id, member in plan[start : start + CHUNK]:
+                getattr(scripts, script)(member, client=pipe)
+            results += pipe.execute()
+    rows = [(job_id, done if result else MISSING) for (job_id, _), result in zip(plan, results, strict=True)]
+    rows += [(job_id, MISSING) for job_id in job_ids if not members[job_id]]
+    moved = {text(member): job_id for (job_id, member), result in zip(plan, results, strict=True) if result}
+    return moves_to_frame(rows, batch), moved
+
+
+def run_now(
+    job_ids: object, *, dry_run: bool = False, client: redis.Redis | None = None, prefix: str | None = None
+) -> pd.DataFrame:
+    """Move delayed jobs onto ``jobs`` now (columns in the module docstring); ``dry_run`` writes nothing."""
+    frame, _moved = _move(
+        job_ids,
+        script="run_now",
+        done=QUEUED,
+        would=WOULD_QUEUE,
+        dry_run=dry_run,
+        client=client,
+        prefix=prefix,
+        needs=NEEDS_WRITE.format(action="run_now", more=", XADD"),
+    )
+    return frame
+
+
+def cancel_delayed(
+    job_ids: object,
+    *,
+    reason: str,
+    by: str | None = None,
+    dry_run: bool = False,
+    client: redis.Redis | None = None,
+    prefix: str | None = None,
+) -> pd.DataFrame:
+    """Take delayed jobs out before they run and record them as discarded (columns in the module docstring).
+
+    ``reason`` is required (it goes to the archive with ``by``, the
+    operating-system user unless given); ``dry_run`` writes nothing.
+    """
+    if not isinstance(reason, str) or not reason.strip():
+        raise OpslibError(
+            f"reason must say why these jobs must not run, e.g. reason='order 4471 was refunded'; got {reason!r}"
+        )
+    frame, moved = _move(
+        job_ids,
+        script="cancel_delayed",
+        done=CANCELLED,
+        would=WOULD_CANCEL,
+        dry_run=dry_run,
+        client=client,
+        prefix=prefix,
+        needs=NEEDS_WRITE.format(action="cancel_delayed", more=""),
+    )
+    if moved:
+        record_cancelled(moved, reason=reason, by=by or getpass.getuser(), batch=frame.attrs["batch"])
+    return frame
+
+
+def record_cancelled(members: dict[str, str], *, reason: str, by: str, batch: str) -> None:
+    """ARCHIVE SEAM: record cancelled delayed jobs in the archive as discarded (``reason``, ``by``, ``batch``).
+
+    ``members`` maps each cancelled member (the job's fields as JSON) to its
+    job id. The dead-letter archive's discard mechanism writes the rows; until
+    it is merged, the cancellation is done in Redis and not yet recorded.
+    """

@@ -1,0 +1,108 @@
+"""Run a runbook notebook for one kind: ``python -m opslib runbook KIND [--since 2h] [--signature S] [--out DIR]``.
+
+The runbook (``notebooks/runbooks/investigate_kind.ipynb``) has a cell tagged
+``parameters`` (``kind``, ``since``, ``signature``). :func:`run_runbook`
+executes it with papermill, the parameters filled in, into
+``DIR/<UTC time>-<kind>.ipynb``, and writes an HTML copy beside it
+(nbconvert), so the page an alert sends leads to a notebook already run for
+tonight's kind. The kernel inherits this process's environment (``REDIS_URL``,
+``DATABASE_URL``, ``QUEUE_PREFIX``, ``OPSLIB_TZ``), so it reads the same queue.
+
+A cell that raises stops the run; :class:`RunbookFailed` names the cell
+(its number and first line) and the error, and the notebook and its HTML are
+still written, with the error in place, for a person to read.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from opslib.checks import parse_since
+from opslib.errors import OpslibError
+from opslib.signatures import check_signature
+
+ROOT = Path(__file__).resolve().parents[1]
+RUNBOOKS = ROOT / "notebooks" / "runbooks"
+INVESTIGATE_KIND = RUNBOOKS / "investigate_kind.ipynb"
+DEFAULT_OUT = Path("runbook-runs")
+CELL_TIMEOUT_S = 600
+UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+@dataclass(frozen=True)
+class RunbookRun:
+    """Where an executed runbook was written: the notebook and its HTML copy."""
+
+    notebook: Path
+    html: Path
+
+
+class RunbookFailed(OpslibError):
+    """A cell of the runbook raised; the message names the cell and the error, ``run`` where it was written."""
+
+    def __init__(self, message: str, run: RunbookRun) -> None:
+        super().__init__(message)
+        self.run = run
+
+
+def output_stem(kind: str, now: datetime | None = None) -> str:
+    """``<UTC time>-<kind>``, e.g. ``20261130T211400Z-render_tickets`` (characters unsafe in a file name as ``_``)."""
+    at = (now or datetime.now(UTC)).astimezone(UTC)
+    return f"{at:%Y%m%dT%H%M%SZ}-{UNSAFE.sub('_', kind)}"
+
+
+def run_runbook(
+    kind: str,
+    *,
+    since: str = "24h",
+    signature: str | None = None,
+    out: Path = DEFAULT_OUT,
+    notebook: Path = INVESTIGATE_KIND,
+) -> RunbookRun:
+    """Execute ``notebook`` for ``kind`` into ``out``; raises :class:`RunbookFailed` when a cell fails."""
+    import nbformat
+    import papermill
+    from nbconvert import HTMLExporter
+
+    if not isinstance(kind, str) or not kind.strip():
+        raise OpslibError(f"kind must be a job kind such as 'render_tickets', got {kind!r}")
+    parse_since(since)
+    if signature is not None:
+        check_signature(signature)
+    if not notebook.exists():
+        raise OpslibError(f"no runbook at {notebook}: run from a checkout of the project (notebooks/runbooks/)")
+    out.mkdir(parents=True, exist_ok=True)
+    stem = output_stem(kind)
+    run = RunbookRun(out / f"{stem}.ipynb", out / f"{stem}.html")
+    failure: Exception | None = None
+    try:
+        papermill.execute_notebook(
+            str(notebook),
+            str(run.notebook),
+            parameters={"kind": kind, "since": since, "signature": signature},
+            cwd=str(notebook.parent),
+            progress_bar=False,
+            execution_timeout=CELL_TIMEOUT_S,
+        )
+    except papermill.PapermillExecutionError as exc:
+        failure = exc
+    executed = nbformat.read(run.notebook, as_version=4)
+    body, _resources = HTMLExporter().from_notebook_node(executed)
+    run.html.write_text(body, encoding="utf-8")
+    if failure is not None:
+        error = f"{failure.ename}: {failure.evalue}"  # type: ignore[attr-defined]
+        raise RunbookFailed(f"{describe_failed_cell(executed)}: {error}", run)
+    return run
+
+
+def describe_failed_cell(executed: object) -> str:
+    """``cell 5 ("dead = opslib.dead_letters(...)")`` for the first code cell with an error output."""
+    code_cells = [cell for cell in executed.cells if cell.cell_type == "code"]  # type: ignore[attr-defined]
+    for number, cell in enumerate(code_cells, start=1):
+        if any(output.get("output_type") == "error" for output in cell.get("outputs", [])):
+            first = next((line for line in cell.source.splitlines() if line.strip()), "")
+            return f'the runbook failed in code cell {number} ("{first[:80]}")'
+    return "the runbook failed"

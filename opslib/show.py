@@ -1,0 +1,275 @@
+"""One dead letter, whole and readable: ``opslib.show(dead_id)`` and ``python -m opslib show ID``.
+
+A row of ``dead_letters()`` squeezes an entry into one line. :func:`show`
+reads the entry itself (from ``jobs:dead``, or from the archive once it has
+left the stream) and lays it out for a person:
+
+* what it is: when it died (in the display time zone, and in UTC), kind,
+  job id, attempts, reason, worker, request id, trace, replay origin;
+* why: the error whole, its signature whole (the exact string to copy into
+  ``replay_kind(signature=...)`` or ``discard_kind``), and the traceback with
+  its line breaks;
+* the payload's own fields, each cut at :data:`PAYLOAD_CHARS` for display
+  (``.fields`` holds them whole); a field that is not UTF-8 text (a malformed
+  entry) is shown with ``\\x`` escapes and said so;
+* its life in the archive (PostgreSQL table ``dead_letters``): still dead,
+  replayed (when, batch, the new entry, and whether it succeeded or failed
+  again) or discarded (when, by whom, why). Without a reachable archive the
+  view says why the archive was not read.
+
+The result renders as HTML in Jupyter (every value escaped) and as plain text
+anywhere else (``print``, ``repr``, the CLI).
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+import psycopg
+import redis
+
+from opslib.checks import check_entry_id
+from opslib.columns import entry_times
+from opslib.connection import database_url, redis_session
+from opslib.display import cut, local_time
+from opslib.errors import OpslibError
+from opslib.signatures import error_type, signature
+from worker.archive_table import TABLE, fields_from_json
+
+PAYLOAD_CHARS = 500
+"""A payload field is shown up to this many characters (``.fields`` keeps it whole)."""
+
+#: The wire fields shown under "what", in this order (the error fields come under "why").
+ABOUT_FIELDS = (
+    "kind",
+    "job_id",
+    "outbox_id",
+    "attempts",
+    "reason",
+    "failed_at",
+    "worker",
+    "request_id",
+    "trace",
+    "replay_of",
+    "replay_batch",
+)
+WHY_FIELDS = ("error", "traceback")
+#: The archive's columns on an entry's life after death, in the order shown.
+LIFE_COLUMNS = (
+    "status",
+    "archived_at",
+    "replayed_at",
+    "replay_batch",
+    "replay_new_id",
+    "replay_outcome",
+    "replay_dead_id",
+    "discarded_at",
+    "discarded_by",
+    "discard_reason",
+)
+IN_STREAM, ARCHIVE_ONLY = "jobs:dead", "the archive only"
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """One dead entry: ``raw`` (its fields as bytes, in order), ``fields`` (as text), ``life`` (the archive's row).
+
+    ``where`` is ``jobs:dead`` or ``the archive only`` (replayed or discarded
+    since); ``archive_note`` says why ``life`` is empty when it is.
+    """
+
+    dead_id: str
+    where: str
+    raw: Sequence[tuple[bytes, bytes]]
+    life: dict[str, Any] = field(default_factory=dict)
+    archive_note: str = ""
+
+    @property
+    def fields(self) -> dict[str, str]:
+        """Every field as text (bytes that are not UTF-8 as ``\\x`` escapes), whole."""
+        return {_text(name): _text(value) for name, value in self.raw}
+
+    @property
+    def binary(self) -> set[str]:
+        """The fields whose name or value is not UTF-8 text."""
+        return {_text(name) for name, value in self.raw if not (_is_text(name) and _is_text(value))}
+
+    @property
+    def dead_at(self) -> pd.Timestamp:
+        return entry_times([self.dead_id])[0]
+
+    @property
+    def error(self) -> str:
+        return self.fields.get("error", "")
+
+    @property
+    def signature(self) -> str:
+        return signature(self.error)
+
+    def sections(self) -> list[tuple[str, list[tuple[str, str]]]]:
+        """What the views show: (title, [(label, value), ...]) with display cuts applied, traceback apart."""
+        fields = self.fields
+        about = [("dead_at", f"{local_time(self.dead_at)} ({self.dead_at.isoformat()})")]
+        about += [(name, fields[name]) for name in ABOUT_FIELDS if fields.get(name)]
+        why = [
+            ("error", self.error),
+            ("error_type", error_type(self.error)),
+            ("signature", self.signature),
+        ]
+        known = set(ABOUT_FIELDS) | set(WHY_FIELDS)
+        payload = []
+        for name, value in fields.items():
+            if name in known:
+                continue
+            shown = value if len(value) <= PAYLOAD_CHARS else cut(value, PAYLOAD_CHARS)
+            if len(value) > PAYLOAD_CHARS:
+                shown += f" ({len(value) - PAYLOAD_CHARS + 1} more characters: .fields[{name!r}] holds it whole)"
+            if name in self.binary:
+                shown += "  (not UTF-8 text: bytes shown as \\x escapes; .raw holds them as they were)"
+            payload.append((name, shown))
+        life = [(name, _life_value(self.life[name])) for name in LIFE_COLUMNS if self.life.get(name) is not None]
+        if not life:
+            life = [("archive", self.archive_note or "no row")]
+        return [("What", about), ("Why", why), ("Payload", payload or [("", "(no payload fields)")]), ("Archive", life)]
+
+    def _title(self) -> str:
+        kind = self.fields.get("kind") or "(no kind)"
+        reason = self.fields.get("reason") or "(no reason)"
+        return f"Dead letter {self.dead_id} · {kind} · {reason} · in {self.where}"
+
+    def __str__(self) -> str:
+        lines = [self._title()]
+        for title, rows in self.sections():
+            lines.append(f"\n{title}:")
+            width = max((len(label) for label, _ in rows), default=0)
+            for label, value in rows:
+                first, *more = value.split("\n") or [""]
+                lines.append(f"  {label:<{width}}  {first}".rstrip())
+                lines += [f"  {'':<{width}}  {line}".rstrip() for line in more]
+        traceback = self.fields.get("traceback", "")
+        lines.append("\nTraceback:" if traceback else "\nTraceback: (none)")
+        lines += [f"  {line}" for line in traceback.rstrip("\n").split("\n")] if traceback else []
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return str(self)
+
+    def _repr_html_(self) -> str:
+        esc = html.escape
+        parts = [
+            '<div class="opslib-show">',
+            f"<h4>{esc(self._title())}</h4>",
+        ]
+        for title, rows in self.sections():
+            parts.append(f"<p><b>{esc(title)}</b></p><table class='opslib-frame'>")
+            for label, value in rows:
+                copyable = label == "signature"
+                cell = f'<code style="user-select:all">{esc(value)}</code>' if copyable else esc(value)
+                parts.append(
+                    f"<tr><th style='text-align:left;vertical-align:top'>{esc(label)}</th>"
+                    f"<td style='white-space:pre-wrap;text-align:left'>{cell}</td></tr>"
+                )
+            parts.append("</table>")
+        traceback = self.fields.get("traceback", "")
+        parts.append("<p><b>Traceback</b></p>")
+        parts.append(f"<pre style='white-space:pre-wrap'>{esc(traceback)}</pre>" if traceback else "<p>(none)</p>")
+        parts.append("</div>")
+        return "".join(parts)
+
+
+def _is_text(value: bytes) -> bool:
+    try:
+        value.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _text(value: bytes) -> str:
+    return value.decode("utf-8", "backslashreplace")
+
+
+def _life_value(value: Any) -> str:
+    if isinstance(value, pd.Timestamp) or hasattr(value, "tzinfo"):
+        stamp = pd.Timestamp(value)
+        return f"{local_time(stamp)} ({stamp.tz_convert('UTC').isoformat()})"
+    return str(value)
+
+
+def archive_row(dead_id: str, queue: str, conn: Any = None) -> tuple[dict[str, Any], str]:
+    """The archive's row of ``dead_id`` in ``queue`` (its life columns and ``fields``), or ``{}`` and why not.
+
+    ``conn`` is a psycopg connection, a URL, or None for ``DATABASE_URL`` /
+    the ``make run`` stack. An archive that cannot be read is not an error
+    here: the entry is shown from Redis with the reason.
+    """
+    own = not isinstance(conn, psycopg.Connection)
+    try:
+        url = (conn or database_url()) if own else ""
+    except OpslibError as exc:
+        return {}, f"not read: {exc}"
+    query = (
+        f"SELECT {', '.join(LIFE_COLUMNS)}, fields FROM {TABLE} "
+        "WHERE queue = %s AND dead_id = %s ORDER BY partition LIMIT 1"
+    )
+    try:
+        connection = psycopg.connect(url, connect_timeout=5, autocommit=True) if own else conn
+    except psycopg.OperationalError as exc:
+        return {}, f"not read: cannot reach PostgreSQL ({str(exc).strip()})"
+    try:
+        with connection.cursor(row_factory=psycopg.rows.dict_row) as cursor:
+            cursor.execute(query, (queue, dead_id))
+            row = cursor.fetchone()
+    except psycopg.errors.UndefinedTable:
+        if not own:
+            connection.rollback()
+        return {}, f"no {TABLE} table in this database (the archive is off, or `python -m worker migrate` never ran)"
+    except psycopg.Error as exc:
+        if not own:
+            connection.rollback()
+        return {}, f"not read: {str(exc).strip()}"
+    finally:
+        if own:
+            connection.close()
+    if row is None:
+        return {}, "no row yet (the archiver writes each dead entry within seconds)"
+    return dict(row), ""
+
+
+def show(
+    dead_id: str,
+    *,
+    archive: bool = True,
+    client: redis.Redis | None = None,
+    prefix: str | None = None,
+    conn: Any = None,
+) -> DeadLetter:
+    """One dead letter, whole: from ``jobs:dead``, or from the archive when it left the stream.
+
+    ``archive=False`` skips PostgreSQL. Raises :class:`OpslibError` when
+    neither holds the id.
+    """
+    entry_id = check_entry_id(dead_id)
+    with redis_session(client, prefix, "read a dead letter") as (redis_client, keys):
+        found = redis_client.xrange(keys.dead, entry_id, entry_id)
+        queue = keys.prefix
+    row, note = archive_row(entry_id, queue, conn) if archive else ({}, "not read (archive=False)")
+    stored = row.pop("fields", None)
+    if found:
+        raw = [(_bytes(name), _bytes(value)) for name, value in found[0][1].items()]
+        return DeadLetter(entry_id, IN_STREAM, raw, row, note)
+    if stored is not None:
+        return DeadLetter(entry_id, ARCHIVE_ONLY, fields_from_json(stored), row, note)
+    where = "jobs:dead" + ("" if not archive else " nor the archive" + (f" ({note})" if note else ""))
+    raise OpslibError(
+        f"no dead letter {entry_id} in {where}; ids come from the index of dead_letters() "
+        "(or the dead_id column of archive())"
+    )
+
+
+def _bytes(value: bytes | str) -> bytes:
+    return value if isinstance(value, bytes) else value.encode()

@@ -1,0 +1,89 @@
+"""``python -m opslib runbook``: the investigate-kind runbook executed by papermill against a seeded queue."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+import redis
+
+from opslib.cli import EXIT_FAILED, EXIT_OK, main
+from tests.helpers import Workers
+from tests.opslib.seed import seat_dead_letters
+from worker.enqueue import enqueue
+from worker.keys import GROUP, Keys
+
+
+@pytest.fixture
+def env(redis_url: str, pg_url: str, keys: Keys, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kernel papermill starts inherits this: the test's queue and a schema without an archive yet."""
+    monkeypatch.setenv("REDIS_URL", redis_url)
+    monkeypatch.setenv("QUEUE_PREFIX", keys.prefix)
+    monkeypatch.setenv("DATABASE_URL", pg_url)
+    monkeypatch.setenv("OPSLIB_TZ", "Europe/Prague")
+
+
+def output_of(notebook: nbformat.NotebookNode, starts: str) -> str:
+    [cell] = [c for c in notebook.cells if c.cell_type == "code" and c.source.startswith(starts)]
+    return "".join(out.get("data", {}).get("text/plain", "") + out.get("text", "") for out in cell.outputs)
+
+
+def test_the_runbook_runs_for_a_kind_and_holds_its_counts(
+    r: redis.Redis, keys: Keys, workers: Workers, env: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dead = seat_dead_letters(r, keys, workers)
+    enqueue(r, "seat_label", {"seat": "9A"}, run_at=time.time() + 3600, prefix=keys.prefix)
+    enqueue(r, "seat_label", {"seat": "8B"}, prefix=keys.prefix)
+    r.xreadgroup(GROUP, "ghost", {keys.jobs: ">"}, count=1)  # a worker that died holding it
+    assert main(["runbook", "seat_label", "--since", "2h", "--out", str(tmp_path)]) == EXIT_OK
+    notebook_path, html_path = (Path(line) for line in capsys.readouterr().out.split())
+    assert notebook_path.parent == tmp_path and notebook_path.name.endswith("Z-seat_label.ipynb")
+    executed = nbformat.read(notebook_path, as_version=4)
+    counts = output_of(executed, "every_dead = ")
+    assert counts.split() == [
+        "count",
+        "seat_label",
+        "dead",
+        "letters",
+        "3",
+        "pending",
+        "1",
+        "delayed",
+        "1",
+        "delayed",
+        "and",
+        "due",
+        "0",
+    ]
+    assert "kind 'seat_label', dead since '2h' ago" in output_of(executed, "import pandas")
+    assert "times shown in Europe/Prague" in output_of(executed, "import pandas")
+    assert "3  SeatLabelInvalid: <str> is not a row letter and a seat number" in output_of(executed, "groups = ")
+    assert "CET" in output_of(executed, "groups = ")
+    assert f"Dead letter {dead[-1]} · seat_label · exhausted" in output_of(executed, "for example_id")
+    assert "would replay 3 dead letters" in output_of(executed, "if groups.empty")
+    page = html_path.read_text()
+    assert "Traceback (most recent call last)" in page and "<script>alert" not in page
+
+
+def test_a_failed_cell_exits_1_and_names_the_cell(
+    r: redis.Redis, keys: Keys, env: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    r.set(keys.dead, "not a stream")
+    assert main(["runbook", "seat_label", "--out", str(tmp_path)]) == EXIT_FAILED
+    captured = capsys.readouterr()
+    assert "the runbook failed in code cell" in captured.err and '("every_dead = opslib.dead_letters' in captured.err
+    assert "WRONGTYPE" in captured.err
+    written = [Path(line) for line in captured.out.split()]
+    assert [path.suffix for path in written] == [".ipynb", ".html"] and all(path.exists() for path in written)
+
+
+def test_bad_parameters_are_refused_before_any_kernel_starts(
+    env: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["runbook", "seat_label", "--since", "yesterday-ish", "--out", str(tmp_path)]) == EXIT_FAILED
+    assert "since='yesterday-ish' is not a time" in capsys.readouterr().err
+    assert main(["runbook", "seat_label", "--signature", "Boom: 'x' 42", "--out", str(tmp_path)]) == EXIT_FAILED
+    assert "is not a signature" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())

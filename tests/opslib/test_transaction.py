@@ -1,0 +1,59 @@
+"""``opslib.transaction``: a data fix previewed on one connection, committed at the end or rolled back."""
+
+from __future__ import annotations
+
+import re
+
+import psycopg
+import pytest
+
+import opslib
+
+
+@pytest.fixture
+def seats(pg_url: str) -> str:
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE seats (id int PRIMARY KEY, label text)")
+        conn.execute("INSERT INTO seats VALUES (1, '14-C'), (2, '7-A'), (3, '9B')")
+    return pg_url
+
+
+def labels(url: str) -> list[str]:
+    return opslib.sql("SELECT label FROM seats ORDER BY id", conn=url)["label"].tolist()
+
+
+FIX = "UPDATE seats SET label = replace(label, '-', '') WHERE label LIKE '%%-%%' RETURNING id, label"
+
+
+def test_the_block_commits_what_it_previewed(seats: str) -> None:
+    with opslib.transaction(conn=seats) as tx:
+        preview = tx.sql(FIX)
+        assert preview.sort_values("id")["label"].tolist() == ["14C", "7A"]
+        assert labels(seats) == ["14-C", "7-A", "9B"]  # another connection does not see it yet
+    assert tx.status == "committed"
+    assert labels(seats) == ["14C", "7A", "9B"]
+
+
+def test_rollback_and_an_exception_leave_the_data_as_it_was(seats: str) -> None:
+    with opslib.transaction(conn=seats) as tx:
+        assert len(tx.sql(FIX)) == 2
+        tx.rollback()
+        with pytest.raises(opslib.OpslibError, match="this transaction is rolled back; run further statements"):
+            tx.sql("SELECT 1")
+    assert tx.status == "rolled back"
+    with pytest.raises(ZeroDivisionError), opslib.transaction(conn=seats) as tx:
+        tx.sql(FIX)
+        raise ZeroDivisionError
+    assert tx.status == "rolled back"
+    with pytest.raises(opslib.OpslibError, match="the query failed"), opslib.transaction(conn=seats) as tx:
+        tx.sql(FIX)
+        tx.sql("UPDATE seats SET nothing = 1")
+    assert labels(seats) == ["14-C", "7-A", "9B"]
+
+
+def test_bad_connections_are_one_clear_error(seats: str) -> None:
+    with pytest.raises(opslib.OpslibError, match="takes a PostgreSQL URL, got int"):
+        opslib.transaction(conn=5).__enter__()  # type: ignore[arg-type]
+    hidden = re.escape("cannot reach PostgreSQL at postgresql://x:***@127.0.0.1:1/db")
+    with pytest.raises(opslib.OpslibError, match=hidden):
+        opslib.transaction(conn="postgresql://x:secret@127.0.0.1:1/db").__enter__()

@@ -1,0 +1,165 @@
+"""The one reader of the queue's state: the metrics gauges and ``opslib.queue_stats`` give the same
+numbers for the same moment, and the pure parsing of the replies (no Redis) for the edge cases."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+import redis
+import redis.asyncio as aioredis
+import redis.exceptions
+from prometheus_client.exposition import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+import opslib
+from tests.opslib.seed import bury, ensure_group
+from worker.enqueue import enqueue
+from worker.keys import GROUP, Keys
+from worker.kinds import Registry
+from worker.metrics import Metrics
+from worker.queue_state import Consumer, QueueState, lag_to_count, live_workers, read_queue_state, state_of
+from worker.settings import Settings
+
+RECLAIM_IDLE_MS = 60_000
+
+#: queue_stats().counts row -> the metric that exports the same number.
+METRIC_OF_STAT = {
+    "lag": "stagedoor_queue_lag",
+    "pending": "stagedoor_queue_pending",
+    "pending_idle": "stagedoor_queue_pending_idle",
+    "delayed": "stagedoor_queue_delayed",
+    "delayed_due": "stagedoor_queue_delayed_due",
+    "dead": "stagedoor_queue_dead_length",
+    "dead_evicted": "stagedoor_queue_dead_evicted_total",
+    "consumers_live": "stagedoor_queue_consumers_live",
+}
+
+
+def seed(r: redis.Redis, keys: Keys) -> None:
+    """A queue with a bit of everything: a live consumer and a dead one (its entry idle beyond the reclaim
+    threshold), a worker alive but not yet in the group's list, an undelivered job, delayed jobs due and
+    not, dead letters and evictions."""
+    ensure_group(r, keys)
+    bury(r, keys, {"kind": "seat_label", "job_id": "d1", "attempts": "0"}, {"error": "E: 1", "reason": "exhausted"})
+    bury(r, keys, {"kind": "seat_label", "job_id": "d2", "attempts": "0"}, {"error": "E: 2", "reason": "exhausted"})
+    r.set(keys.dead_evicted, 5)
+    enqueue(r, "ok", {"job_id": "running"}, prefix=keys.prefix)
+    r.xreadgroup(GROUP, "alive-worker", {keys.jobs: ">"}, count=1)
+    ghost_entry = enqueue(r, "ok", {"job_id": "orphaned"}, prefix=keys.prefix)
+    r.xreadgroup(GROUP, "ghost", {keys.jobs: ">"}, count=1)
+    r.xclaim(keys.jobs, GROUP, "ghost", 0, [ghost_entry], idle=2 * RECLAIM_IDLE_MS)
+    enqueue(r, "ok", {"job_id": "waiting"}, prefix=keys.prefix)
+    enqueue(r, "ok", {"job_id": "due"}, run_at=time.time() - 5, prefix=keys.prefix)
+    enqueue(r, "ok", {"job_id": "later-1"}, delay_s=3600, prefix=keys.prefix)
+    enqueue(r, "ok", {"job_id": "later-2"}, delay_s=7200, prefix=keys.prefix)
+    r.set(keys.heartbeat("alive-worker"), "{}", ex=60)
+    r.set(keys.heartbeat("fresh-worker"), "{}", ex=60)  # started, not handed an entry yet
+
+
+def metrics_samples(redis_url: str, prefix: str) -> dict[str, float]:
+    """The queue-wide series a worker's metrics export after one refresh (as the lock holder)."""
+
+    async def read() -> bytes:
+        client = aioredis.Redis.from_url(redis_url)
+        settings = Settings.from_env({"QUEUE_PREFIX": prefix, "RECLAIM_IDLE_MS": str(RECLAIM_IDLE_MS)})
+        metrics = Metrics(settings, client, Registry())
+        try:
+            await metrics.refresh_queue_state()
+            return generate_latest(metrics.registry)
+        finally:
+            await metrics.close()
+            await client.aclose()
+
+    scraped = text_string_to_metric_families(asyncio.run(read()).decode())
+    return {s.name: s.value for family in scraped for s in family.samples if s.name.startswith("stagedoor_queue_")}
+
+
+def test_metrics_and_queue_stats_give_the_same_numbers(r: redis.Redis, keys: Keys, redis_url: str) -> None:
+    seed(r, keys)
+    stats = opslib.queue_stats(reclaim_idle_ms=RECLAIM_IDLE_MS, client=r, prefix=keys.prefix)
+    exported = metrics_samples(redis_url, keys.prefix)
+
+    counts = stats.counts["value"].to_dict()
+    waited = counts.pop("oldest_waiting_s")  # the waiting entry was added by seed() a moment ago
+    assert 0 <= waited <= 5 and abs(exported["stagedoor_queue_oldest_waiting_seconds"] - waited) <= 1
+    assert {stat: exported[metric] for stat, metric in METRIC_OF_STAT.items()} == {
+        stat: counts[stat] for stat in METRIC_OF_STAT
+    }
+    assert counts == {
+        "stream_length": 3,  # running, orphaned, waiting (burying removed the dead ones)
+        "lag": 1,
+        "pending": 2,
+        "pending_idle": 1,
+        "delayed": 3,
+        "delayed_due": 1,
+        "dead": 2,
+        "dead_evicted": 5,
+        "consumers": 3,  # alive-worker, ghost, and the seeder that buried the dead letters
+        "consumers_live": 2,  # alive-worker and fresh-worker
+    }
+    listed = stats.consumers.set_index("consumer")
+    assert listed["heartbeat"].to_dict() == {"alive-worker": True, "ghost": False, "seeder": False}
+    assert listed["pending"].to_dict() == {"alive-worker": 1, "ghost": 1, "seeder": 0}
+
+
+def test_a_queue_never_read_reads_as_zeros_with_its_entries_as_lag(r: redis.Redis, keys: Keys) -> None:
+    assert read_queue_state(r, keys, reclaim_idle_ms=RECLAIM_IDLE_MS) == QueueState(0, 0, 0, 0, 0, 0, 0, 0, (), 0)
+    r.xadd(keys.jobs, {"kind": "ok"})  # a stream without the group
+    state = read_queue_state(r, keys, reclaim_idle_ms=RECLAIM_IDLE_MS)
+    assert (state.stream_length, state.lag, state.pending, state.consumers) == (1, 1, 0, ())
+
+
+def test_live_workers_match_the_prefix_literally(r: redis.Redis, prefix: str) -> None:
+    odd = Keys(prefix + "[x]*")
+    r.set(odd.heartbeat("w1"), "{}", ex=60)
+    r.set(Keys(prefix + "x").heartbeat("w2"), "{}", ex=60)  # would match "[x]*" taken as a glob
+    assert live_workers(r, odd) == {"w1"}
+    assert live_workers(r, odd, "w*") == {"w1"}
+    assert live_workers(r, odd, "v*") == set()
+
+
+# ---------------------------------------------------------------- pure parsing
+
+GROUP_INFO = {"name": b"workers", "pending": 2, "last-delivered-id": b"5-0", "lag": 3}
+CONSUMERS = [{"name": b"w1", "pending": 2, "idle": 900}, {"name": b"gone", "pending": 0, "idle": 10}]
+
+
+def replies(group: dict[str, object] = GROUP_INFO) -> list[object]:
+    return [7, [group], CONSUMERS, [{"message_id": b"1-0"}], 4, 1, 9, b"2"]
+
+
+def test_the_replies_become_the_state() -> None:
+    assert state_of(replies(), {"w1", "w2"}) == QueueState(
+        stream_length=7,
+        lag=3,
+        pending=2,
+        pending_idle=1,
+        delayed=4,
+        delayed_due=1,
+        dead=9,
+        dead_evicted=2,
+        consumers=(Consumer("w1", 2, 900, live=True), Consumer("gone", 0, 10, live=False)),
+        consumers_live=2,
+    )
+
+
+def test_a_lag_redis_cannot_report_is_counted() -> None:
+    unknown = replies({**GROUP_INFO, "lag": None})
+    assert lag_to_count(replies()) is None
+    assert lag_to_count(unknown) == "5-0"
+    assert state_of(unknown, set(), undelivered=6).lag == 6
+    with pytest.raises(ValueError, match="count the undelivered entries"):
+        state_of(unknown, set())
+
+
+def test_a_missing_group_reads_as_empty_and_other_errors_raise() -> None:
+    nogroup = redis.exceptions.ResponseError("NOGROUP No such key 'jobs' or consumer group 'workers'")
+    missing = [3, redis.exceptions.ResponseError("no such key"), nogroup, nogroup, 0, 0, 0, None]
+    state = state_of(missing, set())
+    assert (state.stream_length, state.lag, state.pending, state.consumers, state.dead_evicted) == (3, 3, 0, (), 0)
+    denied = replies()
+    denied[6] = redis.exceptions.NoPermissionError("NOPERM this user has no permissions to run the 'xlen' command")
+    with pytest.raises(redis.exceptions.NoPermissionError):
+        state_of(denied, set())
