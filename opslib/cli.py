@@ -50,6 +50,14 @@ from opslib.queries import dead_letters, delayed, failure_groups, pending, queue
 from opslib.replay import replay, replay_kind, replay_status
 from opslib.runbook import DEFAULT_OUT, RunbookFailed, run_runbook
 from opslib.show import show
+from worker.vocabulary import (
+    DISCARD_DISCARDED,
+    DISCARD_WOULD_DISCARD,
+    REPLAY_MISSING,
+    REPLAY_REPLAYED,
+    REPLAY_WOULD_REPLAY,
+    STATUS_SUCCEEDED,
+)
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NOT_CONFIRMED = 0, 1, 2, 3
 SHOWN = 20
@@ -167,7 +175,7 @@ def cmd_replay(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO
             )
         return replay(args.ids, dry_run=dry_run)
 
-    taken = show_plan("replay", run(dry_run=True), out)
+    taken = show_plan("replay", REPLAY_WOULD_REPLAY, run(dry_run=True), out)
     if args.dry_run or taken.empty:
         return EXIT_OK
     if not confirmed(f"Replay {len(taken)} dead letters?", args, out, err, stdin):
@@ -176,8 +184,8 @@ def cmd_replay(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO
     counts = done["status"].value_counts()
     batch = done.attrs["batch"]
     print(
-        f"replayed {counts.get('replayed', 0)}, missing {counts.get('missing', 0)} (taken by someone else since); "
-        f"batch {batch}",
+        f"replayed {counts.get(REPLAY_REPLAYED, 0)}, missing {counts.get(REPLAY_MISSING, 0)} "
+        f"(taken by someone else since); batch {batch}",
         file=out,
     )
     print(f"follow it with: python -m opslib status {batch} --wait 60", file=out)
@@ -198,7 +206,7 @@ def cmd_discard(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextI
             )
         return discard(args.ids, reason=args.reason, by=args.by, dry_run=dry_run)
 
-    taken = show_plan("discard", run(dry_run=True), out)
+    taken = show_plan("discard", DISCARD_WOULD_DISCARD, run(dry_run=True), out)
     if args.dry_run or taken.empty:
         return EXIT_OK
     if not confirmed(f"Discard {len(taken)} dead letters?", args, out, err, stdin):
@@ -206,17 +214,18 @@ def cmd_discard(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextI
     done = discard(taken["dead_id"], reason=args.reason, by=args.by)
     counts = done["status"].value_counts()
     print(
-        f"discarded {counts.get('discarded', 0)}, missing {counts.get('missing', 0)} (taken by someone else since); "
+        f"discarded {counts.get(DISCARD_DISCARDED, 0)}, missing {counts.get(REPLAY_MISSING, 0)} "
+        "(taken by someone else since); "
         f"batch {done.attrs['batch']}",
         file=out,
     )
     return EXIT_OK
 
 
-def show_plan(verb: str, plan: pd.DataFrame, out: TextIO) -> pd.DataFrame:
-    """Print what a replay or discard would take (its dry run's rows); return those rows."""
-    taken = plan[plan["status"] == f"would {verb}"]
-    gone = plan[plan["status"] == "missing"]
+def show_plan(verb: str, would: str, plan: pd.DataFrame, out: TextIO) -> pd.DataFrame:
+    """Print what a replay or discard would take (its dry run's rows with status ``would``); return those rows."""
+    taken = plan[plan["status"] == would]
+    gone = plan[plan["status"] == REPLAY_MISSING]
     missing = f"; {len(gone)} ids are not in jobs:dead nor dead in the archive (taken already)" if len(gone) else ""
     print(f"would {verb} {len(taken)} dead letters{missing}", file=out)
     shown = taken["dead_id"].head(SHOWN).tolist()
@@ -325,7 +334,7 @@ def main(argv: Sequence[str] | None = None, *, stdin: TextIO | None = None) -> i
         elif args.command == "status":
             frame = replay_status(args.batch, wait_s=args.wait)
             print(frame["status"].value_counts().to_string(), file=out)
-            table(frame[frame["status"] != "succeeded"].drop(columns=["batch"]), out)
+            table(frame[frame["status"] != STATUS_SUCCEEDED].drop(columns=["batch"]), out)
     except OpslibError as exc:
         print(f"error: {exc}", file=err)
         return EXIT_FAILED

@@ -16,6 +16,23 @@ import pandas as pd
 from opslib.columns import COUNT, DURATION, FLAG, OBJECT, TEXT, TIME, entry_times, typed_frame
 from worker.queue_state import Consumer
 from worker.signatures import error_type, signature
+from worker.vocabulary import (
+    DISCARD_DISCARDED,
+    DISCARD_WOULD_DISCARD,
+    RECORDED_FAILED,
+    RECORDED_RETRYING,
+    RECORDED_SUCCEEDED,
+    REPLAY_MISSING,
+    REPLAY_REPLAYED,
+    REPLAY_WOULD_REPLAY,
+    STATUS_FAILED_AGAIN,
+    STATUS_RETRYING,
+    STATUS_STILL_QUEUED,
+    STATUS_SUCCEEDED,
+    WHERE_DEAD,
+    WHERE_DELAYED,
+    WHERE_JOBS,
+)
 from worker.wire import decode_member, job_id_of, text
 
 Entry = tuple[bytes | str, Mapping[Any, Any]]
@@ -207,7 +224,6 @@ def consumers_to_frame(consumers: Iterable[Consumer]) -> pd.DataFrame:
 
 #: ``replay()`` and ``replay_kind()``: one row per dead id asked for.
 REPLAY_COLUMNS = {"dead_id": TEXT, "new_id": TEXT, "status": TEXT, "batch": TEXT}
-REPLAYED, MISSING, WOULD_REPLAY = "replayed", "missing", "would replay"
 
 
 def replay_to_frame(
@@ -223,13 +239,13 @@ def replay_to_frame(
     for result in results:
         if not result:
             new_ids.append("")
-            statuses.append(MISSING)
+            statuses.append(REPLAY_MISSING)
         elif isinstance(result, bytes | str) and not dry_run:
             new_ids.append(text(result))
-            statuses.append(REPLAYED)
+            statuses.append(REPLAY_REPLAYED)
         else:
             new_ids.append("")
-            statuses.append(WOULD_REPLAY)
+            statuses.append(REPLAY_WOULD_REPLAY)
     columns = {"dead_id": list(dead_ids), "new_id": new_ids, "status": statuses, "batch": [batch] * len(dead_ids)}
     frame = typed_frame(columns, REPLAY_COLUMNS)
     frame.attrs["batch"] = batch
@@ -238,13 +254,12 @@ def replay_to_frame(
 
 #: ``discard()`` and ``discard_kind()``: one row per dead id asked for.
 DISCARD_COLUMNS = {"dead_id": TEXT, "status": TEXT, "batch": TEXT}
-DISCARDED, WOULD_DISCARD = "discarded", "would discard"
 
 
 def discard_to_frame(dead_ids: Sequence[str], found: Sequence[bool], batch: str, dry_run: bool) -> pd.DataFrame:
     """The discard frame: for each dead id, whether it was (or, in a dry run, would be) taken."""
-    taken = WOULD_DISCARD if dry_run else DISCARDED
-    statuses = [taken if hit else MISSING for hit in found]
+    taken = DISCARD_WOULD_DISCARD if dry_run else DISCARD_DISCARDED
+    statuses = [taken if hit else REPLAY_MISSING for hit in found]
     frame = typed_frame(
         {"dead_id": list(dead_ids), "status": statuses, "batch": [batch] * len(dead_ids)}, DISCARD_COLUMNS
     )
@@ -263,8 +278,6 @@ STATUS_COLUMNS = {
     "updated_at": TIME,
     "batch": TEXT,
 }
-SUCCEEDED, FAILED_AGAIN, RETRYING, STILL_QUEUED = "succeeded", "failed again", "retrying", "still queued"
-FINAL_STATUSES = (SUCCEEDED, FAILED_AGAIN)
 
 
 def entry_order(entry_id: str) -> tuple[int, int]:
@@ -315,21 +328,21 @@ def replay_status_to_frame(
     columns: dict[str, list[Any]] = {name: [] for name in STATUS_COLUMNS}
     for dead_id in order:
         outcome = recorded.get(dead_id, {})
-        status, where, attempts = STILL_QUEUED, queued_where.get(dead_id, ""), 0
+        status, where, attempts = STATUS_STILL_QUEUED, queued_where.get(dead_id, ""), 0
         error, new_dead_id = str(outcome.get("error", "")), ""
         updated_at = pd.Timestamp(outcome["at"]) if outcome.get("at") else pd.NaT
         if dead_id in again:
             new_dead_id, fields = again[dead_id]
-            status, where, error = FAILED_AGAIN, "jobs:dead", fields.get("error", "")
+            status, where, error = STATUS_FAILED_AGAIN, WHERE_DEAD, fields.get("error", "")
             attempts = whole_number(fields.get("attempts", ""))
             if updated_at is pd.NaT:
                 updated_at = entry_times([new_dead_id])[0]
-        elif outcome.get("status") == "failed":
-            status, where, new_dead_id = FAILED_AGAIN, "", str(outcome.get("dead_id") or "")
-        elif outcome.get("status") == "succeeded":
-            status, where = SUCCEEDED, ""
-        elif outcome.get("status") == "retrying":
-            status, where = RETRYING, "delayed" if dead_id in waiting else "jobs"
+        elif outcome.get("status") == RECORDED_FAILED:
+            status, where, new_dead_id = STATUS_FAILED_AGAIN, "", str(outcome.get("dead_id") or "")
+        elif outcome.get("status") == RECORDED_SUCCEEDED:
+            status, where = STATUS_SUCCEEDED, ""
+        elif outcome.get("status") == RECORDED_RETRYING:
+            status, where = STATUS_RETRYING, WHERE_DELAYED if dead_id in waiting else WHERE_JOBS
             attempts = whole_number(str(outcome.get("attempts", "")))
         for name, value in zip(
             STATUS_COLUMNS,

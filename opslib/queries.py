@@ -12,8 +12,8 @@ allowed only read commands can run them all.
     Index ``dead_id`` (str). Columns: dead_at (datetime64[ns, UTC], from the
     entry id), kind, job_id (the job's ``job_id``, else its ``outbox_id``: the
     id ``pending()`` and ``delayed()`` show), outbox_id (str), attempts
-    (int64: attempts made), reason (exhausted / poison / malformed /
-    unknown_kind), error_type (the exception name), error, signature (the
+    (int64: attempts made), reason (exhausted / permanent / poison /
+    malformed / unknown_kind), error_type (the exception name), error, signature (the
     error with values replaced, see :mod:`opslib.signatures`), traceback,
     worker, request_id, trace, replay_of, replay_batch (str, ``""`` when
     absent), then the payload's own fields, sorted by name (str, NaN where an

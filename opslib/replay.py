@@ -57,11 +57,12 @@ from opslib.archived import archived_dead, open_archive, replay_from_archive, st
 from opslib.checks import check_batch, check_entry_id, parse_since
 from opslib.connection import queue_keys, redis_session
 from opslib.errors import OpslibError
-from opslib.frames import FINAL_STATUSES, entry_order, parse_outcome, replay_status_to_frame, replay_to_frame
+from opslib.frames import entry_order, parse_outcome, replay_status_to_frame, replay_to_frame
 from opslib.queries import dead_letters, entry_floor
 from worker.failures import now_iso
 from worker.keys import GROUP, Keys
 from worker.scripts import Scripts
+from worker.vocabulary import FINAL_STATUSES, RECORDED_QUEUED, WHERE_JOBS, WHERE_RUNNING
 from worker.wire import DEAD_FIELDS, decode_member, text
 
 CHUNK = 500
@@ -280,7 +281,7 @@ def _status(client: Any, keys: Keys, batch: str) -> pd.DataFrame:
     queued = {}
     for dead_id, value in outcomes.items():
         outcome = parse_outcome(value)
-        if outcome.get("status") == "queued" and outcome.get("new_id"):
+        if outcome.get("status") == RECORDED_QUEUED and outcome.get("new_id"):
             queued[text(dead_id)] = str(outcome["new_id"])
     pipe = client.pipeline(transaction=False)
     for new_id in queued.values():
@@ -291,7 +292,7 @@ def _status(client: Any, keys: Keys, batch: str) -> pd.DataFrame:
     for index, dead_id in enumerate(queued):
         found, running = replies[2 * index], replies[2 * index + 1]
         if isinstance(running, list) and running:
-            where[dead_id] = "running"
+            where[dead_id] = WHERE_RUNNING
         elif isinstance(found, list) and found:
-            where[dead_id] = "jobs"
+            where[dead_id] = WHERE_JOBS
     return replay_status_to_frame(batch, outcomes, dead_again, where, waiting)

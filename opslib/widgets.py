@@ -28,6 +28,7 @@ from opslib.errors import OpslibError
 from opslib.frames import DEAD_COLUMNS, select_dead
 from opslib.queries import QueueStats, dead_letters, failure_groups, queue_stats
 from opslib.replay import replay, replay_status
+from worker.vocabulary import REPLAY_MISSING, REPLAY_REPLAYED, STATUS_SUCCEEDED
 
 PREVIEW_ROWS = 20
 """The preview shows this many entries (the replay takes all of them)."""
@@ -77,8 +78,8 @@ def result_html(done: pd.DataFrame) -> str:
     counts = done["status"].value_counts()
     batch = html.escape(str(done.attrs.get("batch", "")))
     return (
-        f"<p>Replayed <b>{counts.get('replayed', 0)}</b> of {len(done)}"
-        f" ({counts.get('missing', 0)} missing: taken by someone else since) · batch <code>{batch}</code></p>"
+        f"<p>Replayed <b>{counts.get(REPLAY_REPLAYED, 0)}</b> of {len(done)}"
+        f" ({counts.get(REPLAY_MISSING, 0)} missing: taken by someone else since) · batch <code>{batch}</code></p>"
     )
 
 
@@ -94,7 +95,7 @@ def discard_result_html(done: pd.DataFrame) -> str:
 def status_html(status: pd.DataFrame) -> str:
     counts = status["status"].value_counts()
     summary = ", ".join(f"{html.escape(str(name))}: <b>{count}</b>" for name, count in counts.items())
-    unfinished = status[status["status"] != "succeeded"]
+    unfinished = status[status["status"] != STATUS_SUCCEEDED]
     details = table_html(unfinished.drop(columns=["batch"]).head(PREVIEW_ROWS)) if len(unfinished) else ""
     return f"<p>Status: {summary}</p>{details}"
 

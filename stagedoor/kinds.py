@@ -17,7 +17,9 @@ send_reminder            5, 1 s doubling to 60  outbox, delayed            -
 render_tickets           1                      outbox                     -
 =======================  =====================  =========================  ========
 
-Cron times are in ``SCHEDULE_TZ`` (default UTC).
+Cron times are in ``SCHEDULE_TZ`` (default UTC). send_email and send_reminder
+give up on ``MailRejected`` (the provider's 4xx refusal): such a job is
+dead-lettered at once with reason ``permanent``, whatever retries remain.
 """
 
 from __future__ import annotations

@@ -5,7 +5,9 @@ and every replay of one job (``outbox:<outbox_id>`` for a job the relay
 published, ``job:<job_id>`` otherwise), so the provider sends a message once
 however often we ask. A 5xx, a 429 or a timeout raises
 :class:`MailUnavailable` and the kind's policy retries (5 retries, full jitter
-from 1 s doubling to a 60 s cap); the handler never loops itself.
+from 1 s doubling to a 60 s cap); the handler never loops itself. Any other
+4xx, or an unknown template, raises :class:`MailRejected`, which the policy
+gives up on: the job is dead-lettered at once with reason ``permanent``.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from worker import Job, RetryPolicy, job_kind
 
 log = logging.getLogger("stagedoor.mail")
 
-MAIL_RETRY = RetryPolicy(retries=5, base_s=1.0, cap_s=60.0)
+MAIL_RETRY = RetryPolicy(retries=5, base_s=1.0, cap_s=60.0, give_up_on=(MailRejected,))
 
 #: Subject and text of each message ``send_email`` knows, filled from the job's fields.
 TEMPLATES = {

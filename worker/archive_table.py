@@ -39,16 +39,25 @@ from typing import Any
 
 import psycopg
 
+from worker.vocabulary import (
+    ARCHIVED_DEAD,
+    ARCHIVED_DISCARDED,
+    ARCHIVED_REPLAYED,
+    STATUS_FAILED_AGAIN,
+    STATUS_SUCCEEDED,
+)
+
 TABLE = "dead_letters"
 
 #: One key for every migration of the queue's tables (pg_advisory_xact_lock); Stagedoor's differs.
 MIGRATION_LOCK = 5_147_200_302
 
-STATUS_DEAD = "dead"
-STATUS_REPLAYED = "replayed"
-STATUS_DISCARDED = "discarded"
-OUTCOME_SUCCEEDED = "succeeded"
-OUTCOME_FAILED_AGAIN = "failed again"
+# The words of the status and replay_outcome columns (worker.vocabulary owns them).
+STATUS_DEAD = ARCHIVED_DEAD
+STATUS_REPLAYED = ARCHIVED_REPLAYED
+STATUS_DISCARDED = ARCHIVED_DISCARDED
+OUTCOME_SUCCEEDED = STATUS_SUCCEEDED
+OUTCOME_FAILED_AGAIN = STATUS_FAILED_AGAIN
 
 DDL = f"""
 CREATE TABLE IF NOT EXISTS {TABLE} (

@@ -15,18 +15,11 @@ import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-import redis.exceptions
+from worker.reconnect import CONNECTION_ERRORS, backoff_s
 
 log = logging.getLogger("worker.chores")
 
-#: Errors that mean "Redis or PostgreSQL is away"; chores back off and retry quietly.
-CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
-    redis.exceptions.ConnectionError,
-    redis.exceptions.TimeoutError,
-    ConnectionError,
-    TimeoutError,
-    OSError,
-)
+__all__ = ["CONNECTION_ERRORS", "Chore", "jittered", "run_chore", "sleep_or_stop"]
 
 
 @dataclass(frozen=True)
@@ -67,11 +60,11 @@ async def run_chore(chore: Chore, stopping: asyncio.Event) -> None:
             failures += 1
             if failures == 1:
                 log.warning("Chore %s lost its connection (%s); retrying with backoff.", chore.name, exc)
-            next_s = min(5.0, 0.1 * 2**failures)
+            next_s = backoff_s(failures)
         except Exception:
             failures += 1
             log.exception("Chore %s failed; it will run again.", chore.name)
-            next_s = min(30.0, chore.interval_s * 2**failures)
+            next_s = backoff_s(failures, base_s=chore.interval_s, cap_s=30.0)
         else:
             if failures:
                 log.info("Chore %s is working again.", chore.name)

@@ -39,6 +39,7 @@ from worker.queue_state import glob_escape, live_workers
 from worker.runner import HEARTBEAT_TTL_S, Worker
 from worker.scheduler import scheduler_chore
 from worker.settings import Settings, settings_help
+from worker.supervisor import Supervisor
 
 log = logging.getLogger("worker")
 
@@ -54,6 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--burst", action="store_true", help="run until the queue is drained, then exit 0")
     parser.add_argument("--kinds", help="comma-separated modules with job kinds (overrides WORKER_KINDS)")
+    parser.add_argument("--processes", help="worker processes under one supervisor (overrides WORKER_PROCESSES)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.add_parser("run", help="run the worker (the default)")
     enq = sub.add_parser("enqueue", help="add a job: enqueue KIND key=value ... [--delay 30s | --at ISO-8601]")
@@ -150,11 +152,20 @@ def cmd_health(settings: Settings) -> int:
     if not any(g["name"] in (GROUP, GROUP.encode()) for g in groups):
         print(f"unhealthy: consumer group {GROUP} does not exist on {keys.jobs}")
         return EXIT_FAILED
+    # Under a supervisor (WORKER_PROCESSES > 1) the consumers are <WORKER_NAME>-<i>: each must beat.
     name = os.environ.get("WORKER_NAME", "").strip()
-    worker_glob = glob_escape(name) if name else glob_escape(socket.gethostname()) + "-*"
+    expected = settings.processes
+    if name:
+        worker_glob = glob_escape(name) + ("-*" if expected > 1 else "")
+    else:
+        worker_glob = glob_escape(socket.gethostname()) + "-*"
     beats = live_workers(client, keys, worker_glob)
+    pattern = keys.heartbeat(worker_glob)
     if not beats:
-        print(f"unhealthy: no heartbeat matching {keys.heartbeat(worker_glob)} in the last {HEARTBEAT_TTL_S} s")
+        print(f"unhealthy: no heartbeat matching {pattern} in the last {HEARTBEAT_TTL_S} s")
+        return EXIT_FAILED
+    if len(beats) < expected:
+        print(f"unhealthy: {len(beats)} of {expected} heartbeats matching {pattern} in the last {HEARTBEAT_TTL_S} s")
         return EXIT_FAILED
     print(f"healthy: {len(beats)} worker heartbeat(s) fresh")
     return EXIT_OK
@@ -240,6 +251,8 @@ def cmd_run(settings: Settings, burst: bool) -> int:
                 log.info("REDIS_URL is unset: started the embedded Valkey at %s.", redis_url)
             if database_url and not settings.database_url:
                 log.info("DATABASE_URL is unset: started the embedded PostgreSQL at %s.", database_url)
+            if settings.processes > 1:
+                return Supervisor(settings, redis_url, database_url, burst=burst).run()
             run_loop(serve(settings, redis_url, database_url, burst))
     except KeyboardInterrupt:
         pass
@@ -251,6 +264,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         overrides = {"kinds": args.kinds} if args.kinds else {}
+        if args.processes:
+            overrides["processes"] = args.processes
         settings = Settings.from_env(**overrides)
         logs.configure(settings.log_format, settings.log_level)
         if args.command == "enqueue":

@@ -69,6 +69,7 @@ from worker.keys import Keys
 from worker.kinds import Registry
 from worker.queue_state import PENDING_IDLE_LIMIT, QueueState, read_queue_state_async
 from worker.settings import Settings
+from worker.vocabulary import OUTCOME_DEAD, OUTCOME_RETRIED, OUTCOME_SUCCEEDED, REASONS, REASONS_AFTER_A_RUN
 
 if TYPE_CHECKING:
     from worker.app import WorkerApp
@@ -163,20 +164,20 @@ class JobCollector(Collector):
 
     def job_finished(self, kind: str, outcome: str, duration_s: float, reason: str | None) -> None:
         """The loop's report of one finished job (:class:`worker.observe.Observer`)."""
-        if outcome == "dead":
+        if outcome == OUTCOME_DEAD:
             key = (kind, reason or "")
             self.dead[key] = self.dead.get(key, 0) + 1
-            if reason not in (None, "exhausted"):
+            if reason not in REASONS_AFTER_A_RUN:
                 return  # never ran: malformed, unknown kind, or poison found by reclaim
         buckets = self.buckets.get(kind)
         if buckets is None:
             buckets = self.buckets[kind] = [0] * (len(DURATION_BUCKETS_S) + 1)
         buckets[bisect_left(DURATION_BUCKETS_S, duration_s)] += 1
         self.duration_sum[kind] = self.duration_sum.get(kind, 0.0) + duration_s
-        if outcome == "succeeded":
+        if outcome == OUTCOME_SUCCEEDED:
             self.succeeded[kind] = self.succeeded.get(kind, 0) + 1
             self.last_success[kind] = time.time()
-        elif outcome == "retried":
+        elif outcome == OUTCOME_RETRIED:
             self.retried[kind] = self.retried.get(kind, 0) + 1
 
     def describe(self) -> Iterable[Metric]:
@@ -196,7 +197,7 @@ class JobCollector(Collector):
             retried.add_metric([q, kind], n)
         dead = CounterMetricFamily(
             "stagedoor_jobs_dead",
-            "Jobs dead-lettered by this worker, by reason (exhausted, poison, malformed, unknown_kind).",
+            "Jobs dead-lettered by this worker, by reason (" + ", ".join(REASONS) + ").",
             labels=["queue", "kind", "reason"],
         )
         for (kind, reason), n in list(self.dead.items()):

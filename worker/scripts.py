@@ -16,6 +16,7 @@ from importlib import resources
 from typing import Any
 
 from worker.keys import ARCHIVE_GROUP, GROUP, REPLAY_OUTCOME_TTL_S, Keys
+from worker.vocabulary import RECORDED_QUEUED
 
 NAMES = (
     "schedule_tick",
@@ -94,7 +95,7 @@ class Scripts:
         return self._call(
             "replay",
             [self.keys.dead, self.keys.jobs, self.keys.replay(batch), self.keys.dead_log],
-            [dead_id, batch, REPLAY_OUTCOME_TTL_S, at, int(record), *drop],
+            [dead_id, batch, REPLAY_OUTCOME_TTL_S, RECORDED_QUEUED, at, int(record), *drop],
             client,
         )
 
@@ -108,7 +109,7 @@ class Scripts:
     def replay_archived(
         self, dead_id: str, batch: str, job: Iterable[tuple[bytes, bytes]], *, at: str, client: Any = None
     ) -> Any:
-        args: list[Any] = [dead_id, batch, REPLAY_OUTCOME_TTL_S, at]
+        args: list[Any] = [dead_id, batch, REPLAY_OUTCOME_TTL_S, RECORDED_QUEUED, at]
         for name, value in job:
             args += [name, value]
         return self._call(

@@ -204,6 +204,12 @@ class Settings:
     concurrency: int = setting(
         "WORKER_CONCURRENCY", "8", positive_int, "job slots; the loop never reads more entries than free slots"
     )
+    processes: int = setting(
+        "WORKER_PROCESSES",
+        "1",
+        positive_int,
+        "worker processes (one consumer and one core each) under one supervisor; 1: no supervisor",
+    )
     kinds: tuple[str, ...] = setting(
         "WORKER_KINDS",
         "",

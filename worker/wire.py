@@ -15,11 +15,7 @@ from dataclasses import dataclass
 from itertools import chain
 
 from worker.kinds import Job, Registry
-
-REASON_EXHAUSTED = "exhausted"
-REASON_POISON = "poison"
-REASON_MALFORMED = "malformed"
-REASON_UNKNOWN_KIND = "unknown_kind"
+from worker.vocabulary import REASON_MALFORMED, REASON_UNKNOWN_KIND
 
 #: Fields the dead-letter script adds; replay drops them again.
 DEAD_FIELDS = ("error", "traceback", "reason", "failed_at", "worker")

@@ -53,6 +53,19 @@ job_kind("fail_once_retried", retry=RetryPolicy(retries=1, base_s=0.01, cap_s=0.
 job_kind("fail_five_retries", retry=RetryPolicy(retries=5, base_s=0.01, cap_s=0.05))(_fail)
 
 
+class Refused(LookupError):
+    """Stands for a permanent error (a 4xx): a subclass of the listed LookupError."""
+
+
+@job_kind("refused_or_failing", retry=RetryPolicy(retries=5, base_s=0.01, cap_s=0.05, give_up_on=(LookupError,)))
+async def refused_or_failing(job: Job) -> None:
+    """Raises Refused (given up on at once) when ``refuse=yes``, else ValueError (retried)."""
+    await r().incr(key(f"attempts:{job.job_id}"))
+    if job.fields.get("refuse") == "yes":
+        raise Refused(f"order {job.fields.get('order_id', '?')} refused for good")
+    raise ValueError(f"order {job.fields.get('order_id', '?')} failed on purpose")
+
+
 @job_kind("flaky_then_ok", retry=RetryPolicy(retries=3, base_s=0.01, cap_s=0.02))
 async def flaky_then_ok(job: Job) -> None:
     """Fails on its first two attempts, then succeeds (a condition that passes)."""

@@ -59,6 +59,25 @@ def test_each_policy_makes_its_attempts_then_dead_letters(
     assert r.xpending(keys.jobs, GROUP)["pending"] == 0
 
 
+def test_an_error_the_policy_gives_up_on_is_dead_lettered_as_permanent_after_one_attempt(
+    r: redis.Redis, keys: Keys, workers: Workers
+) -> None:
+    refused = enqueue(r, "refused_or_failing", {"order_id": "4471", "refuse": "yes"}, prefix=keys.prefix)
+    failing = enqueue(r, "refused_or_failing", {"order_id": "4472"}, prefix=keys.prefix)
+    job_ids = [r.xrange(keys.jobs, e, e)[0][1][b"job_id"].decode() for e in (refused, failing)]
+    result = workers.burst(KINDS)
+    assert [int(r.get(tkey(keys, f"attempts:{job_id}"))) for job_id in job_ids] == [1, 6]
+    by_order = {dead["order_id"]: dead for dead in dead_entries(r, keys)}
+    assert by_order["4471"]["reason"] == "permanent"
+    assert by_order["4471"]["attempts"] == "1"
+    assert by_order["4471"]["error"] == "Refused: order 4471 refused for good"
+    assert "raise Refused(" in by_order["4471"]["traceback"]
+    assert (by_order["4472"]["reason"], by_order["4472"]["attempts"]) == ("exhausted", "6")
+    assert re.search(rf"Job refused_or_failing {job_ids[0]} failed permanently on attempt 1 of 6 after", result.stdout)
+    assert r.zcard(keys.delayed) == 0
+    assert r.xpending(keys.jobs, GROUP)["pending"] == 0
+
+
 def test_a_passing_condition_is_retried_until_it_succeeds(r: redis.Redis, keys: Keys, workers: Workers) -> None:
     enqueue(r, "flaky_then_ok", {}, prefix=keys.prefix)
     result = workers.burst(KINDS)

@@ -1,6 +1,6 @@
 """send_email and send_reminder: one message per job however often it runs; 5xx, 429 and
 timeouts raise so the policy retries; through a real worker, 503s are retried and nothing
-is sent twice."""
+is sent twice, and a 4xx refusal is dead-lettered at once as permanent."""
 
 from __future__ import annotations
 
@@ -86,3 +86,19 @@ def test_through_the_worker_503s_are_retried_and_the_message_is_sent_once(
     assert mail.answered == {503: 3, 202: 1}
     assert [m["key"] for m in mail.messages()] == ["job:mail-1"]
     assert r.xlen(keys.dead) == 0
+
+
+def test_through_the_worker_a_4xx_refusal_is_dead_lettered_at_once_as_permanent(
+    r: redis.Redis, keys: Keys, workers: Workers, mail: MailStandIn, db: str
+) -> None:
+    mail.fail_next(1, 422)
+    enqueue(r, "send_email", {**CONFIRMATION, "job_id": "mail-2"}, prefix=keys.prefix)
+    out = workers.burst("stagedoor.kinds", DATABASE_URL=db, MAIL_API_URL=mail.url).stdout
+    assert mail.answered == {422: 1}, "a refused message was sent again"
+    assert "retrying in" not in out
+    assert "Job send_email mail-2 failed permanently on attempt 1 of 6" in out
+    [(_, dead)] = r.xrange(keys.dead)
+    assert dead[b"reason"] == b"permanent"
+    assert dead[b"attempts"] == b"1"
+    assert dead[b"error"].startswith(b"MailRejected: the mail API refused message job:mail-2 with 422")
+    assert r.zcard(keys.delayed) == 0

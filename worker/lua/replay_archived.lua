@@ -6,8 +6,10 @@ KEYS[3]  log       stream jobs:dead:log
 ARGV[1]  dead_id   the archived dead entry
 ARGV[2]  batch     replay batch id
 ARGV[3]  ttl_s     expiry of the outcomes hash, seconds
-ARGV[4]  at        when, ISO-8601 UTC
-ARGV[5..] the job's field, value pairs, built from the archived fields by the caller
+ARGV[4]  queued    the status recorded until the worker runs the job
+                   (worker.vocabulary.RECORDED_QUEUED)
+ARGV[5]  at        when, ISO-8601 UTC
+ARGV[6..] the job's field, value pairs, built from the archived fields by the caller
           (error fields dropped, attempts 0, replay_of, replay_batch)
 
 Returns: the new entry id on `jobs`.
@@ -18,12 +20,12 @@ is lost after this script ran: the job is never re-added with its row still
 `dead`, which would let a second replay add it twice.
 ]]
 local job = {}
-for i = 5, #ARGV do
+for i = 6, #ARGV do
   job[#job + 1] = ARGV[i]
 end
 local new_id = redis.call('XADD', KEYS[1], '*', unpack(job))
-redis.call('HSET', KEYS[2], ARGV[1], cjson.encode({status = 'queued', new_id = new_id}))
+redis.call('HSET', KEYS[2], ARGV[1], cjson.encode({status = ARGV[4], new_id = new_id}))
 redis.call('EXPIRE', KEYS[2], ARGV[3])
 redis.call('XADD', KEYS[3], '*', 'event', 'replayed', 'dead_id', ARGV[1], 'batch', ARGV[2], 'new_id', new_id,
-           'at', ARGV[4])
+           'at', ARGV[5])
 return new_id

@@ -1,0 +1,53 @@
+"""Riding out a server that is away: the one reconnect backoff, and a call retried with it.
+
+The consumer loop, the outcome scripts, the drain on stop and every chore
+wait the same way after a lost connection: ``min(cap_s, base_s * 2**n)``
+after the n-th failure in a row, times a random factor in [0.5, 1] so that a
+fleet of workers that lost Redis together does not come back in lockstep.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+import redis.exceptions
+
+T = TypeVar("T")
+
+#: Errors that mean "Redis or PostgreSQL is away"; callers back off and retry quietly.
+CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
+    redis.exceptions.ConnectionError,
+    redis.exceptions.TimeoutError,
+    ConnectionError,
+    TimeoutError,
+    OSError,
+)
+
+BASE_S = 0.05
+CAP_S = 5.0
+
+
+def backoff_s(
+    failures: int, *, base_s: float = BASE_S, cap_s: float = CAP_S, rng: random.Random | None = None
+) -> float:
+    """Seconds to wait after ``failures`` failures in a row (the first is 1): jittered, at most ``cap_s``."""
+    bound = min(cap_s, base_s * 2 ** min(failures, 32))
+    return bound * (rng or random).uniform(0.5, 1.0)
+
+
+async def with_backoff(
+    call: Callable[[], Awaitable[T]], *, attempts: int = 8, base_s: float = BASE_S, cap_s: float = CAP_S
+) -> T:
+    """``await call()``, calling it again after :func:`backoff_s` while the connection is away.
+
+    The error of the last of ``attempts`` calls propagates; any other error at once.
+    """
+    for attempt in range(1, attempts):
+        try:
+            return await call()
+        except CONNECTION_ERRORS:
+            await asyncio.sleep(backoff_s(attempt, base_s=base_s, cap_s=cap_s))
+    return await call()

@@ -1,0 +1,143 @@
+"""The worker's own timed chores, each run beside the loop by :func:`worker.chores.run_chore`.
+
+| chore | every | does |
+| --- | --- | --- |
+| promote | until the next due job, at most 1 s | moves due ``delayed`` jobs onto ``jobs`` (promote script) |
+| reclaim | ``RECLAIM_INTERVAL_S`` | dead-letters poison; claims other idle pending entries and runs each alone |
+| refresh-claims | a third of ``RECLAIM_IDLE_MS`` | keeps this worker's long-running entries from looking idle |
+| heartbeat | 5 s | ``heartbeat:<worker>`` with a 15 s expiry (health checks, consumer clean-up) |
+| trim | 1 s | keeps ``jobs`` bounded without dropping undelivered or pending entries |
+| forget-consumers | 60 s | removes consumers of dead workers once they own nothing |
+| summary | 60 s | one log line: jobs processed per kind and outcome |
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from worker.chores import CONNECTION_ERRORS, Chore, sleep_or_stop
+from worker.failures import now_iso
+from worker.keys import GROUP
+
+if TYPE_CHECKING:
+    from worker.runner import Worker
+
+log = logging.getLogger("worker")
+
+HEARTBEAT_INTERVAL_S = 5.0
+HEARTBEAT_TTL_S = 15
+SUMMARY_INTERVAL_S = 60.0
+
+
+class Upkeep:
+    """The chores of one worker. They read the loop's state (``inflight``,
+    ``started_at``, ``stopping``) and hand reclaimed entries back to it."""
+
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+        self.redis = worker.redis
+        self.settings = worker.settings
+        self.keys = worker.keys
+        self.scripts = worker.scripts
+        self._side_tasks: set[asyncio.Task[None]] = set()
+
+    def chores(self) -> list[Chore]:
+        """The chores in the module docstring's table."""
+        refresh_s = max(0.05, self.settings.reclaim_idle_ms / 3000)
+        return [
+            Chore("promote", 1.0, self.promote_due),
+            Chore("reclaim", self.settings.reclaim_interval_s, self.reclaim),
+            Chore("refresh-claims", refresh_s, self.refresh_claims),
+            Chore("heartbeat", HEARTBEAT_INTERVAL_S, self.heartbeat),
+            Chore("trim", 1.0, self.trim),
+            Chore("forget-consumers", 60.0, self.forget_consumers),
+            Chore("summary", SUMMARY_INTERVAL_S, self.summary),
+        ]
+
+    async def promote_due(self) -> float:
+        """Move due delayed jobs onto ``jobs``; sleep until the next one is due (at most 1 s)."""
+        while await self.scripts.promote(time.time(), 100) == 100:
+            pass
+        head = await self.redis.zrange(self.keys.delayed, 0, 0, withscores=True)
+        if not head:
+            return 1.0
+        return max(0.01, min(1.0, float(head[0][1]) - time.time()))
+
+    def promote_soon(self, delay_s: float) -> None:
+        """Promote once more after ``delay_s``: a retry due sooner than the chore's next wake."""
+
+        async def later() -> None:
+            if not await sleep_or_stop(delay_s, self.worker.stopping):
+                with contextlib.suppress(*CONNECTION_ERRORS):
+                    await self.promote_due()
+
+        task = asyncio.create_task(later())
+        self._side_tasks.add(task)
+        task.add_done_callback(self._side_tasks.discard)
+
+    async def reclaim(self) -> None:
+        """Dead-letter poison entries; claim other idle pending entries and run each alone."""
+        idle_ms = self.settings.reclaim_idle_ms
+        pending: list[dict[str, Any]] = await self.redis.xpending_range(
+            self.keys.jobs, GROUP, min="-", max="+", count=100, idle=idle_ms
+        )
+        for item in pending:
+            if self.worker.stopping.is_set():
+                return
+            entry_id = item["message_id"].decode()
+            deliveries = int(item["times_delivered"])
+            consumer = item["consumer"].decode()
+            if deliveries >= self.settings.max_deliveries:
+                await self.worker.outcomes.poison(entry_id, deliveries, consumer, idle_ms)
+                continue
+            await self.worker.run_alone(entry_id, idle_ms, consumer, deliveries)
+
+    async def refresh_claims(self) -> None:
+        """Reset the idle time of entries running longer than a third of RECLAIM_IDLE_MS."""
+        horizon = time.monotonic() - self.settings.reclaim_idle_ms / 3000
+        old = [eid for eid, started in list(self.worker.started_at.items()) if started < horizon]
+        if old:
+            await self.scripts.refresh_claims(self.worker.name, old)
+
+    async def heartbeat(self) -> None:
+        """Say this worker is alive (for health checks and consumer clean-up)."""
+        info = json.dumps({"at": now_iso(), "inflight": len(self.worker.inflight), "slots": self.settings.concurrency})
+        await self.redis.set(self.keys.heartbeat(self.worker.name), info, ex=HEARTBEAT_TTL_S)
+
+    async def stop_heartbeat(self) -> None:
+        """Remove this worker's heartbeat on the way out (best effort: it expires anyway)."""
+        with contextlib.suppress(*CONNECTION_ERRORS):
+            await self.redis.delete(self.keys.heartbeat(self.worker.name))
+
+    async def trim(self) -> None:
+        """Keep ``jobs`` bounded: drop acknowledged entries, never undelivered or pending ones."""
+        await self.scripts.trim()
+
+    async def forget_consumers(self) -> None:
+        """Remove consumers of dead workers once they own nothing."""
+        removed = await self.scripts.forget_consumers(max(self.settings.reclaim_idle_ms, 60_000))
+        if removed:
+            log.info("Removed dead consumers from the group: %s.", ", ".join(n.decode() for n in removed))
+
+    async def summary(self) -> None:
+        self.log_summary()
+
+    def log_summary(self) -> None:
+        """One line: how many jobs this worker processed since the last one, per kind and outcome."""
+        counts, elapsed = self.worker.tally.take()
+        if not counts:
+            return
+        total = sum(counts.values())
+        parts = ", ".join(f"{kind} {outcome} {n}" for (kind, outcome), n in sorted(counts.items()))
+        log.info(
+            "Processed %d jobs in %.0f s (%.0f/s): %s.",
+            total,
+            elapsed,
+            total / max(elapsed, 1e-9),
+            parts,
+        )
