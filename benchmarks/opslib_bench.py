@@ -17,6 +17,7 @@ buries 10,000 again first). Run: ``.venv/bin/python benchmarks/opslib_bench.py``
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -29,6 +30,8 @@ import redis
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+# These figures are Redis's (no PostgreSQL here); benchmarks/archive_bench.py measures with the archive on.
+os.environ.setdefault("ARCHIVE_URL", "off")
 
 import opslib  # noqa: E402
 from tests.opslib.seed import buried_many  # noqa: E402

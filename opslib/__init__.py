@@ -4,7 +4,8 @@ Read: :func:`dead_letters`, :func:`pending`, :func:`pending_counts`,
 :func:`delayed`, :func:`queue_stats`, :func:`failure_groups`, :func:`sql`
 (:mod:`opslib.queries` lists every column and dtype). Act:
 :func:`replay`, :func:`replay_kind`, and follow up with
-:func:`replay_status` (:mod:`opslib.replay`). One dead letter whole: :func:`show`. Delayed jobs: :func:`run_now`,
+:func:`replay_status` (:mod:`opslib.replay`); :func:`discard`,
+:func:`discard_kind` (:mod:`opslib.discard`). One dead letter whole: :func:`show`. Delayed jobs: :func:`run_now`,
 :func:`cancel_delayed` (:mod:`opslib.delayed_jobs`). A data
 fix previewed before it commits: :func:`transaction`. Times are shown in the zone of
 :func:`set_display_tz` (or ``OPSLIB_TZ``) while the data stays in UTC (:mod:`opslib.display`).
@@ -17,6 +18,7 @@ running ``make run``. Every error raised on purpose is an :class:`OpslibError`.
 """
 
 from opslib.delayed_jobs import cancel_delayed, run_now
+from opslib.discard import discard, discard_kind
 from opslib.display import install_formatter, set_display_tz
 from opslib.errors import OpslibError
 from opslib.queries import (
@@ -40,6 +42,8 @@ __all__ = [
     "cancel_delayed",
     "dead_letters",
     "delayed",
+    "discard",
+    "discard_kind",
     "failure_groups",
     "pending",
     "pending_counts",

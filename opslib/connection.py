@@ -73,6 +73,22 @@ def database_url() -> str:
     )
 
 
+def archive_url() -> str | None:
+    """The dead-letter archive's PostgreSQL: ``ARCHIVE_URL``, else ``DATABASE_URL`` or the
+    ``make run`` stack's, as the workers resolve it; None with ``ARCHIVE_URL=off``."""
+    conf = settings()
+    if not conf.archive_on:
+        return None
+    url = conf.archive_url or configured_or_running(conf.database_url, "database_url", conf.data_dir)
+    if url:
+        return url
+    raise OpslibError(
+        "no archive to talk to: ARCHIVE_URL and DATABASE_URL are not set and no `make run` stack is running; "
+        "set ARCHIVE_URL to the PostgreSQL the workers archive to (or ARCHIVE_URL=off where there is no "
+        "archive), or pass conn="
+    )
+
+
 def queue_keys(prefix: str | None) -> Keys:
     """The key names for ``prefix``, or for ``QUEUE_PREFIX`` when it is None."""
     return Keys(settings().prefix if prefix is None else prefix)

@@ -14,9 +14,11 @@ from typing import Any
 import pandas as pd
 
 from opslib.columns import COUNT, DURATION, FLAG, OBJECT, TEXT, TIME, entry_times, typed_frame
-from opslib.signatures import error_type, signature
 from worker.queue_state import Consumer
+from worker.signatures import error_type, signature
 from worker.vocabulary import (
+    DISCARD_DISCARDED,
+    DISCARD_WOULD_DISCARD,
     RECORDED_FAILED,
     RECORDED_RETRYING,
     RECORDED_SUCCEEDED,
@@ -246,6 +248,21 @@ def replay_to_frame(
             statuses.append(REPLAY_WOULD_REPLAY)
     columns = {"dead_id": list(dead_ids), "new_id": new_ids, "status": statuses, "batch": [batch] * len(dead_ids)}
     frame = typed_frame(columns, REPLAY_COLUMNS)
+    frame.attrs["batch"] = batch
+    return frame
+
+
+#: ``discard()`` and ``discard_kind()``: one row per dead id asked for.
+DISCARD_COLUMNS = {"dead_id": TEXT, "status": TEXT, "batch": TEXT}
+
+
+def discard_to_frame(dead_ids: Sequence[str], found: Sequence[bool], batch: str, dry_run: bool) -> pd.DataFrame:
+    """The discard frame: for each dead id, whether it was (or, in a dry run, would be) taken."""
+    taken = DISCARD_WOULD_DISCARD if dry_run else DISCARD_DISCARDED
+    statuses = [taken if hit else REPLAY_MISSING for hit in found]
+    frame = typed_frame(
+        {"dead_id": list(dead_ids), "status": statuses, "batch": [batch] * len(dead_ids)}, DISCARD_COLUMNS
+    )
     frame.attrs["batch"] = batch
     return frame
 

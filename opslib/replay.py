@@ -2,18 +2,27 @@
 
 A replay moves each entry with the replay script (``worker/lua/replay.lua``,
 one atomic XRANGE + XADD ``jobs`` + XDEL ``jobs:dead`` + HSET
-``replay:<batch>``): the job goes back with its original fields, attempts 0,
-the error fields (``worker.wire.DEAD_FIELDS``) dropped, ``replay_of`` = the
-dead id and ``replay_batch`` = the batch id. Two people replaying the same
-entries at once re-add each once; an entry no longer there is reported as
-``missing``, not an error. The calls are pipelined, 500 at a time.
+``replay:<batch>`` + XADD ``jobs:dead:log``): the job goes back with its
+original fields, attempts 0, the error fields (``worker.wire.DEAD_FIELDS``)
+dropped, ``replay_of`` = the dead id and ``replay_batch`` = the batch id; the
+log record marks the archive's row ``replayed`` with the batch and the new
+id. An id that ``jobs:dead`` no longer holds (trimmed once archived) but the
+archive holds as ``dead`` is re-added from its archived fields
+(:mod:`opslib.archived`). Two people replaying (or one replaying, one
+discarding) the same entries at once move each once; an entry no longer
+there is reported as ``missing``, not an error. The calls are pipelined, 500
+at a time.
 
-``replay(ids, *, dry_run=False)``, and
-``replay_kind(kind, *, signature=None, error_contains=None, since=None, dry_run=False)``
+``replay(ids, *, dry_run=False, conn=None)``, and
+``replay_kind(kind, *, signature=None, error_contains=None, since=None, dry_run=False, conn=None)``
     One row per dead id: dead_id, new_id (str, ``""`` unless replayed),
     status (str: replayed / missing / would replay), batch (str, the same on
     every row, ``""`` in a dry run, which writes nothing). Index 0..n-1; the
-    batch is also in ``frame.attrs["batch"]``.
+    batch is also in ``frame.attrs["batch"]``. ``replay_kind`` takes the
+    matching entries of ``jobs:dead`` and of the archive. ``conn``: the
+    archive's PostgreSQL (a psycopg connection or URL; None: ``ARCHIVE_URL``,
+    else ``DATABASE_URL`` or the ``make run`` stack); it is only contacted
+    for ids ``jobs:dead`` does not hold, and for ``replay_kind``.
 
 ``replay_status(batch, *, wait_s=None)``
     One row per replayed dead id: dead_id, status (succeeded / failed again /
@@ -21,7 +30,8 @@ entries at once re-add each once; an entry no longer there is reported as
     ``""``), attempts (int64: failed attempts since the replay), error (str:
     the latest), new_dead_id (str: the entry it became in ``jobs:dead``),
     updated_at (datetime64[ns, UTC], NaT until the worker recorded an
-    outcome), batch (str). The worker keeps outcomes for 24 hours.
+    outcome), batch (str). The worker keeps outcomes for 24 hours (the
+    archive keeps the final one for good: ``replay_outcome``).
 
 Example::
 
@@ -43,11 +53,13 @@ import pandas as pd
 import redis
 from tqdm.auto import tqdm
 
+from opslib.archived import archived_dead, open_archive, replay_from_archive, still_dead
 from opslib.checks import check_batch, check_entry_id, parse_since
-from opslib.connection import redis_session
+from opslib.connection import queue_keys, redis_session
 from opslib.errors import OpslibError
-from opslib.frames import parse_outcome, replay_status_to_frame, replay_to_frame
+from opslib.frames import entry_order, parse_outcome, replay_status_to_frame, replay_to_frame
 from opslib.queries import dead_letters, entry_floor
+from worker.failures import now_iso
 from worker.keys import GROUP, Keys
 from worker.scripts import Scripts
 from worker.vocabulary import FINAL_STATUSES, RECORDED_QUEUED, WHERE_JOBS, WHERE_RUNNING
@@ -89,6 +101,7 @@ def replay(
     dry_run: bool = False,
     client: redis.Redis | None = None,
     prefix: str | None = None,
+    conn: Any = None,
     on_progress: Progress | None = None,
 ) -> pd.DataFrame:
     """Put dead letters back on ``jobs`` (columns in the module docstring); ``dry_run`` writes nothing.
@@ -98,14 +111,39 @@ def replay(
     """
     dead_ids = dead_ids_of(ids)
     action = "look up dead letters" if dry_run else "replay dead letters"
-    with redis_session(client, prefix, action, needs="" if dry_run else NEEDS_WRITE) as (redis_client, keys):
+    with (
+        redis_session(client, prefix, action, needs="" if dry_run else NEEDS_WRITE) as (redis_client, keys),
+        open_archive(conn) as archive,
+    ):
+        in_stream = exists(redis_client, keys, dead_ids)
+        gone = [dead_id for dead_id, hit in zip(dead_ids, in_stream, strict=True) if not hit]
+        pg = archive.connection() if archive.enabled and gone else None  # before anything changes
         if dry_run:
-            return replay_to_frame(dead_ids, _exists(redis_client, keys, dead_ids), "", dry_run=True)
-        batch = new_batch_id()
-        return replay_to_frame(dead_ids, _move(redis_client, keys, dead_ids, batch, on_progress), batch, dry_run=False)
+            held = still_dead(pg, redis_client, keys, gone) if pg is not None else set()
+            found = [hit or dead_id in held for dead_id, hit in zip(dead_ids, in_stream, strict=True)]
+            return replay_to_frame(dead_ids, found, "", dry_run=True)
+        batch, at = new_batch_id(), now_iso()
+        scripts = Scripts(redis_client, keys)
+        moved = pipelined(
+            redis_client,
+            dead_ids,
+            lambda pipe, dead_id: scripts.replay(
+                dead_id, batch, DEAD_FIELDS, at=at, record=archive.enabled, client=pipe
+            ),
+            "replay",
+            on_progress,
+        )
+        missed = [dead_id for dead_id, new_id in zip(dead_ids, moved, strict=True) if not new_id]
+        if missed and archive.enabled:
+            pg = pg if pg is not None else archive.connection()
+            if pg is not None:
+                readded = replay_from_archive(pg, redis_client, keys, missed, batch, at)
+                moved = [new_id or readded.get(dead_id) for dead_id, new_id in zip(dead_ids, moved, strict=True)]
+        return replay_to_frame(dead_ids, moved, batch, dry_run=False)
 
 
-def _exists(client: Any, keys: Keys, dead_ids: list[str]) -> list[bool]:
+def exists(client: Any, keys: Keys, dead_ids: list[str]) -> list[bool]:
+    """For each id, whether ``jobs:dead`` holds it now."""
     found: list[bool] = []
     for start in range(0, len(dead_ids), CHUNK):
         pipe = client.pipeline(transaction=False)
@@ -115,20 +153,48 @@ def _exists(client: Any, keys: Keys, dead_ids: list[str]) -> list[bool]:
     return found
 
 
-def _move(client: Any, keys: Keys, dead_ids: list[str], batch: str, on_progress: Progress | None) -> list:
-    scripts = Scripts(client, keys)
-    new_ids: list = []
-    with tqdm(total=len(dead_ids), desc="replay", unit="entry", disable=len(dead_ids) < PROGRESS_FROM) as bar:
+def pipelined(
+    client: Any, dead_ids: list[str], call: Callable[[Any, str], Any], desc: str, on_progress: Progress | None
+) -> list[Any]:
+    """``call(pipe, dead_id)`` for each id, :data:`CHUNK` per round trip, with a progress bar for big runs."""
+    results: list[Any] = []
+    with tqdm(total=len(dead_ids), desc=desc, unit="entry", disable=len(dead_ids) < PROGRESS_FROM) as bar:
         for start in range(0, len(dead_ids), CHUNK):
             chunk = dead_ids[start : start + CHUNK]
             pipe = client.pipeline(transaction=False)
             for dead_id in chunk:
-                scripts.replay(dead_id, batch, DEAD_FIELDS, client=pipe)
-            new_ids += pipe.execute()
+                call(pipe, dead_id)
+            results += pipe.execute()
             bar.update(len(chunk))
             if on_progress is not None:
-                on_progress(len(new_ids), len(dead_ids))
-    return new_ids
+                on_progress(len(results), len(dead_ids))
+    return results
+
+
+def dead_ids_of_kind(
+    kind: str,
+    *,
+    signature: str | None,
+    error_contains: str | None,
+    since: object,
+    client: redis.Redis | None,
+    prefix: str | None,
+    conn: Any,
+) -> list[str]:
+    """The ids of ``kind``'s dead letters matching the filters, in ``jobs:dead`` and in the archive (as
+    ``dead``), oldest first."""
+    if error_contains is not None and (not isinstance(error_contains, str) or not error_contains):
+        raise OpslibError(f"error_contains must be a non-empty string, got {error_contains!r}")
+    dead = dead_letters(kind, since=since, signature=signature, client=client, prefix=prefix)
+    if error_contains is not None:
+        dead = dead[dead["error"].str.contains(error_contains, regex=False)]
+    ids = list(dead.index)
+    with open_archive(conn) as archive:
+        pg = archive.connection() if archive.enabled else None
+        if pg is not None:
+            keys = queue_keys(prefix)
+            ids += archived_dead(pg, keys, kind, signature=signature, error_contains=error_contains, since=since)
+    return sorted(set(ids), key=entry_order)
 
 
 def replay_kind(
@@ -140,22 +206,28 @@ def replay_kind(
     dry_run: bool = False,
     client: redis.Redis | None = None,
     prefix: str | None = None,
+    conn: Any = None,
     on_progress: Progress | None = None,
 ) -> pd.DataFrame:
     """Replay every dead letter of ``kind`` that matches the filters (columns in the module docstring).
 
     ``signature`` keeps one failure group (``failure_groups().signature``),
     ``error_contains`` keeps errors containing that text (case-sensitive),
-    ``since`` keeps entries dead at or after a time. Run it with
-    ``dry_run=True`` first: it returns the same rows with status
+    ``since`` keeps entries dead at or after a time. The entries come from
+    ``jobs:dead`` and from the archive (those the stream was trimmed of). Run
+    it with ``dry_run=True`` first: it returns the same rows with status
     ``would replay`` and writes nothing.
     """
-    if error_contains is not None and (not isinstance(error_contains, str) or not error_contains):
-        raise OpslibError(f"error_contains must be a non-empty string, got {error_contains!r}")
-    dead = dead_letters(kind, since=since, signature=signature, client=client, prefix=prefix)
-    if error_contains is not None:
-        dead = dead[dead["error"].str.contains(error_contains, regex=False)]
-    return replay(dead.index, dry_run=dry_run, client=client, prefix=prefix, on_progress=on_progress)
+    dead_ids = dead_ids_of_kind(
+        kind,
+        signature=signature,
+        error_contains=error_contains,
+        since=since,
+        client=client,
+        prefix=prefix,
+        conn=conn,
+    )
+    return replay(dead_ids, dry_run=dry_run, client=client, prefix=prefix, conn=conn, on_progress=on_progress)
 
 
 def replay_status(

@@ -23,7 +23,7 @@ fields             every field as on the wire (jsonb; see fields_to_json)
 status             dead | replayed | discarded
 replayed_at, replay_batch, replay_new_id, replay_outcome (succeeded |
 failed again), replay_dead_id (the new dead entry when it failed again)
-discarded_at, discarded_by, discard_reason
+discarded_at, discarded_by, discard_reason, discard_batch (one id per discard call)
 archived_at        when the row was written
 =================  ==========================================================
 
@@ -87,6 +87,7 @@ CREATE TABLE IF NOT EXISTS {TABLE} (
     discarded_at   timestamptz,
     discarded_by   text,
     discard_reason text,
+    discard_batch  text,
     archived_at    timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (queue, partition, dead_id)
 );
@@ -102,6 +103,13 @@ def migrate(conn: psycopg.Connection[Any]) -> None:
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
         conn.execute(DDL)
+
+
+async def migrate_async(conn: psycopg.AsyncConnection[Any]) -> None:
+    """:func:`migrate` on an asyncio connection (the archiver's, at worker start)."""
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+        await conn.execute(DDL)
 
 
 def migrate_url(database_url: str) -> None:

@@ -1,4 +1,4 @@
-"""``python -m worker``: run the worker, enqueue a job, check health.
+"""``python -m worker``: run the worker, enqueue a job, check health, apply the queue's tables.
 
 Exit codes: 0 success (and a clean stop on SIGTERM/SIGINT); 1 a failure at
 run time (Redis unreachable for ``enqueue``, an unhealthy ``health``); 2 a bad
@@ -21,11 +21,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import redis
 import redis.asyncio as aioredis
 
 from worker import logs
 from worker.app import WorkerApp
+from worker.archive_table import migrate_url
+from worker.archiver import Archiver
 from worker.embedded import EmbeddedServerError, configured_or_running, embedded_stack
 from worker.enqueue import enqueue
 from worker.errors import SettingsError, WorkerError
@@ -64,6 +67,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser(
         "health",
         help="exit 0 when Redis answers, the group exists and this worker's heartbeat is fresh",
+    )
+    sub.add_parser(
+        "migrate",
+        help="apply the queue's own tables (the dead-letter archive) to ARCHIVE_URL "
+        "(empty: DATABASE_URL, or the embedded PostgreSQL)",
     )
     return parser
 
@@ -163,13 +171,41 @@ def cmd_health(settings: Settings) -> int:
     return EXIT_OK
 
 
+def cmd_migrate(settings: Settings) -> int:
+    """Apply the archive's table to ARCHIVE_URL, DATABASE_URL or the embedded PostgreSQL."""
+    if not settings.archive_on:
+        print("nothing to migrate: the archive is off (ARCHIVE_URL=off)")
+        return EXIT_OK
+    configured = settings.archive_url or settings.database_url
+    try:
+        with embedded_stack("", configured, data_dir=Path(settings.data_dir), need_postgres=True, need_redis=False) as (
+            _redis_url,
+            url,
+        ):
+            migrate_url(url)
+    except psycopg.OperationalError as exc:
+        message = " ".join(str(exc).split())
+        print(f"error: the archive's PostgreSQL does not answer: {message}", file=sys.stderr)
+        return EXIT_FAILED
+    print("migrated")
+    return EXIT_OK
+
+
 async def serve(settings: Settings, redis_url: str, database_url: str, burst: bool) -> None:
     """Run the worker with its lifespans until a signal (or the drained queue in burst mode)."""
     client = aioredis.Redis.from_url(redis_url, socket_keepalive=True, health_check_interval=30)
     app = WorkerApp(settings, client, redis_url, database_url, REGISTRY, burst=burst)
     try:
         async with contextlib.AsyncExitStack() as stack:
-            observers = await stack.enter_async_context(worker_metrics(app))
+            archiver = None
+            if settings.archive_on:
+                archiver = Archiver(client, settings, settings.archive_url or database_url)
+                stack.push_async_callback(archiver.close)
+                await archiver.start()
+                for chore in archiver.chores():
+                    app.add_chore(chore)
+                app.add_more_work(archiver.has_work)
+            observers = await stack.enter_async_context(worker_metrics(app, archiver))
             for lifespan in REGISTRY.lifespans:
                 await stack.enter_async_context(lifespan(app))
             scheduler = scheduler_chore(app, observers)
@@ -209,7 +245,7 @@ def cmd_run(settings: Settings, burst: bool) -> int:
             settings.redis_url,
             settings.database_url,
             data_dir=Path(settings.data_dir),
-            need_postgres=REGISTRY.needs_database,
+            need_postgres=REGISTRY.needs_database or (settings.archive_on and not settings.archive_url),
         ) as (redis_url, database_url):
             if not settings.redis_url:
                 log.info("REDIS_URL is unset: started the embedded Valkey at %s.", redis_url)
@@ -236,6 +272,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_enqueue(settings, args)
         if args.command == "health":
             return cmd_health(settings)
+        if args.command == "migrate":
+            return cmd_migrate(settings)
         return cmd_run(settings, args.burst)
     except SettingsError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -10,8 +10,12 @@ key (after QUEUE_PREFIX)   type        written by            read by
                                        relay, scheduler,
                                        replay
 ``delayed``                zset        enqueue, retry        promote (every worker, 1 s)
-``jobs:dead``              stream      bury (MAXLEN ~)       people, opslib, replay
+``jobs:dead``              stream      bury, trim-dead       people, opslib, replay,
+                                       (archived entries     discard, the archiver
+                                       only)                 (group ``archive``)
 ``jobs:dead:evicted``      string      bury (INCRBY)         opslib, metrics
+``jobs:dead:log``          stream      replay, discard,      archiver (applies each
+                                       worker (outcomes)     record, then trims it)
 ``sched:<name>:<tick>``    string, EX  scheduler (SET NX)    scheduler
 ``workers:<name>``         string, EX  heartbeat chore       health, forget_consumers,
                                                              queue_state (metrics, opslib)
@@ -28,6 +32,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 GROUP = "workers"
+#: The archiver's consumer group on ``jobs:dead``: an entry it has acknowledged is in PostgreSQL.
+ARCHIVE_GROUP = "archive"
 
 #: How long ``replay:<batch>`` keeps a replay's jobs and their outcomes (replay script, worker).
 REPLAY_OUTCOME_TTL_S = 86_400
@@ -54,6 +60,10 @@ class Keys:
     @property
     def dead_evicted(self) -> str:
         return f"{self.prefix}jobs:dead:evicted"
+
+    @property
+    def dead_log(self) -> str:
+        return f"{self.prefix}jobs:dead:log"
 
     def sched(self, name: str, tick_epoch: int) -> str:
         return f"{self.prefix}sched:{name}:{tick_epoch}"

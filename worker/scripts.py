@@ -3,8 +3,9 @@
 Each file's header documents its KEYS, ARGV and return value. They are loaded
 once per client with ``register_script`` (EVALSHA, reloaded on NOSCRIPT), and
 this module builds their arguments, so the worker and opslib call the same
-moves the same way: schedule_tick, promote, retry, bury, replay, trim, refresh_claims,
-forget_consumers, run_now, cancel_delayed.
+moves the same way: schedule_tick, promote, retry, bury, replay, discard,
+replay_archived, trim, trim_dead, refresh_claims, forget_consumers, run_now,
+cancel_delayed.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from worker.keys import GROUP, REPLAY_OUTCOME_TTL_S, Keys
+from worker.keys import ARCHIVE_GROUP, GROUP, REPLAY_OUTCOME_TTL_S, Keys
 from worker.vocabulary import RECORDED_QUEUED
 
 NAMES = (
@@ -23,7 +24,10 @@ NAMES = (
     "retry",
     "bury",
     "replay",
+    "discard",
+    "replay_archived",
     "trim",
+    "trim_dead",
     "refresh_claims",
     "forget_consumers",
     "run_now",
@@ -85,25 +89,50 @@ class Scripts:
             args += [name, value]
         return self._call("bury", [self.keys.jobs, self.keys.dead, self.keys.dead_evicted], args, client)
 
-    def replay(self, dead_id: str, batch: str, drop: Iterable[str], client: Any = None) -> Any:
+    def replay(
+        self, dead_id: str, batch: str, drop: Iterable[str], *, at: str, record: bool, client: Any = None
+    ) -> Any:
         return self._call(
             "replay",
-            [self.keys.dead, self.keys.jobs, self.keys.replay(batch)],
-            [dead_id, batch, REPLAY_OUTCOME_TTL_S, RECORDED_QUEUED, *drop],
+            [self.keys.dead, self.keys.jobs, self.keys.replay(batch), self.keys.dead_log],
+            [dead_id, batch, REPLAY_OUTCOME_TTL_S, RECORDED_QUEUED, at, int(record), *drop],
             client,
+        )
+
+    def discard(
+        self, dead_id: str, batch: str, *, by: str, reason: str, at: str, record: bool, client: Any = None
+    ) -> Any:
+        return self._call(
+            "discard", [self.keys.dead, self.keys.dead_log], [dead_id, batch, by, reason, at, int(record)], client
+        )
+
+    def replay_archived(
+        self, dead_id: str, batch: str, job: Iterable[tuple[bytes, bytes]], *, at: str, client: Any = None
+    ) -> Any:
+        args: list[Any] = [dead_id, batch, REPLAY_OUTCOME_TTL_S, RECORDED_QUEUED, at]
+        for name, value in job:
+            args += [name, value]
+        return self._call(
+            "replay_archived", [self.keys.jobs, self.keys.replay(batch), self.keys.dead_log], args, client
         )
 
     def trim(self, client: Any = None) -> Any:
         return self._call("trim", [self.keys.jobs], [GROUP], client)
 
+    def trim_dead(self, maxlen: int, step: int, client: Any = None) -> Any:
+        return self._call("trim_dead", [self.keys.dead, self.keys.dead_evicted], [ARCHIVE_GROUP, maxlen, step], client)
+
     def refresh_claims(self, consumer: str, entry_ids: Iterable[str], client: Any = None) -> Any:
         return self._call("refresh_claims", [self.keys.jobs], [GROUP, consumer, *entry_ids], client)
 
-    def forget_consumers(self, min_idle_ms: int, client: Any = None) -> Any:
+    def forget_consumers(
+        self, min_idle_ms: int, *, stream: str | None = None, group: str = GROUP, client: Any = None
+    ) -> Any:
+        """Remove dead consumers of ``group`` on ``stream`` (default: group ``workers`` on ``jobs``)."""
         return self._call(
             "forget_consumers",
-            [self.keys.jobs],
-            [GROUP, self.keys.heartbeat_prefix, min_idle_ms],
+            [stream or self.keys.jobs],
+            [group, self.keys.heartbeat_prefix, min_idle_ms],
             client,
         )
 
