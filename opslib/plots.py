@@ -23,6 +23,7 @@ LABELS = {
 
 
 def _pyplot() -> Any:
+    """``matplotlib.pyplot``, or an :class:`OpslibError` saying how to install it."""
     try:
         import matplotlib.pyplot as plt
     except ImportError:
@@ -62,12 +63,19 @@ def plot_history(frame: pd.DataFrame | None = None, *, kind: str | None = None, 
     if totals.empty:
         ax.text(0.5, 0.5, "nothing in the archive for this window", transform=ax.transAxes, ha="center")
         return ax
-    # Each count holds for its whole period: a step that starts at the period and lasts to the next one.
-    edges = [*totals.index, totals.index[-1] + (stride or pd.Timedelta(0))]
-    for measure in HISTORY_MEASURES:
-        values = totals[measure].tolist()
-        ax.step(edges, [*values, values[-1]], where="post", label=LABELS[measure])
-    ax.set_ylim(bottom=0)
+    import matplotlib.dates as dates  # found, since pyplot was
+
+    # Per period, one bar for each count side by side, in the period's first four fifths.
+    start = dates.date2num(totals.index.to_pydatetime())
+    length_days = (stride or pd.Timedelta("1h")) / pd.Timedelta("1D")
+    width = length_days / (len(HISTORY_MEASURES) + 1)
+    for offset, measure in enumerate(HISTORY_MEASURES):
+        ax.bar(start + offset * width, totals[measure].to_numpy(), width=width, align="edge", label=LABELS[measure])
+    ax.set_xlim(start[0] - length_days / 2, start[-1] + length_days * 1.5)
+    locator = dates.AutoDateLocator()
+    ax.xaxis.set_major_locator(locator)
+    ax.xaxis.set_major_formatter(dates.ConciseDateFormatter(locator))
+    ax.yaxis.get_major_locator().set_params(integer=True)
     ax.legend(loc="upper left", frameon=False, ncols=len(HISTORY_MEASURES), fontsize="small")
-    ax.figure.autofmt_xdate()
+    ax.set_ylim(0, max(1, int(totals.to_numpy().max())) * 1.25)
     return ax
