@@ -85,7 +85,7 @@ def wire_text(value: str | Mapping[str, str]) -> str:
 def wire_fields(stored: Iterable[Sequence[Any]]) -> dict[str, str]:
     """The ``fields`` column's ``[[name, value], ...]`` as a dict of text (the common all-text case at C speed)."""
     try:
-        entry = dict(stored)  # type: ignore[arg-type]
+        entry: dict[Any, Any] = dict(stored)  # type: ignore[arg-type]
     except TypeError:  # a {"b64": ...} name is unhashable
         entry = {}
     if entry and all(type(value) is str for value in entry.values()):
