@@ -106,17 +106,19 @@ def archive_kinds(conn: Any, queue: str) -> set[str]:
     return {kind for (kind,) in rows}
 
 
-def where_clause(queue: str, kind: str | None, **between: pd.Timestamp | None) -> tuple[str, dict[str, Any]]:
-    """``queue = ... AND kind = ...`` and, for each ``column=(since, until)``, the bounds on that column."""
-    conditions, params = ["queue = %(queue)s"], {"queue": queue}
+def where_clause(
+    queue: str, kind: str | None, *, died_from: pd.Timestamp | None = None, died_before: pd.Timestamp | None = None
+) -> tuple[str, dict[str, Any]]:
+    """The conditions on the queue, the kind and ``dead_at``, and their parameters (of the same names)."""
+    conditions, params = ["queue = %(queue)s"], {"queue": queue, "kind": kind, "died_from": None, "died_before": None}
     if kind is not None:
         conditions.append("kind = %(kind)s")
-        params["kind"] = kind
-    for name, value in between.items():
-        if value is not None:
-            column, bound = name.rsplit("_", 1)
-            conditions.append(f"{column} {'>=' if bound == 'since' else '<'} %({name})s")
-            params[name] = value.to_pydatetime()
+    if died_from is not None:
+        conditions.append("dead_at >= %(died_from)s")
+        params["died_from"] = died_from.to_pydatetime()
+    if died_before is not None:
+        conditions.append("dead_at < %(died_before)s")
+        params["died_before"] = died_before.to_pydatetime()
     return " AND ".join(conditions), params
 
 
@@ -148,9 +150,9 @@ def archive(
     if signature is not None:
         check_signature(signature)
     if kind is not None:
-        check_kind(kind, [kind])
+        check_kind(kind, [kind])  # a non-empty string; the name is checked when nothing matches it
     queue = queue_keys(prefix).prefix
-    where, params = where_clause(queue, kind, dead_at_since=start, dead_at_until=end)
+    where, params = where_clause(queue, kind, died_from=start, died_before=end)
     if wanted is not None:
         where += " AND status = %(status)s"
         params["status"] = wanted
@@ -221,7 +223,7 @@ def history(
     stride = parse_freq(freq)
     start, end = check_window(since, until)
     if kind is not None:
-        check_kind(kind, [kind])
+        check_kind(kind, [kind])  # a non-empty string; the name is checked when nothing matches it
     queue = queue_keys(prefix).prefix
     first = period_of(start, stride) if start is not None else None
     if end is None and start is not None:
@@ -229,14 +231,14 @@ def history(
     after = period_of(end - pd.Timedelta(microseconds=1), stride) + stride if end is not None else None
     # A row is read when one of its events may fall in the window: it died before the window's end and
     # it died, was replayed or was discarded in or after its first period (greatest() skips NULLs).
-    where, params = where_clause(queue, kind, dead_at_until=after)
+    where, params = where_clause(queue, kind, died_before=after)
     window = ["TRUE"]
     if first is not None:
         where += " AND greatest(dead_at, replayed_at, discarded_at) >= %(first)s"
         window.append("period >= %(first)s")
         params["first"] = first.to_pydatetime()
     if after is not None:
-        window.append("period < %(dead_at_until)s")
+        window.append("period < %(died_before)s")
     query = HISTORY_QUERY.format(table=TABLE, where=where, window=" AND ".join(window))
     params |= {"stride": stride.to_pytimedelta(), "origin": PERIOD_ORIGIN.to_pydatetime()}
     params["succeeded"] = OUTCOME_SUCCEEDED
