@@ -12,10 +12,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
+import redis
 from psycopg.types.json import Jsonb
 
+from opslib.columns import entry_times
 from opslib.signatures import error_type, signature
-from worker.archive_table import TABLE, fields_to_json
+from worker.archive_table import TABLE, fields_to_json, migrate
+from worker.keys import Keys
 
 
 def dead_row(
@@ -61,3 +64,33 @@ def insert_rows(conn: psycopg.Connection[Any], rows: Iterable[dict[str, Any]]) -
 def at(hour: int, minute: int = 0, day: int = 30) -> datetime:
     """A time on the night of the tests (2026-11-``day``), UTC."""
     return datetime(2026, 11, day, hour, minute, tzinfo=UTC)
+
+
+def archive_dead_stream(r: redis.Redis, keys: Keys, database_url: str) -> int:
+    """Copy every entry of ``jobs:dead`` into the archive as the archiver would (status dead); return how many."""
+    entries = r.xrange(keys.dead)
+    rows = []
+    for (entry_id, raw), dead_at in zip(entries, entry_times([e[0].decode() for e in entries]), strict=True):
+        fields = {name.decode(): value.decode() for name, value in raw.items()}
+        attempts = fields.get("attempts", "")
+        rows.append(
+            {
+                "queue": keys.prefix,
+                "dead_id": entry_id.decode(),
+                "dead_at": dead_at.to_pydatetime(),
+                "kind": fields.get("kind", ""),
+                "job_id": fields.get("job_id") or fields.get("outbox_id", ""),
+                "attempts": int(attempts) if attempts.isdigit() else None,
+                "reason": fields.get("reason", ""),
+                "error_type": error_type(fields.get("error", "")),
+                "error": fields.get("error", ""),
+                "signature": signature(fields.get("error", "")),
+                "traceback": fields.get("traceback", ""),
+                "worker": fields.get("worker", ""),
+                "fields": Jsonb(fields_to_json(raw.items())),
+            }
+        )
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        migrate(conn)
+        insert_rows(conn, rows)
+    return len(rows)
