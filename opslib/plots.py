@@ -60,6 +60,7 @@ def plot_history(frame: pd.DataFrame | None = None, *, kind: str | None = None, 
     title = f"dead letters of {kind}" if kind else "dead letters"
     ax.set_title(f"{title} per {freq_label(stride)}" if stride is not None else title)
     ax.set_ylabel("entries")
+    ax.set_xlabel("period (UTC)")
     if totals.empty:
         ax.text(0.5, 0.5, "nothing in the archive for this window", transform=ax.transAxes, ha="center")
         return ax
