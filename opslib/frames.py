@@ -59,8 +59,8 @@ DEAD_COLUMNS = {
     "replay_batch": TEXT,
 }
 #: Wire fields that are not payload: the columns above that come from a field, and ``failed_at`` (= dead_at).
-_DEAD_WIRE_FIELDS = frozenset(DEAD_COLUMNS) - {"dead_at", "error_type", "signature"} | {"failed_at"}
-_DEAD_TEXT_FIELDS = [name for name in DEAD_COLUMNS if name in _DEAD_WIRE_FIELDS and name != "attempts"]
+DEAD_WIRE_FIELDS = frozenset(DEAD_COLUMNS) - {"dead_at", "error_type", "signature"} | {"failed_at"}
+_DEAD_TEXT_FIELDS = [name for name in DEAD_COLUMNS if name in DEAD_WIRE_FIELDS and name != "attempts"]
 
 
 def whole_number(value: str) -> int:
@@ -109,7 +109,7 @@ def dead_to_frame(raw: Iterable[RawEntry]) -> pd.DataFrame:
             signatures[error] = signature(error)
     columns["signature"] = [signatures[error] for error in columns["error"]]
     columns["error_type"] = [error_type(error) for error in columns["error"]]
-    payload = sorted({name for row in rows for name in row} - _DEAD_WIRE_FIELDS)
+    payload = sorted({name for row in rows for name in row} - DEAD_WIRE_FIELDS)
     for name in payload:
         shown = f"field:{name}" if name in DEAD_COLUMNS else name
         columns[shown] = [row.get(name) for row in rows]

@@ -59,6 +59,7 @@ from opslib.connection import queue_keys, redis_session
 from opslib.errors import OpslibError
 from opslib.frames import entry_order, parse_outcome, replay_status_to_frame, replay_to_frame
 from opslib.queries import dead_letters, entry_floor
+from worker.archive_table import TABLE
 from worker.failures import now_iso
 from worker.keys import GROUP, Keys
 from worker.scripts import Scripts
@@ -240,7 +241,10 @@ def replay_status(
     """What became of each job of a replay batch (columns in the module docstring).
 
     With ``wait_s``, polls until every job succeeded or failed again, or
-    ``wait_s`` seconds passed, and returns the last state.
+    ``wait_s`` seconds passed, and returns the last state. With the archive
+    on, it also waits (within the same ``wait_s``) until the archive recorded
+    those outcomes (the archiver applies them within a second or so), so that
+    ``archive()`` and ``history()`` read next show them.
     """
     check_batch(batch)
     deadline = time.monotonic() + (wait_s or 0.0)
@@ -248,7 +252,28 @@ def replay_status(
         while True:
             frame = _status(redis_client, keys, batch)
             if wait_s is None or frame["status"].isin(FINAL_STATUSES).all() or time.monotonic() >= deadline:
-                return frame
+                break
+            time.sleep(0.2)
+        if wait_s is not None and frame["status"].isin(FINAL_STATUSES).all():
+            _wait_for_archived_outcomes(keys, batch, deadline)
+    return frame
+
+
+def _wait_for_archived_outcomes(keys: Keys, batch: str, deadline: float) -> None:
+    """Poll the archive until no row of ``batch`` lacks its replay outcome, or ``deadline``."""
+    with open_archive() as archive:
+        if not archive.enabled:
+            return
+        while time.monotonic() < deadline:
+            conn = archive.connection()
+            if conn is None:
+                return
+            row = conn.execute(
+                f"SELECT count(*) FROM {TABLE} WHERE queue = %s AND replay_batch = %s AND replay_outcome IS NULL",
+                (keys.prefix, batch),
+            ).fetchone()
+            if not row or row[0] == 0:
+                return
             time.sleep(0.2)
 
 
