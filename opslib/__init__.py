@@ -2,9 +2,12 @@
 
 Read: :func:`dead_letters`, :func:`pending`, :func:`pending_counts`,
 :func:`delayed`, :func:`queue_stats`, :func:`failure_groups`, :func:`sql`
-(:mod:`opslib.queries` lists every column and dtype). Act:
+(:mod:`opslib.queries` lists every column and dtype). The past, from the
+dead-letter archive in PostgreSQL: :func:`archive`, :func:`history` and
+:func:`plot_history` (:mod:`opslib.archive`). Act:
 :func:`replay`, :func:`replay_kind`, and follow up with
-:func:`replay_status` (:mod:`opslib.replay`). One dead letter whole: :func:`show`. Delayed jobs: :func:`run_now`,
+:func:`replay_status` (:mod:`opslib.replay`); :func:`discard`,
+:func:`discard_kind` (:mod:`opslib.discard`). One dead letter whole: :func:`show`. Delayed jobs: :func:`run_now`,
 :func:`cancel_delayed` (:mod:`opslib.delayed_jobs`). A data
 fix previewed before it commits: :func:`transaction`. Times are shown in the zone of
 :func:`set_display_tz` (or ``OPSLIB_TZ``) while the data stays in UTC (:mod:`opslib.display`).
@@ -12,13 +15,16 @@ A panel for notebooks:
 :func:`opslib.widgets.dead_letter_panel`. On a terminal: ``python -m opslib``.
 
 Each function takes ``client=`` (and ``prefix=``) or finds the servers from
-the environment (``REDIS_URL``, ``DATABASE_URL``, ``QUEUE_PREFIX``) or from a
+the environment (``REDIS_URL``, ``DATABASE_URL``, ``ARCHIVE_URL``, ``QUEUE_PREFIX``) or from a
 running ``make run``. Every error raised on purpose is an :class:`OpslibError`.
 """
 
+from opslib.archive import archive, history
 from opslib.delayed_jobs import cancel_delayed, run_now
+from opslib.discard import discard, discard_kind
 from opslib.display import install_formatter, set_display_tz
 from opslib.errors import OpslibError
+from opslib.plots import plot_history
 from opslib.queries import (
     QueueStats,
     dead_letters,
@@ -37,12 +43,17 @@ from opslib.transaction import transaction
 __all__ = [
     "OpslibError",
     "QueueStats",
+    "archive",
     "cancel_delayed",
     "dead_letters",
     "delayed",
+    "discard",
+    "discard_kind",
     "failure_groups",
+    "history",
     "pending",
     "pending_counts",
+    "plot_history",
     "queue_stats",
     "replay",
     "replay_kind",

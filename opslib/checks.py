@@ -53,9 +53,13 @@ def check_kind(
     seen: Iterable[str],
     held: Callable[[], Iterable[str]] = set,
     registry: Iterable[str] = (),
+    holder: str = "the queue holds now",
 ) -> str:
     """``kind`` when it is among ``seen`` (the rows at hand), what the queue holds (``held()``,
-    read only when needed) or a ``registry`` the caller passes; an :class:`OpslibError` otherwise."""
+    read only when needed) or a ``registry`` the caller passes; an :class:`OpslibError` otherwise.
+
+    ``holder`` says where ``held()`` looked, for the message ("the archive holds").
+    """
     if not isinstance(kind, str) or not kind:
         raise OpslibError(f"kind must be a non-empty string such as 'render_tickets', got {kind!r}")
     known = {k for k in seen if k} | set(registry)
@@ -67,7 +71,7 @@ def check_kind(
     close = difflib.get_close_matches(kind, known, n=1)
     hint = f"; did you mean {close[0]!r}?" if close else ""
     listed = ", ".join(sorted(known)) or "none"
-    raise OpslibError(f"unknown kind {kind!r}{hint} Kinds the queue holds now: {listed}")
+    raise OpslibError(f"unknown kind {kind!r}{hint} Kinds {holder}: {listed}")
 
 
 def check_entry_id(value: object) -> str:
@@ -99,9 +103,12 @@ def check_limit(value: object) -> int | None:
     return int(value)
 
 
-def parse_since(since: object) -> pd.Timestamp | None:
+def parse_since(since: object, name: str = "since") -> pd.Timestamp | None:
     """A UTC timestamp from a time (naive means UTC), an ISO string, or a duration back from now
-    (a timedelta, or a string such as ``"2h"``, ``"30min"``, ``"3d"``)."""
+    (a timedelta, or a string such as ``"2h"``, ``"30min"``, ``"3d"``).
+
+    ``name`` is the argument's name in the message (``until`` takes the same forms).
+    """
     if since is None:
         return None
     if isinstance(since, timedelta | pd.Timedelta | np.timedelta64):
@@ -116,6 +123,6 @@ def parse_since(since: object) -> pd.Timestamp | None:
         if when is not pd.NaT:
             return when.tz_localize("UTC") if when.tzinfo is None else when.tz_convert("UTC")
     raise OpslibError(
-        f"since={since!r} is not a time; give an ISO time such as '2026-11-30 21:00' (UTC unless it has an "
+        f"{name}={since!r} is not a time; give an ISO time such as '2026-11-30 21:00' (UTC unless it has an "
         "offset), a datetime, or a duration back from now such as '2h', '30min', '3d' or pd.Timedelta('2h')"
     )

@@ -9,6 +9,8 @@ Commands::
     replay ID ...                          replay these dead entries
     replay --kind K [--signature S | --error-contains T] [--since T] [--dry-run] [--yes]
     status BATCH [--wait SECONDS]          what became of a replay batch
+    discard ID ... --reason TEXT           take dead entries out for good, saying why (kept in the archive)
+    discard --kind K [--signature S | --error-contains T] [--since T] --reason TEXT [--dry-run] [--yes]
     show ID                                one dead letter whole: fields, error, traceback, archive
     delayed [--kind K]                     the delayed jobs, soonest first
     run-now JOB_ID ... [--dry-run] [--yes] move delayed jobs onto the queue now
@@ -17,16 +19,17 @@ Commands::
     runbook KIND [--since 2h] [--signature S] [--out DIR]
                                            run the investigate-kind runbook: a notebook and its HTML
 
-A replay, run-now or cancel first shows what it would take (the dry run), then
-asks for confirmation on a terminal; ``--yes`` skips the question,
+A replay, discard, run-now or cancel first shows what it would take (the dry
+run), then asks for confirmation on a terminal; ``--yes`` skips the question,
 ``--dry-run`` stops after showing. Without a terminal and without ``--yes`` it
-refuses. Times are shown in ``OPSLIB_TZ`` (UTC by default).
+refuses. A replay or discard also takes ids that ``jobs:dead`` no longer holds
+from the archive. Times are shown in ``OPSLIB_TZ`` (UTC by default).
 
-Exit codes: 0 done (a replay whose ids were already gone is done: they are
-listed as missing); 1 opslib could not do it (server unreachable, permission
-refused, unknown kind, malformed id or signature: the message says which);
-2 bad command line; 3 a replay, run-now or cancel not confirmed (declined, or
-no terminal and no ``--yes``).
+Exit codes: 0 done (a replay or discard whose ids were already gone is done:
+they are listed as missing); 1 opslib could not do it (server unreachable,
+permission refused, unknown kind, malformed id or signature: the message says
+which); 2 bad command line (a discard without --reason); 3 a replay, discard,
+run-now or cancel not confirmed (declined, or no terminal and no ``--yes``).
 """
 
 from __future__ import annotations
@@ -40,13 +43,21 @@ from typing import TextIO
 import pandas as pd
 
 from opslib.delayed_jobs import MISSING, cancel_delayed, run_now
+from opslib.discard import discard, discard_kind
 from opslib.display import frame_text
 from opslib.errors import OpslibError
 from opslib.queries import dead_letters, delayed, failure_groups, pending, queue_stats
 from opslib.replay import replay, replay_kind, replay_status
 from opslib.runbook import DEFAULT_OUT, RunbookFailed, run_runbook
 from opslib.show import show
-from worker.vocabulary import REPLAY_MISSING, REPLAY_REPLAYED, REPLAY_WOULD_REPLAY, STATUS_SUCCEEDED
+from worker.vocabulary import (
+    DISCARD_DISCARDED,
+    DISCARD_WOULD_DISCARD,
+    REPLAY_MISSING,
+    REPLAY_REPLAYED,
+    REPLAY_WOULD_REPLAY,
+    STATUS_SUCCEEDED,
+)
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NOT_CONFIRMED = 0, 1, 2, 3
 SHOWN = 20
@@ -55,8 +66,8 @@ EXIT_CODES = """exit codes:
   0  done (ids already gone are listed as missing, not an error)
   1  opslib could not do it: server unreachable, permission refused, unknown kind,
      malformed id or signature (the message says which)
-  2  bad command line
-  3  replay, run-now or cancel not confirmed (declined, or no terminal and no --yes)"""
+  2  bad command line (e.g. a discard without --reason)
+  3  replay, discard, run-now or cancel not confirmed (declined, or no terminal and no --yes)"""
 DEAD_SUMMARY = ["dead_at", "kind", "job_id", "outbox_id", "attempts", "reason", "error"]
 
 
@@ -80,15 +91,22 @@ def build_parser() -> argparse.ArgumentParser:
     groups.add_argument("--kind")
     pend = sub.add_parser("pending", help="entries delivered and not acknowledged")
     pend.add_argument("--kind")
-    rep = sub.add_parser("replay", help="put dead letters back on the queue")
-    rep.add_argument("ids", nargs="*", metavar="ID", help="dead entry ids (or use --kind)")
-    rep.add_argument("--kind", help="replay every dead letter of this kind (with the filters below)")
-    which = rep.add_mutually_exclusive_group()
-    which.add_argument("--signature", help="only this failure group (a signature from `groups`)")
-    which.add_argument("--error-contains", help="only errors containing this text")
-    rep.add_argument("--since", help="only entries dead at or after this ISO time")
-    rep.add_argument("--dry-run", action="store_true", help="show what would be replayed and stop")
-    rep.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    for verb, helps in (
+        ("replay", "put dead letters back on the queue"),
+        ("discard", "take dead letters out for good, with a reason (kept in the archive)"),
+    ):
+        rep = sub.add_parser(verb, help=helps)
+        rep.add_argument("ids", nargs="*", metavar="ID", help="dead entry ids (or use --kind)")
+        rep.add_argument("--kind", help=f"{verb} every dead letter of this kind (with the filters below)")
+        which = rep.add_mutually_exclusive_group()
+        which.add_argument("--signature", help="only this failure group (a signature from `groups`)")
+        which.add_argument("--error-contains", help="only errors containing this text")
+        rep.add_argument("--since", help="only entries dead at or after this ISO time")
+        if verb == "discard":
+            rep.add_argument("--reason", help="why these jobs must never run (required; kept in the archive)")
+            rep.add_argument("--by", help="who discards them (default: the operating-system user)")
+        rep.add_argument("--dry-run", action="store_true", help=f"show what would be {verb}ed and stop")
+        rep.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     status = sub.add_parser("status", help="what became of a replay batch")
     status.add_argument("batch")
     status.add_argument("--wait", type=float, metavar="SECONDS", help="wait until every job has an outcome")
@@ -157,18 +175,7 @@ def cmd_replay(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO
             )
         return replay(args.ids, dry_run=dry_run)
 
-    plan = run(dry_run=True)
-    taken = plan[plan["status"] == REPLAY_WOULD_REPLAY]
-    gone = plan[plan["status"] == REPLAY_MISSING]
-    missing = f"; {len(gone)} ids are not in jobs:dead (replayed already, or evicted)" if len(gone) else ""
-    print(f"would replay {len(taken)} dead letters{missing}", file=out)
-    shown = taken["dead_id"].head(SHOWN).tolist()
-    dead = dead_letters() if shown else pd.DataFrame()
-    for dead_id in shown:
-        about = f"  {dead.at[dead_id, 'kind']}  {dead.at[dead_id, 'error'][:90]}" if dead_id in dead.index else ""
-        print(f"  {dead_id}{about}", file=out)
-    if len(taken) > SHOWN:
-        print(f"  ... and {len(taken) - SHOWN} more", file=out)
+    taken = show_plan("replay", REPLAY_WOULD_REPLAY, run(dry_run=True), out)
     if args.dry_run or taken.empty:
         return EXIT_OK
     if not confirmed(f"Replay {len(taken)} dead letters?", args, out, err, stdin):
@@ -183,6 +190,52 @@ def cmd_replay(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO
     )
     print(f"follow it with: python -m opslib status {batch} --wait 60", file=out)
     return EXIT_OK
+
+
+def cmd_discard(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO) -> int:
+    def run(dry_run: bool) -> pd.DataFrame:
+        if args.kind:
+            return discard_kind(
+                args.kind,
+                reason=args.reason,
+                signature=args.signature,
+                error_contains=args.error_contains,
+                since=args.since,
+                by=args.by,
+                dry_run=dry_run,
+            )
+        return discard(args.ids, reason=args.reason, by=args.by, dry_run=dry_run)
+
+    taken = show_plan("discard", DISCARD_WOULD_DISCARD, run(dry_run=True), out)
+    if args.dry_run or taken.empty:
+        return EXIT_OK
+    if not confirmed(f"Discard {len(taken)} dead letters?", args, out, err, stdin):
+        return EXIT_NOT_CONFIRMED
+    done = discard(taken["dead_id"], reason=args.reason, by=args.by)
+    counts = done["status"].value_counts()
+    print(
+        f"discarded {counts.get(DISCARD_DISCARDED, 0)}, missing {counts.get(REPLAY_MISSING, 0)} "
+        "(taken by someone else since); "
+        f"batch {done.attrs['batch']}",
+        file=out,
+    )
+    return EXIT_OK
+
+
+def show_plan(verb: str, would: str, plan: pd.DataFrame, out: TextIO) -> pd.DataFrame:
+    """Print what a replay or discard would take (its dry run's rows with status ``would``); return those rows."""
+    taken = plan[plan["status"] == would]
+    gone = plan[plan["status"] == REPLAY_MISSING]
+    missing = f"; {len(gone)} ids are not in jobs:dead nor dead in the archive (taken already)" if len(gone) else ""
+    print(f"would {verb} {len(taken)} dead letters{missing}", file=out)
+    shown = taken["dead_id"].head(SHOWN).tolist()
+    dead = dead_letters() if shown else pd.DataFrame()
+    for dead_id in shown:
+        about = f"  {dead.at[dead_id, 'kind']}  {dead.at[dead_id, 'error'][:90]}" if dead_id in dead.index else ""
+        print(f"  {dead_id}{about}", file=out)
+    if len(taken) > SHOWN:
+        print(f"  ... and {len(taken) - SHOWN} more", file=out)
+    return taken
 
 
 def cmd_move(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO) -> int:
@@ -239,12 +292,20 @@ def cmd_runbook(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 def main(argv: Sequence[str] | None = None, *, stdin: TextIO | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.command == "replay":
-        if bool(args.ids) == bool(args.kind):
-            parser.error("replay: give dead entry ids, or --kind K (with --signature / --error-contains), not both")
-        if args.ids and (args.signature or args.error_contains or args.since):
-            parser.error("replay: --signature, --error-contains and --since go with --kind, not with ids")
     out, err = sys.stdout, sys.stderr
+    if args.command in ("replay", "discard"):
+        verb = args.command
+        if bool(args.ids) == bool(args.kind):
+            parser.error(f"{verb}: give dead entry ids, or --kind K (with --signature / --error-contains), not both")
+        if args.ids and (args.signature or args.error_contains or args.since):
+            parser.error(f"{verb}: --signature, --error-contains and --since go with --kind, not with ids")
+        if verb == "discard" and not (args.reason or "").strip():
+            print(
+                "error: discard needs --reason TEXT: say why these jobs must never run "
+                "(e.g. --reason 'orders refunded, INC-2211'); nothing was discarded",
+                file=err,
+            )
+            return EXIT_USAGE
     try:
         if args.command == "stats":
             stats = queue_stats()
@@ -260,6 +321,8 @@ def main(argv: Sequence[str] | None = None, *, stdin: TextIO | None = None) -> i
             table(pending(args.kind), out)
         elif args.command == "replay":
             return cmd_replay(args, out, err, stdin or sys.stdin)
+        elif args.command == "discard":
+            return cmd_discard(args, out, err, stdin or sys.stdin)
         elif args.command == "show":
             print(show(args.dead_id), file=out)
         elif args.command == "delayed":

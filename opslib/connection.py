@@ -18,14 +18,16 @@ without permission names the action that was refused.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
+import psycopg
 import redis
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
 from opslib.errors import OpslibError
+from worker.archive_table import TABLE as ARCHIVE_TABLE
 from worker.connection import ClusterStateError, connect, hide_password, is_cluster
 from worker.embedded import configured_or_running
 from worker.errors import SettingsError
@@ -72,6 +74,80 @@ def database_url() -> str:
         "start the stack with `make run`, set DATABASE_URL (e.g. postgresql://postgres@127.0.0.1:5432/stagedoor), "
         "or pass conn="
     )
+
+
+def archive_url() -> str | None:
+    """The dead-letter archive's PostgreSQL: ``ARCHIVE_URL``, else ``DATABASE_URL`` or the
+    ``make run`` stack's, as the workers resolve it; None with ``ARCHIVE_URL=off``."""
+    conf = settings()
+    if not conf.archive_on:
+        return None
+    url = conf.archive_url or configured_or_running(conf.database_url, "database_url", conf.data_dir)
+    if url:
+        return url
+    raise OpslibError(
+        "no archive to talk to: ARCHIVE_URL and DATABASE_URL are not set and no `make run` stack is running; "
+        "set ARCHIVE_URL to the PostgreSQL the workers archive to (or ARCHIVE_URL=off where there is no "
+        "archive), or pass conn="
+    )
+
+
+def readable_archive_url() -> str:
+    """:func:`archive_url` for the functions that read the archive: ``ARCHIVE_URL=off`` is an
+    :class:`OpslibError` there, since there is nothing to read."""
+    url = archive_url()
+    if url is None:
+        raise OpslibError(
+            "the dead-letter archive is off (ARCHIVE_URL=off), so there is no archive to read; "
+            "dead_letters() shows what jobs:dead still holds. Unset ARCHIVE_URL (the archive then lives in "
+            "DATABASE_URL) or set it to a PostgreSQL URL, or pass conn="
+        )
+    return url
+
+
+@contextlib.contextmanager
+def pg_session(conn: Any, default_url: Callable[[], str], setting: str) -> Iterator[psycopg.Connection[Any]]:
+    """Yield a psycopg connection: ``conn`` itself, or one opened on a URL (``conn``, else ``default_url()``).
+
+    A connection opened here is in autocommit mode (each statement commits,
+    as in psql) and closed afterwards. An unreachable server is an
+    :class:`OpslibError` naming the URL and ``setting`` (the variable that
+    points elsewhere). A statement that fails on a connection the caller
+    passed is rolled back, so the caller's connection stays usable.
+    """
+    if isinstance(conn, psycopg.Connection):
+        try:
+            yield conn
+        except psycopg.Error:
+            conn.rollback()
+            raise
+        return
+    url = conn or default_url()
+    try:
+        connection = psycopg.connect(url, connect_timeout=5, autocommit=True)
+    except psycopg.Error as exc:
+        raise OpslibError(
+            f"cannot reach PostgreSQL at {hide_password(url)} ({str(exc).strip()}); "
+            f"start the stack with `make run` or set {setting}"
+        ) from None
+    with connection:
+        yield connection
+
+
+def archive_hint(exc: psycopg.Error) -> str:
+    """Why the archive's table is missing, when that is what a query on ``DATABASE_URL`` failed on."""
+    if not (isinstance(exc, psycopg.errors.UndefinedTable) and f'"{ARCHIVE_TABLE}"' in str(exc)):
+        return ""
+    conf = settings()
+    if not conf.archive_on:
+        return f". The dead-letter archive is off (ARCHIVE_URL=off): there is no {ARCHIVE_TABLE} table"
+    if conf.archive_url:
+        return (
+            ". The archive lives where ARCHIVE_URL points, not in DATABASE_URL's database: read it with "
+            f"opslib.archive() and join in pandas, or leave ARCHIVE_URL empty to keep {ARCHIVE_TABLE} beside "
+            "the application's tables"
+        )
+    return f". The workers create {ARCHIVE_TABLE} when they start (or run `python -m worker migrate`)"
 
 
 def queue_keys(prefix: str | None) -> Keys:

@@ -41,7 +41,8 @@ from opslib.columns import TEXT, typed_frame
 from opslib.connection import partitions, redis_session
 from opslib.errors import OpslibError
 from opslib.frames import job_id_of
-from opslib.replay import CHUNK, new_batch_id
+from opslib.locate import CHUNK
+from opslib.replay import new_batch_id
 from worker.connection import is_cluster
 from worker.keys import Keys
 from worker.scripts import Scripts

@@ -14,9 +14,11 @@ from typing import Any
 import pandas as pd
 
 from opslib.columns import COUNT, DURATION, FLAG, OBJECT, TEXT, TIME, entry_times, typed_frame
-from opslib.signatures import error_type, signature
 from worker.queue_state import Consumer
+from worker.signatures import error_type, signature
 from worker.vocabulary import (
+    DISCARD_DISCARDED,
+    DISCARD_WOULD_DISCARD,
     RECORDED_FAILED,
     RECORDED_RETRYING,
     RECORDED_SUCCEEDED,
@@ -58,8 +60,8 @@ DEAD_COLUMNS = {
     "partition": COUNT,
 }
 #: Wire fields that are not payload: the columns above that come from a field, and ``failed_at`` (= dead_at).
-_DEAD_WIRE_FIELDS = frozenset(DEAD_COLUMNS) - {"dead_at", "error_type", "signature", "partition"} | {"failed_at"}
-_DEAD_TEXT_FIELDS = [name for name in DEAD_COLUMNS if name in _DEAD_WIRE_FIELDS and name != "attempts"]
+DEAD_WIRE_FIELDS = frozenset(DEAD_COLUMNS) - {"dead_at", "error_type", "signature", "partition"} | {"failed_at"}
+_DEAD_TEXT_FIELDS = [name for name in DEAD_COLUMNS if name in DEAD_WIRE_FIELDS and name != "attempts"]
 
 
 def whole_number(value: str) -> int:
@@ -109,7 +111,7 @@ def dead_to_frame(raw: Iterable[RawEntry], partition: int = 0) -> pd.DataFrame:
     columns["signature"] = [signatures[error] for error in columns["error"]]
     columns["error_type"] = [error_type(error) for error in columns["error"]]
     columns["partition"] = [partition] * len(ids)
-    payload = sorted({name for row in rows for name in row} - _DEAD_WIRE_FIELDS)
+    payload = sorted({name for row in rows for name in row} - DEAD_WIRE_FIELDS)
     for name in payload:
         shown = f"field:{name}" if name in DEAD_COLUMNS else name
         columns[shown] = [row.get(name) for row in rows]
@@ -276,6 +278,32 @@ def replay_to_frame(
         "partition": list(partitions) if partitions is not None else [0] * len(dead_ids),
     }
     frame = typed_frame(columns, REPLAY_COLUMNS)
+    frame.attrs["batch"] = batch
+    return frame
+
+
+#: ``discard()`` and ``discard_kind()``: one row per dead id asked for.
+DISCARD_COLUMNS = {"dead_id": TEXT, "status": TEXT, "batch": TEXT, "partition": COUNT}
+
+
+def discard_to_frame(
+    dead_ids: Sequence[str],
+    found: Sequence[bool],
+    batch: str,
+    dry_run: bool,
+    partitions: Sequence[int] | None = None,
+) -> pd.DataFrame:
+    """The discard frame: for each dead id, whether it was (or, in a dry run, would be) taken, and
+    its partition (-1: found in none; all 0 when ``partitions`` is None)."""
+    taken = DISCARD_WOULD_DISCARD if dry_run else DISCARD_DISCARDED
+    statuses = [taken if hit else REPLAY_MISSING for hit in found]
+    columns: dict[str, Sequence[Any]] = {
+        "dead_id": list(dead_ids),
+        "status": statuses,
+        "batch": [batch] * len(dead_ids),
+        "partition": list(partitions) if partitions is not None else [0] * len(dead_ids),
+    }
+    frame = typed_frame(columns, DISCARD_COLUMNS)
     frame.attrs["batch"] = batch
     return frame
 

@@ -77,7 +77,7 @@ import redis
 
 from opslib.checks import check_kind, check_limit, parse_since, queue_kinds
 from opslib.columns import COUNT, MARK, TEXT, typed_frame
-from opslib.connection import database_url, hide_password, partitions, redis_session, settings
+from opslib.connection import archive_hint, database_url, partitions, pg_session, redis_session, settings
 from opslib.errors import OpslibError
 from opslib.frames import (
     combine,
@@ -341,27 +341,13 @@ def sql(query: str, params: Sequence[Any] | Mapping[str, Any] | None = None, *, 
     at once, as in psql, so a data fix (``UPDATE ... RETURNING ...``) takes
     effect; on a connection you pass, the transaction is yours.
     """
-    own = not isinstance(conn, psycopg.Connection)
-    url = (conn or database_url()) if own else ""
     try:
-        connection = psycopg.connect(url, connect_timeout=5, autocommit=True) if own else conn
-    except psycopg.OperationalError as exc:
-        raise OpslibError(
-            f"cannot reach PostgreSQL at {hide_password(url)} ({str(exc).strip()}); "
-            "start the stack with `make run` or set DATABASE_URL"
-        ) from None
-    try:
-        with connection.cursor() as cursor:
+        with pg_session(conn, database_url, "DATABASE_URL") as connection, connection.cursor() as cursor:
             cursor.execute(query, params)
             names = [column.name for column in cursor.description or []]
             rows = cursor.fetchall() if cursor.description else []
     except psycopg.Error as exc:
-        if not own:
-            connection.rollback()
-        raise OpslibError(f"the query failed: {str(exc).strip()}") from None
-    finally:
-        if own:
-            connection.close()
+        raise OpslibError(f"the query failed: {str(exc).strip()}{archive_hint(exc)}") from None
     frame = pd.DataFrame.from_records(rows, columns=names)
     for name in frame.columns:
         if isinstance(frame[name].dtype, pd.DatetimeTZDtype):

@@ -2,19 +2,28 @@
 
 A replay moves each entry with the replay script (``worker/lua/replay.lua``,
 one atomic XRANGE + XADD ``jobs`` + XDEL ``jobs:dead`` + HSET
-``replay:<batch>``): the job goes back with its original fields, attempts 0,
-the error fields (``worker.wire.DEAD_FIELDS``) dropped, ``replay_of`` = the
-dead id and ``replay_batch`` = the batch id. Two people replaying the same
-entries at once re-add each once; an entry no longer there is reported as
-``missing``, not an error. The calls are pipelined, 500 at a time.
+``replay:<batch>`` + XADD ``jobs:dead:log``): the job goes back with its
+original fields, attempts 0, the error fields (``worker.wire.DEAD_FIELDS``)
+dropped, ``replay_of`` = the dead id and ``replay_batch`` = the batch id; the
+log record marks the archive's row ``replayed`` with the batch and the new
+id. An id that ``jobs:dead`` no longer holds (trimmed once archived) but the
+archive holds as ``dead`` is re-added from its archived fields
+(:mod:`opslib.archived`). Two people replaying (or one replaying, one
+discarding) the same entries at once move each once; an entry no longer
+there is reported as ``missing``, not an error. The calls are pipelined, 500
+at a time.
 
-``replay(ids, *, dry_run=False)``, and
-``replay_kind(kind, *, signature=None, error_contains=None, since=None, dry_run=False)``
+``replay(ids, *, dry_run=False, conn=None)``, and
+``replay_kind(kind, *, signature=None, error_contains=None, since=None, dry_run=False, conn=None)``
     One row per dead id: dead_id, new_id (str, ``""`` unless replayed),
     status (str: replayed / missing / would replay), batch (str, the same on
     every row, ``""`` in a dry run, which writes nothing), partition (int64:
     the queue partition holding the entry, -1 when found in none). Index
-    0..n-1; the batch is also in ``frame.attrs["batch"]``.
+    0..n-1; the batch is also in ``frame.attrs["batch"]``. ``replay_kind`` takes the
+    matching entries of ``jobs:dead`` and of the archive. ``conn``: the
+    archive's PostgreSQL (a psycopg connection or URL; None: ``ARCHIVE_URL``,
+    else ``DATABASE_URL`` or the ``make run`` stack); it is only contacted
+    for ids ``jobs:dead`` does not hold, and for ``replay_kind``.
 
 ``replay_status(batch, *, wait_s=None)``
     One row per replayed dead id: dead_id, status (succeeded / failed again /
@@ -22,7 +31,8 @@ entries at once re-add each once; an entry no longer there is reported as
     ``""``), attempts (int64: failed attempts since the replay), error (str:
     the latest), new_dead_id (str: the entry it became in ``jobs:dead``),
     updated_at (datetime64[ns, UTC], NaT until the worker recorded an
-    outcome), batch (str), partition (int64). The worker keeps outcomes for 24 hours.
+    outcome), batch (str), partition (int64). The worker keeps outcomes for 24 hours (the
+    archive keeps the final one for good: ``replay_outcome``).
 
 Example::
 
@@ -36,35 +46,32 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
 import pandas as pd
 import redis
-from tqdm.auto import tqdm
 
-from opslib.checks import check_batch, check_entry_id, parse_since
-from opslib.connection import partitions, redis_session
+from opslib.archived import archived_dead, open_archive, replay_from_archive
+from opslib.checks import check_batch, parse_since
+from opslib.connection import partitions, queue_keys, redis_session
 from opslib.errors import OpslibError
 from opslib.frames import combine, entry_order, parse_outcome, replay_status_to_frame, replay_to_frame
+from opslib.locate import NOWHERE, Progress, Target, dead_ids_of, locate, pipelined
 from opslib.queries import dead_letters, entry_floor
+from worker.archive_table import TABLE
 from worker.connection import is_cluster
+from worker.failures import now_iso
 from worker.keys import GROUP, Keys
 from worker.scripts import Scripts
 from worker.vocabulary import FINAL_STATUSES, RECORDED_QUEUED, WHERE_JOBS, WHERE_RUNNING
 from worker.wire import DEAD_FIELDS, decode_member, text
 
-CHUNK = 500
-PROGRESS_FROM = 1000
-"""A progress bar is shown for replays of at least this many entries."""
 NEEDS_WRITE = (
     "replay needs a user that may run scripts and write the queue's keys (EVALSHA of the replay script: "
     "XRANGE, XADD, XDEL, HSET, EXPIRE); a read-only user can run replay(..., dry_run=True) and every query"
 )
 BATCH_TIME = "%Y%m%dT%H%M%SZ"
-
-Progress = Callable[[int, int], None]
 
 
 def new_batch_id() -> str:
@@ -72,23 +79,13 @@ def new_batch_id() -> str:
     return f"{datetime.now(UTC):{BATCH_TIME}}-{secrets.token_hex(4)}"
 
 
-def dead_ids_of(ids: object) -> list[tuple[str, int | None]]:
-    """The dead ids in ``ids`` (one id, a list, an Index, a Series, a ``dead_letters()`` or replay
-    frame), each with its partition when a frame's ``partition`` column gives it, once each."""
-    partitions_given: Iterable[object] | None = None
-    if isinstance(ids, str | bytes):
-        values: Iterable[object] = [ids]
-    elif isinstance(ids, pd.DataFrame):
-        values = ids["dead_id"] if "dead_id" in ids.columns else ids.index
-        if "partition" in ids.columns:
-            partitions_given = ids["partition"]
-    elif isinstance(ids, Iterable):
-        values = ids
-    else:
-        raise OpslibError(f"ids must be dead entry ids (a list, or a dead_letters() frame), got {type(ids).__name__}")
-    checked = [check_entry_id(value) for value in values]
-    where = [None] * len(checked) if partitions_given is None else [int(str(p)) for p in partitions_given]
-    return list(dict.fromkeys(zip(checked, where, strict=True)))
+def partition_scripts(client: Any, parts: list[Keys]) -> list[Scripts]:
+    """Each partition's scripts, loaded on every primary first on a cluster (whose pipelines send
+    EVALSHA as it is)."""
+    scripts = [Scripts(client, keys) for keys in parts]
+    if is_cluster(client):
+        scripts[0].load(client)
+    return scripts
 
 
 def replay(
@@ -97,6 +94,7 @@ def replay(
     dry_run: bool = False,
     client: redis.Redis | None = None,
     prefix: str | None = None,
+    conn: Any = None,
     on_progress: Progress | None = None,
 ) -> pd.DataFrame:
     """Put dead letters back on ``jobs`` (columns in the module docstring); ``dry_run`` writes nothing.
@@ -108,69 +106,67 @@ def replay(
     is called after each chunk.
     """
     targets = dead_ids_of(ids)
-    dead_ids = [dead_id for dead_id, _ in targets]
     action = "look up dead letters" if dry_run else "replay dead letters"
-    with redis_session(client, prefix, action, needs="" if dry_run else NEEDS_WRITE) as (redis_client, keys):
+    with (
+        redis_session(client, prefix, action, needs="" if dry_run else NEEDS_WRITE) as (redis_client, keys),
+        open_archive(conn) as archive,
+    ):
         parts = partitions(redis_client, keys)
-        where = _locate(redis_client, parts, targets, check=dry_run)
+        found = locate(redis_client, parts, targets, archive)
         if dry_run:
-            return replay_to_frame(dead_ids, [p >= 0 for p in where], "", dry_run=True, partitions=where)
-        batch = new_batch_id()
-        moved = _move(redis_client, parts, dead_ids, where, batch, on_progress)
-        return replay_to_frame(dead_ids, moved, batch, dry_run=False, partitions=where)
+            return replay_to_frame(found.dead_ids, found.found(), "", dry_run=True, partitions=found.where)
+        batch, at = new_batch_id(), now_iso()
+        scripts = partition_scripts(redis_client, parts)
+        streamed = found.streamed()
+        moved_ids = pipelined(
+            redis_client,
+            streamed,
+            lambda pipe, n: scripts[found.where[n]].replay(
+                found.dead_ids[n], batch, DEAD_FIELDS, at=at, record=archive.enabled, client=pipe
+            ),
+            "replay",
+            on_progress,
+        )
+        moved: dict[int, Any] = dict(zip(streamed, moved_ids, strict=True))
+        missed = found.from_archive(moved)
+        pg = archive.connection() if missed and archive.enabled else None
+        if pg is not None:
+            for p, numbers in missed.items():
+                readded = replay_from_archive(
+                    pg, redis_client, parts[p], [found.dead_ids[n] for n in numbers], batch, at
+                )
+                moved.update({n: readded[found.dead_ids[n]] for n in numbers if found.dead_ids[n] in readded})
+                for n in numbers:
+                    if n in moved:
+                        found.where[n] = p  # the archive held it
+        results = [moved.get(n) for n in range(len(found.dead_ids))]
+        return replay_to_frame(found.dead_ids, results, batch, dry_run=False, partitions=found.where)
 
 
-def _locate(client: Any, parts: list[Keys], targets: list[tuple[str, int | None]], check: bool) -> list[int]:
-    """Each id's partition (-1: in none). An id's only candidate is taken as it is unless ``check``;
-    the move itself reports an entry that is gone. Several candidates are looked up (pipelined)."""
-    count = len(parts)
-    dead_ids = [dead_id for dead_id, _ in targets]
-    candidates = [[p] if p is not None and 0 <= p < count else list(range(count)) for _, p in targets]
-    asks = [(n, p) for n, cands in enumerate(candidates) if check or len(cands) > 1 for p in cands]
-    found: dict[int, list[int]] = {}
-    for start in range(0, len(asks), CHUNK):
-        chunk = asks[start : start + CHUNK]
-        pipe = client.pipeline(transaction=False)
-        for n, p in chunk:
-            pipe.xrange(parts[p].dead, min=dead_ids[n], max=dead_ids[n])
-        for (n, p), hit in zip(chunk, pipe.execute(), strict=True):
-            if hit:
-                found.setdefault(n, []).append(p)
-    where = []
-    for n, cands in enumerate(candidates):
-        if not check and len(cands) == 1:
-            where.append(cands[0])
-            continue
-        hits = found.get(n, [])
-        if len(hits) > 1:
-            raise OpslibError(
-                f"dead id {dead_ids[n]} is in partitions {', '.join(map(str, hits))}; "
-                "pass the dead_letters() rows (their partition column says which) instead of bare ids"
-            )
-        where.append(hits[0] if hits else -1)
-    return where
-
-
-def _move(
-    client: Any, parts: list[Keys], dead_ids: list[str], where: list[int], batch: str, on_progress: Progress | None
-) -> list:
-    scripts = [Scripts(client, keys) for keys in parts]
-    if is_cluster(client):
-        scripts[0].load(client)
-    new_ids: list = []
-    with tqdm(total=len(dead_ids), desc="replay", unit="entry", disable=len(dead_ids) < PROGRESS_FROM) as bar:
-        for start in range(0, len(dead_ids), CHUNK):
-            chunk = list(zip(dead_ids[start : start + CHUNK], where[start : start + CHUNK], strict=True))
-            pipe = client.pipeline(transaction=False)
-            for dead_id, p in chunk:
-                if p >= 0:
-                    scripts[p].replay(dead_id, batch, DEAD_FIELDS, client=pipe)
-            results = iter(pipe.execute())
-            new_ids += [next(results) if p >= 0 else None for _dead_id, p in chunk]
-            bar.update(len(chunk))
-            if on_progress is not None:
-                on_progress(len(new_ids), len(dead_ids))
-    return new_ids
+def dead_ids_of_kind(
+    kind: str,
+    *,
+    signature: str | None,
+    error_contains: str | None,
+    since: object,
+    client: redis.Redis | None,
+    prefix: str | None,
+    conn: Any,
+) -> list[Target]:
+    """(dead id, partition) of ``kind``'s dead letters matching the filters, in every partition's
+    ``jobs:dead`` and in the archive (as ``dead``), oldest first."""
+    if error_contains is not None and (not isinstance(error_contains, str) or not error_contains):
+        raise OpslibError(f"error_contains must be a non-empty string, got {error_contains!r}")
+    dead = dead_letters(kind, since=since, signature=signature, client=client, prefix=prefix)
+    if error_contains is not None:
+        dead = dead[dead["error"].str.contains(error_contains, regex=False)]
+    found = [(str(dead_id), int(p)) for dead_id, p in zip(dead.index, dead["partition"], strict=True)]
+    with open_archive(conn) as archive:
+        pg = archive.connection() if archive.enabled else None
+        if pg is not None:
+            keys = queue_keys(prefix)
+            found += archived_dead(pg, keys, kind, signature=signature, error_contains=error_contains, since=since)
+    return sorted(set(found), key=lambda target: (entry_order(target[0]), target[1]))
 
 
 def replay_kind(
@@ -182,22 +178,38 @@ def replay_kind(
     dry_run: bool = False,
     client: redis.Redis | None = None,
     prefix: str | None = None,
+    conn: Any = None,
     on_progress: Progress | None = None,
 ) -> pd.DataFrame:
     """Replay every dead letter of ``kind`` that matches the filters (columns in the module docstring).
 
     ``signature`` keeps one failure group (``failure_groups().signature``),
     ``error_contains`` keeps errors containing that text (case-sensitive),
-    ``since`` keeps entries dead at or after a time. Run it with
-    ``dry_run=True`` first: it returns the same rows with status
+    ``since`` keeps entries dead at or after a time. The entries come from
+    ``jobs:dead`` and from the archive (those the stream was trimmed of). Run
+    it with ``dry_run=True`` first: it returns the same rows with status
     ``would replay`` and writes nothing.
     """
-    if error_contains is not None and (not isinstance(error_contains, str) or not error_contains):
-        raise OpslibError(f"error_contains must be a non-empty string, got {error_contains!r}")
-    dead = dead_letters(kind, since=since, signature=signature, client=client, prefix=prefix)
-    if error_contains is not None:
-        dead = dead[dead["error"].str.contains(error_contains, regex=False)]
-    return replay(dead, dry_run=dry_run, client=client, prefix=prefix, on_progress=on_progress)
+    targets = dead_ids_of_kind(
+        kind,
+        signature=signature,
+        error_contains=error_contains,
+        since=since,
+        client=client,
+        prefix=prefix,
+        conn=conn,
+    )
+    return replay(as_frame(targets), dry_run=dry_run, client=client, prefix=prefix, conn=conn, on_progress=on_progress)
+
+
+def as_frame(targets: list[Target]) -> pd.DataFrame:
+    """Targets as the frame :func:`replay` and ``discard`` take (dead_id and partition columns)."""
+    return pd.DataFrame(
+        {
+            "dead_id": [dead_id for dead_id, _ in targets],
+            "partition": [NOWHERE if p is None else p for _, p in targets],
+        }
+    )
 
 
 def replay_status(
@@ -210,7 +222,10 @@ def replay_status(
     """What became of each job of a replay batch (columns in the module docstring).
 
     With ``wait_s``, polls until every job succeeded or failed again, or
-    ``wait_s`` seconds passed, and returns the last state.
+    ``wait_s`` seconds passed, and returns the last state. With the archive
+    on, it also waits (within the same ``wait_s``) until the archive recorded
+    those outcomes (the archiver applies them within a second or so), so that
+    ``archive()`` and ``history()`` read next show them.
     """
     check_batch(batch)
     deadline = time.monotonic() + (wait_s or 0.0)
@@ -218,7 +233,28 @@ def replay_status(
         while True:
             frame = _status_everywhere(redis_client, partitions(redis_client, keys), batch)
             if wait_s is None or frame["status"].isin(FINAL_STATUSES).all() or time.monotonic() >= deadline:
-                return frame
+                break
+            time.sleep(0.2)
+        if wait_s is not None and frame["status"].isin(FINAL_STATUSES).all():
+            _wait_for_archived_outcomes(keys, batch, deadline)
+    return frame
+
+
+def _wait_for_archived_outcomes(keys: Keys, batch: str, deadline: float) -> None:
+    """Poll the archive until no row of ``batch`` lacks its replay outcome, or ``deadline``."""
+    with open_archive() as archive:
+        if not archive.enabled:
+            return
+        while time.monotonic() < deadline:
+            conn = archive.connection()
+            if conn is None:
+                return
+            row = conn.execute(
+                f"SELECT count(*) FROM {TABLE} WHERE queue = %s AND replay_batch = %s AND replay_outcome IS NULL",
+                (keys.prefix, batch),
+            ).fetchone()
+            if not row or row[0] == 0:
+                return
             time.sleep(0.2)
 
 

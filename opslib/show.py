@@ -34,7 +34,7 @@ import redis
 
 from opslib.checks import check_entry_id
 from opslib.columns import entry_times
-from opslib.connection import database_url, partitions, redis_session
+from opslib.connection import archive_url, partitions, redis_session
 from opslib.display import cut, local_time
 from opslib.errors import OpslibError
 from opslib.signatures import error_type, signature
@@ -203,15 +203,18 @@ def _life_value(value: Any) -> str:
 def archive_row(dead_id: str, queue: str, conn: Any = None) -> tuple[dict[str, Any], str]:
     """The archive's row of ``dead_id`` in ``queue`` (its life columns and ``fields``), or ``{}`` and why not.
 
-    ``conn`` is a psycopg connection, a URL, or None for ``DATABASE_URL`` /
-    the ``make run`` stack. An archive that cannot be read is not an error
-    here: the entry is shown from Redis with the reason.
+    ``conn`` is a psycopg connection, a URL, or None for the archive the
+    workers use (``ARCHIVE_URL``, else ``DATABASE_URL`` / the ``make run``
+    stack). An archive that cannot be read is not an error here: the entry is
+    shown from Redis with the reason.
     """
     own = not isinstance(conn, psycopg.Connection)
     try:
-        url = (conn or database_url()) if own else ""
+        url: str = (conn or archive_url() or "") if own else ""
     except OpslibError as exc:
         return {}, f"not read: {exc}"
+    if own and not url:
+        return {}, "not read: the archive is off (ARCHIVE_URL=off)"
     query = (
         f"SELECT {', '.join(LIFE_COLUMNS)}, fields FROM {TABLE} "
         "WHERE queue = %s AND dead_id = %s ORDER BY partition LIMIT 1"

@@ -1,10 +1,11 @@
-"""The dead-letter panel for notebooks (and Voilà): see, choose, preview, replay, follow.
+"""The dead-letter panel for notebooks (and Voilà): see, choose, preview, replay or discard, follow.
 
 ``dead_letter_panel(client=None, prefix=None)`` returns an ipywidgets box:
 the queue's counts, the failure groups table, a kind and a group selector, a
-preview of exactly the entries a replay would take, a Replay button that asks
-for confirmation, then a progress bar, the replay's result and its status
-(with a button to refresh it).
+preview of exactly the entries a replay or a discard would take, a Replay
+button and, beside it, a Discard button with its reason field (a discard
+needs a reason); each asks for confirmation, then shows a progress bar and
+its result; a replay's status follows (with a button to refresh it).
 
 Every untrusted string (errors, tracebacks, payload fields and their names,
 kinds) reaches the page either as a widget's plain-text value (dropdown
@@ -22,6 +23,7 @@ import ipywidgets as w
 import pandas as pd
 import redis
 
+from opslib.discard import check_reason, discard
 from opslib.errors import OpslibError
 from opslib.frames import DEAD_COLUMNS, select_dead
 from opslib.queries import QueueStats, dead_letters, failure_groups, queue_stats
@@ -81,6 +83,15 @@ def result_html(done: pd.DataFrame) -> str:
     )
 
 
+def discard_result_html(done: pd.DataFrame) -> str:
+    counts = done["status"].value_counts()
+    batch = html.escape(str(done.attrs.get("batch", "")))
+    return (
+        f"<p>Discarded <b>{counts.get('discarded', 0)}</b> of {len(done)}"
+        f" ({counts.get('missing', 0)} missing: taken by someone else since) · batch <code>{batch}</code></p>"
+    )
+
+
 def status_html(status: pd.DataFrame) -> str:
     counts = status["status"].value_counts()
     summary = ", ".join(f"{html.escape(str(name))}: <b>{count}</b>" for name, count in counts.items())
@@ -108,8 +119,11 @@ class DeadLetterPanel:
         self.preview = w.HTML()
         self.reload = w.Button(description="Reload", icon="refresh")
         self.replay_button = w.Button(description="Replay…", button_style="warning", disabled=True)
+        self.discard_button = w.Button(description="Discard…", button_style="danger", disabled=True)
+        self.reason = w.Text(description="Reason", placeholder="why these jobs must never run (required)")
         self.question = w.HTML()
         self.confirm = w.Button(description="Confirm replay", button_style="danger")
+        self.action = "replay"
         self.cancel = w.Button(description="Cancel")
         self.asking = w.HBox([self.question, self.confirm, self.cancel], layout=w.Layout(display="none"))
         self.progress = w.IntProgress(min=0, max=1, value=0, layout=w.Layout(display="none"))
@@ -131,8 +145,9 @@ class DeadLetterPanel:
         self.group.observe(self._group_chosen, names="value")
         self.reload.on_click(lambda _button: self.load())
         self.replay_button.on_click(self._ask)
+        self.discard_button.on_click(self._ask_discard)
         self.cancel.on_click(self._cancel)
-        self.confirm.on_click(self._replay)
+        self.confirm.on_click(self._confirmed)
         self.refresh_status.on_click(lambda _button: self._show_status())
         self.widget = w.VBox(
             [
@@ -142,7 +157,7 @@ class DeadLetterPanel:
                 self.kind,
                 self.group,
                 self.preview,
-                self.replay_button,
+                w.HBox([self.replay_button, self.discard_button, self.reason]),
                 self.asking,
                 self.progress,
                 self.result,
@@ -198,6 +213,7 @@ class DeadLetterPanel:
             self.taken = select_dead(dead, mask)
         self.preview.value = preview_html(self.taken)
         self.replay_button.disabled = self.taken.empty
+        self.discard_button.disabled = self.taken.empty
         self.asking.layout.display = "none"
 
     def _ask(self, _button: object) -> None:
@@ -206,7 +222,28 @@ class DeadLetterPanel:
         self.question.value = (
             f"<b>Replay {len(self.taken)} dead letters</b> of {kind} with the error <code>{signature}</code>?"
         )
+        self.action, self.confirm.description = "replay", "Confirm replay"
         self.asking.layout.display = "flex"
+
+    def _ask_discard(self, _button: object) -> None:
+        def ask() -> None:
+            reason = html.escape(check_reason(self.reason.value))
+            kind = html.escape(str(self.kind.value or "every kind"))
+            signature = html.escape(str(self.group.value))
+            self.question.value = (
+                f"<b>Discard {len(self.taken)} dead letters</b> of {kind} with the error <code>{signature}</code>"
+                f" for good, because: <i>{reason}</i>?"
+            )
+            self.action, self.confirm.description = "discard", "Confirm discard"
+            self.asking.layout.display = "flex"
+
+        self._guarded(ask)
+
+    def _confirmed(self, button: object) -> None:
+        if self.action == "discard":
+            self._discard(button)
+        else:
+            self._replay(button)
 
     def _cancel(self, _button: object) -> None:
         self.asking.layout.display = "none"
@@ -223,6 +260,20 @@ class DeadLetterPanel:
             self.result.value = result_html(done)
             self.refresh_status.layout.display = "flex"
             self._show_status()
+            self.load()
+
+        self._guarded(run)
+
+    def _discard(self, _button: object) -> None:
+        self.asking.layout.display = "none"
+        self.discard_button.disabled = True
+        self.progress.max, self.progress.value = max(1, len(self.taken)), 0
+        self.progress.layout.display = "flex"
+
+        def run() -> None:
+            done = discard(self.taken, reason=self.reason.value, on_progress=self._progressed, **self.at)
+            self.result.value = discard_result_html(done)
+            self.reason.value = ""
             self.load()
 
         self._guarded(run)

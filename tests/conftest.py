@@ -57,6 +57,28 @@ def database_url(tmp_servers_dir: Path) -> Iterator[str]:
     yield from _server_url("DATABASE_URL", lambda: start_postgres(tmp_servers_dir / "postgres"))
 
 
+@pytest.fixture(scope="session")
+def archive_url(database_url: str) -> Iterator[str]:
+    """The dead-letter archive of this run: a schema of its own in the run's PostgreSQL (rows are
+    kept apart by queue, i.e. by each test's prefix), dropped at the end."""
+    schema = f"archive_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    yield with_schema(database_url, schema)
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+@pytest.fixture(scope="session", autouse=True)
+def archive_on(archive_url: str) -> Iterator[None]:
+    """The archive is on in every test, as it is by default: ``ARCHIVE_URL`` points at the run's
+    archive for the workers the tests start and for opslib. A test that wants the old
+    behaviour (the cap evicts) sets ``ARCHIVE_URL=off``."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("ARCHIVE_URL", archive_url)
+        yield
+
+
 @pytest.fixture
 def prefix(redis_url: str) -> Iterator[str]:
     """A key prefix of this test's own; its keys are deleted afterwards (never a flush)."""

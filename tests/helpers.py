@@ -112,10 +112,10 @@ def queue_state(r: redis.Redis, prefix: str) -> dict[bytes, Any]:
     return state
 
 
-REPLAYER = """
+MOVER = """
 import json, random, sys
 import redis, opslib
-redis_url, prefix, go, ids_file, order = sys.argv[1:6]
+redis_url, prefix, go, ids_file, verb, order = sys.argv[1:7]
 ids = json.loads(open(ids_file).read())
 if order == "backward":
     ids.reverse()
@@ -124,40 +124,49 @@ elif order == "shuffled":
 client = redis.Redis.from_url(redis_url)
 client.rpush(go + ":ready", 1)
 client.blpop([go], timeout=60)
-done = opslib.replay(ids, client=client, prefix=prefix)
-print(json.dumps({"replayed": done[done.status == "replayed"].dead_id.tolist(),
+if verb == "replay":
+    done, taken = opslib.replay(ids, client=client, prefix=prefix), "replayed"
+else:
+    done, taken = opslib.discard(ids, reason="race", by="racer", client=client, prefix=prefix), "discarded"
+print(json.dumps({taken: done[done.status == taken].dead_id.tolist(),
                   "counts": done["status"].value_counts().to_dict()}))
 """
 
 
-def replay_at_once(
-    r: redis.Redis, redis_url: str, prefix: str, dead_ids: list[str], orders: tuple[str, str], folder: Path
+def move_at_once(
+    r: redis.Redis,
+    redis_url: str,
+    prefix: str,
+    dead_ids: list[str],
+    moves: tuple[tuple[str, str], tuple[str, str]],
+    folder: Path,
 ) -> list[dict[str, Any]]:
-    """Two processes call ``opslib.replay`` on the same ids at the same moment, in the given
-    orders ("forward", "backward" or "shuffled"), released together once both wait.
+    """Two processes move the same ids at the same moment, each ``(verb, order)``: verb "replay"
+    (``opslib.replay``) or "discard" (``opslib.discard``), order "forward", "backward" or
+    "shuffled"; released together once both wait.
 
-    Returns each process's ``{"replayed": [dead ids], "counts": {status: n}}``.
+    Returns each process's ``{"replayed" or "discarded": [dead ids], "counts": {status: n}}``.
     """
-    ids_file = folder / "replay-ids.json"
+    ids_file = folder / "move-ids.json"
     ids_file.write_text(json.dumps(dead_ids))
-    go = f"{prefix}test:replay-go"
+    go = f"{prefix}test:move-go"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", REPLAYER, redis_url, prefix, go, str(ids_file), order],
+            [sys.executable, "-c", MOVER, redis_url, prefix, go, str(ids_file), verb, order],
             cwd=ROOT,
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         )
-        for order in orders
+        for verb, order in moves
     ]
     try:
         wait_for(
             lambda: r.llen(go + ":ready") == 2 or any(p.poll() is not None for p in procs),
             timeout_s=60,
-            what="both replayers to wait for the start signal",
+            what="both processes to wait for the start signal",
         )
         r.rpush(go, 1, 1)
         outputs = [p.communicate(timeout=60) for p in procs]
@@ -169,3 +178,11 @@ def replay_at_once(
     for p, (_out, err) in zip(procs, outputs, strict=True):
         assert p.returncode == 0, err
     return [json.loads(out.strip().splitlines()[-1]) for out, _err in outputs]
+
+
+def replay_at_once(
+    r: redis.Redis, redis_url: str, prefix: str, dead_ids: list[str], orders: tuple[str, str], folder: Path
+) -> list[dict[str, Any]]:
+    """Two processes call ``opslib.replay`` on the same ids at once, in the given orders
+    (see :func:`move_at_once`); each returns ``{"replayed": [dead ids], "counts": {status: n}}``."""
+    return move_at_once(r, redis_url, prefix, dead_ids, (("replay", orders[0]), ("replay", orders[1])), folder)

@@ -1,4 +1,4 @@
-"""``python -m worker``: run the worker, enqueue a job, check health.
+"""``python -m worker``: run the worker, enqueue a job, check health, apply the queue's tables.
 
 Exit codes: 0 success (and a clean stop on SIGTERM/SIGINT); 1 a failure at
 run time (Redis unreachable for ``enqueue``, an unhealthy ``health``); 2 a bad
@@ -21,11 +21,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import redis
 from redis.crc import key_slot
 
 from worker import logs
 from worker.app import WorkerApp
+from worker.archive_table import migrate_url
+from worker.archiver import Archiver
 from worker.connection import connect, connect_async
 from worker.embedded import EmbeddedServerError, embedded_stack
 from worker.enqueue import enqueue
@@ -38,6 +41,7 @@ from worker.queue_state import glob_escape, live_workers
 from worker.runner import HEARTBEAT_TTL_S, Worker
 from worker.scheduler import scheduler_chore
 from worker.settings import Settings, settings_help
+from worker.supervisor import Supervisor
 
 log = logging.getLogger("worker")
 
@@ -53,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--burst", action="store_true", help="run until the queue is drained, then exit 0")
     parser.add_argument("--kinds", help="comma-separated modules with job kinds (overrides WORKER_KINDS)")
+    parser.add_argument("--processes", help="worker processes under one supervisor (overrides WORKER_PROCESSES)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.add_parser("run", help="run the worker (the default)")
     sub.add_parser(
@@ -68,6 +73,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser(
         "health",
         help="exit 0 when Redis answers, the group exists and this worker's heartbeat is fresh",
+    )
+    sub.add_parser(
+        "migrate",
+        help="apply the queue's own tables (the dead-letter archive) to ARCHIVE_URL "
+        "(empty: DATABASE_URL, or the embedded PostgreSQL)",
     )
     return parser
 
@@ -161,13 +171,42 @@ def cmd_health(settings: Settings) -> int:
     except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
         print(f"unhealthy: Redis does not answer ({exc})")
         return EXIT_FAILED
+    # Under a supervisor (WORKER_PROCESSES > 1) the consumers are <WORKER_NAME>-<i>: each must beat.
     name = os.environ.get("WORKER_NAME", "").strip()
-    worker_glob = glob_escape(name) if name else glob_escape(socket.gethostname()) + "-*"
+    expected = settings.processes
+    if name:
+        worker_glob = glob_escape(name) + ("-*" if expected > 1 else "")
+    else:
+        worker_glob = glob_escape(socket.gethostname()) + "-*"
     beats = live_workers(client, keys, worker_glob)
+    pattern = keys.heartbeat(worker_glob)
     if not beats:
-        print(f"unhealthy: no heartbeat matching {keys.heartbeat(worker_glob)} in the last {HEARTBEAT_TTL_S} s")
+        print(f"unhealthy: no heartbeat matching {pattern} in the last {HEARTBEAT_TTL_S} s")
+        return EXIT_FAILED
+    if len(beats) < expected:
+        print(f"unhealthy: {len(beats)} of {expected} heartbeats matching {pattern} in the last {HEARTBEAT_TTL_S} s")
         return EXIT_FAILED
     print(f"healthy: {len(beats)} worker heartbeat(s) fresh")
+    return EXIT_OK
+
+
+def cmd_migrate(settings: Settings) -> int:
+    """Apply the archive's table to ARCHIVE_URL, DATABASE_URL or the embedded PostgreSQL."""
+    if not settings.archive_on:
+        print("nothing to migrate: the archive is off (ARCHIVE_URL=off)")
+        return EXIT_OK
+    configured = settings.archive_url or settings.database_url
+    try:
+        with embedded_stack("", configured, data_dir=Path(settings.data_dir), need_postgres=True, need_redis=False) as (
+            _redis_url,
+            url,
+        ):
+            migrate_url(url)
+    except psycopg.OperationalError as exc:
+        message = " ".join(str(exc).split())
+        print(f"error: the archive's PostgreSQL does not answer: {message}", file=sys.stderr)
+        return EXIT_FAILED
+    print("migrated")
     return EXIT_OK
 
 
@@ -183,7 +222,15 @@ async def serve(settings: Settings, redis_url: str, database_url: str, burst: bo
             )
         await record_count(client, settings)
         async with contextlib.AsyncExitStack() as stack:
-            observers = await stack.enter_async_context(worker_metrics(app))
+            archiver = None
+            if settings.archive_on:
+                archiver = Archiver(client, settings, settings.archive_url or database_url)
+                stack.push_async_callback(archiver.close)
+                await archiver.start()
+                for chore in archiver.chores():
+                    app.add_chore(chore)
+                app.add_more_work(archiver.has_work)
+            observers = await stack.enter_async_context(worker_metrics(app, archiver))
             for lifespan in REGISTRY.lifespans:
                 await stack.enter_async_context(lifespan(app))
             scheduler = scheduler_chore(app, observers)
@@ -223,12 +270,14 @@ def cmd_run(settings: Settings, burst: bool) -> int:
             settings.redis_url,
             settings.database_url,
             data_dir=Path(settings.data_dir),
-            need_postgres=REGISTRY.needs_database,
+            need_postgres=REGISTRY.needs_database or (settings.archive_on and not settings.archive_url),
         ) as (redis_url, database_url):
             if not settings.redis_url:
                 log.info("REDIS_URL is unset: started the embedded Valkey at %s.", redis_url)
             if database_url and not settings.database_url:
                 log.info("DATABASE_URL is unset: started the embedded PostgreSQL at %s.", database_url)
+            if settings.processes > 1:
+                return Supervisor(settings, redis_url, database_url, burst=burst).run()
             run_loop(serve(settings, redis_url, database_url, burst))
     except KeyboardInterrupt:
         pass
@@ -240,6 +289,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         overrides = {"kinds": args.kinds} if args.kinds else {}
+        if args.processes:
+            overrides["processes"] = args.processes
         settings = Settings.from_env(**overrides)
         logs.configure(settings.log_format, settings.log_level)
         if args.command == "keys":
@@ -248,6 +299,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_enqueue(settings, args)
         if args.command == "health":
             return cmd_health(settings)
+        if args.command == "migrate":
+            return cmd_migrate(settings)
         return cmd_run(settings, args.burst)
     except SettingsError as exc:
         print(f"error: {exc}", file=sys.stderr)

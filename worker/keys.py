@@ -10,8 +10,12 @@ key (after QUEUE_PREFIX)   type        written by            read by
                                        relay, scheduler,
                                        replay
 ``delayed``                zset        enqueue, retry        promote (every worker, 1 s)
-``jobs:dead``              stream      bury (MAXLEN ~)       people, opslib, replay
+``jobs:dead``              stream      bury, trim-dead       people, opslib, replay,
+                                       (archived entries     discard, the archiver
+                                       only)                 (group ``archive``)
 ``jobs:dead:evicted``      string      bury (INCRBY)         opslib, metrics
+``jobs:dead:log``          stream      replay, discard,      archiver (applies each
+                                       worker (outcomes)     record, then trims it)
 ``sched:<name>:<tick>``    string, EX  scheduler (SET NX)    scheduler
 ``workers:<name>``         string, EX  heartbeat chore       health, forget_consumers,
                                                              queue_state (metrics, opslib)
@@ -23,8 +27,8 @@ key (after QUEUE_PREFIX)   type        written by            read by
 ``{stagedoor}:`` so that all keys of one queue share a Redis Cluster slot.
 
 Partitions (``QUEUE_PARTITIONS`` = N > 1): partition p has its own ``jobs``
-(and group), ``delayed``, ``jobs:dead``, ``jobs:dead:evicted``,
-``replay:<batch>`` and tick locks ``sched:<name>:<tick>``, named
+(and group), ``delayed``, ``jobs:dead`` (and group ``archive``),
+``jobs:dead:evicted``, ``jobs:dead:log``, ``replay:<batch>`` and tick locks ``sched:<name>:<tick>``, named
 ``<prefix>{<tag>}:jobs`` and so on, where the hash tag ``p<p>-<k>`` is the
 first (k = 0, 1, ...) whose slot falls in the p-th of N equal ranges of the
 16384 slots: the ranges a cluster's primaries get when the slots are dealt out
@@ -50,6 +54,8 @@ from functools import cache
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 
 GROUP = "workers"
+#: The archiver's consumer group on ``jobs:dead``: an entry it has acknowledged is in PostgreSQL.
+ARCHIVE_GROUP = "archive"
 
 #: How long ``replay:<batch>`` keeps a replay's jobs and their outcomes (replay script, worker).
 REPLAY_OUTCOME_TTL_S = 86_400
@@ -89,6 +95,10 @@ class Keys:
     def partitions(self) -> str:
         """The queue's recorded partition count (one key per queue, not per partition)."""
         return f"{self.prefix}partitions"
+
+    @property
+    def dead_log(self) -> str:
+        return f"{self.base}jobs:dead:log"
 
     def sched(self, name: str, tick_epoch: int) -> str:
         return f"{self.base}sched:{name}:{tick_epoch}"

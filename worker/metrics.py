@@ -28,7 +28,11 @@ Queue-wide, from the lock holder only (label ``queue``): gauges
 ``stagedoor_queue_pending_idle``, ``stagedoor_queue_lag``,
 ``stagedoor_queue_delayed``, ``stagedoor_queue_delayed_due``,
 ``stagedoor_queue_consumers_live``, ``stagedoor_queue_oldest_waiting_seconds``; counter
-``stagedoor_queue_dead_evicted_total``.
+``stagedoor_queue_dead_evicted_total`` (with the archive on, only the hard
+ceiling ``DEAD_HARD_MAXLEN`` evicts). With the archive on, also gauges
+``stagedoor_archive_unarchived`` (dead entries and log records not yet in
+PostgreSQL) and ``stagedoor_archive_oldest_unarchived_age_seconds``, and
+counter ``stagedoor_archive_dead_added_total``.
 
 From every worker (labels ``queue`` and ``kind``, ``schedule`` or ``reason``):
 counters ``stagedoor_jobs_succeeded_total``, ``stagedoor_jobs_retried_total``,
@@ -37,7 +41,9 @@ and ``stagedoor_scheduler_ticks_skipped_total`` (schedule); histogram
 ``stagedoor_job_duration_seconds`` and ``stagedoor_job_wait_seconds`` (how long
 each job waited on ``jobs`` before it started); gauges
 ``stagedoor_job_last_success_timestamp_seconds`` and
-``stagedoor_schedule_interval_seconds`` (schedule, kind).
+``stagedoor_schedule_interval_seconds`` (schedule, kind). With the archive
+on (label ``queue``): counters ``stagedoor_archive_archived_total`` and
+``stagedoor_archive_errors_total``.
 
 Plus prometheus_client's ``process_*`` series (CPU, memory, start time).
 """
@@ -58,6 +64,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, ProcessCollecto
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from worker.archiver import ArchiveCollector, Archiver, read_partitions_backlog
 from worker.chores import CONNECTION_ERRORS, Chore
 from worker.keys import Keys
 from worker.kinds import Registry
@@ -119,7 +126,8 @@ class QueueCollector(Collector):
             yield gauge
         evicted = CounterMetricFamily(
             "stagedoor_queue_dead_evicted",
-            "Dead entries evicted by the DEAD_MAXLEN cap (the jobs:dead:evicted counter).",
+            "Dead entries evicted by the cap (the jobs:dead:evicted counter): DEAD_MAXLEN with the archive off, "
+            "the hard ceiling DEAD_HARD_MAXLEN with it on.",
             labels=["queue"],
         )
         evicted.add_metric([self.queue], state.dead_evicted)
@@ -243,7 +251,9 @@ def histogram(
 class Metrics:
     """The metrics of one worker process, in a registry of its own."""
 
-    def __init__(self, settings: Settings, client: aioredis.Redis, registry: Registry) -> None:
+    def __init__(
+        self, settings: Settings, client: aioredis.Redis, registry: Registry, archiver: Archiver | None = None
+    ) -> None:
         self.settings = settings
         self.redis = client
         self.keys = Keys(settings.prefix)
@@ -254,6 +264,10 @@ class Metrics:
         self.registry.register(self.queue_collector)
         self.jobs = JobCollector(self.queue)
         self.registry.register(self.jobs)
+        self.archive: ArchiveCollector | None = None
+        if archiver is not None:
+            self.archive = ArchiveCollector(self.queue, archiver)
+            self.registry.register(self.archive)
         self.interval = Gauge(
             "stagedoor_schedule_interval_seconds",
             "Time between two ticks of a schedule.",
@@ -315,10 +329,18 @@ class Metrics:
                 self.queue_collector.state = await read_partitions_state_async(
                     self.redis, partition_keys(self.settings), reclaim_idle_ms=self.settings.reclaim_idle_ms
                 )
+                if self.archive is not None:
+                    self.archive.backlog = await read_partitions_backlog(
+                        self.redis, partition_keys(self.settings), time.time()
+                    )
             else:
                 self.queue_collector.state = None
+                if self.archive is not None:
+                    self.archive.backlog = None
         except BaseException:
             self.queue_collector.state = None
+            if self.archive is not None:
+                self.archive.backlog = None
             raise
 
     async def _hold_lock(self) -> bool:
@@ -361,13 +383,13 @@ class Metrics:
 
 
 @contextlib.asynccontextmanager
-async def worker_metrics(app: WorkerApp) -> AsyncIterator[list[Metrics]]:
+async def worker_metrics(app: WorkerApp, archiver: Archiver | None = None) -> AsyncIterator[list[Metrics]]:
     """Serve metrics while the worker runs, when METRICS_PORT is set; yield the observers to pass to
-    the loop and the scheduler (none when off)."""
+    the loop and the scheduler (none when off). With ``archiver``, the archive's metrics too."""
     if not app.settings.metrics_port:
         yield []
         return
-    metrics = Metrics(app.settings, app.redis, app.registry)
+    metrics = Metrics(app.settings, app.redis, app.registry, archiver)
     metrics.serve()
     app.add_chore(metrics.chore())
     try:

@@ -9,7 +9,9 @@ through :meth:`Outcomes.dead_letter`, which writes the entry, the log line
 and the observers' report in one place.
 
 A job that carries ``replay_batch`` (a replay put it back) also records its
-outcome in ``replay:<batch>`` for ``opslib.replay_status``.
+outcome in ``replay:<batch>`` for ``opslib.replay_status`` and, with the
+archive on, its final outcome (succeeded, or failed again) in
+``jobs:dead:log`` for the archive's row.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from worker import wire
+from worker.dead_log import outcome_record
 from worker.failures import bounded_traceback, describe_error, now_iso
 from worker.keys import GROUP, REPLAY_OUTCOME_TTL_S
 from worker.kinds import Job, KindSpec
@@ -154,6 +157,8 @@ class Outcomes:
         for batch, field, value in outcomes:
             pipe.hset(self.keys.replay(batch), field, value)
             pipe.expire(self.keys.replay(batch), REPLAY_OUTCOME_TTL_S)
+            if self.settings.archive_on:
+                pipe.xadd(self.keys.dead_log, outcome_record(field, batch, dead_again=None, at=now_iso()))
         try:
             await pipe.execute()
         except BaseException:
@@ -249,7 +254,7 @@ class Outcomes:
         }
         buried = await with_backoff(
             lambda: self.scripts.bury(
-                burial.entry_id, fields, maxlen=self.settings.dead_maxlen, min_idle_ms=burial.min_idle_ms
+                burial.entry_id, fields, maxlen=self.settings.dead_ceiling, min_idle_ms=burial.min_idle_ms
             )
         )
         if buried is None:
@@ -294,11 +299,17 @@ class Outcomes:
         key = self.keys.replay(batch)
         outcome["at"] = now_iso()
 
+        replay_of = job.fields.get("replay_of", job.entry_id)
+        dead_again = outcome.get("dead_id")
+
         async def write() -> None:
             # A fresh pipeline per try: an executed pipeline is empty.
             pipe = self.redis.pipeline(transaction=False)
-            pipe.hset(key, job.fields.get("replay_of", job.entry_id), json.dumps(outcome))
+            pipe.hset(key, replay_of, json.dumps(outcome))
             pipe.expire(key, REPLAY_OUTCOME_TTL_S)
+            if self.settings.archive_on and dead_again:
+                # The final outcome for the archive's row (jobs:dead:log; the archiver applies it).
+                pipe.xadd(self.keys.dead_log, outcome_record(replay_of, batch, dead_again=dead_again, at=outcome["at"]))
             await pipe.execute()
 
         await with_backoff(write)

@@ -3,8 +3,9 @@
 Each file's header documents its KEYS, ARGV and return value. They are loaded
 once per client with ``register_script`` (EVALSHA, reloaded on NOSCRIPT), and
 this module builds their arguments, so the worker and opslib call the same
-moves the same way: schedule_tick, promote, retry, bury, replay, trim, refresh_claims,
-forget_consumers, run_now, cancel_delayed.
+moves the same way: schedule_tick, promote, retry, bury, replay, discard,
+replay_archived, trim, trim_dead, refresh_claims, forget_consumers, run_now,
+cancel_delayed.
 
 Every script starts with ``#!lua``, so that the server refuses a key the
 script did not declare, and every key it touches is passed in ``KEYS`` (none
@@ -24,7 +25,7 @@ import redis.asyncio.cluster as aiocluster
 import redis.cluster
 
 from worker.durable import write_and_wait, write_and_wait_async
-from worker.keys import GROUP, REPLAY_OUTCOME_TTL_S, Keys
+from worker.keys import ARCHIVE_GROUP, GROUP, REPLAY_OUTCOME_TTL_S, Keys
 from worker.vocabulary import RECORDED_QUEUED
 
 CLUSTER_PIPELINES = (redis.cluster.ClusterPipeline, aiocluster.ClusterPipeline)
@@ -37,7 +38,10 @@ NAMES = (
     "retry",
     "bury",
     "replay",
+    "discard",
+    "replay_archived",
     "trim",
+    "trim_dead",
     "refresh_claims",
     "forget_consumers",
     "run_now",
@@ -117,23 +121,54 @@ class Scripts:
             args += [name, value]
         return self._call("bury", [self.keys.jobs, self.keys.dead, self.keys.dead_evicted], args, client)
 
-    def replay(self, dead_id: str, batch: str, drop: Iterable[str], client: Any = None) -> Any:
+    def replay(
+        self, dead_id: str, batch: str, drop: Iterable[str], *, at: str, record: bool, client: Any = None
+    ) -> Any:
         return self._call(
             "replay",
-            [self.keys.dead, self.keys.jobs, self.keys.replay(batch)],
-            [dead_id, batch, REPLAY_OUTCOME_TTL_S, RECORDED_QUEUED, *drop],
+            [self.keys.dead, self.keys.jobs, self.keys.replay(batch), self.keys.dead_log],
+            [dead_id, batch, REPLAY_OUTCOME_TTL_S, RECORDED_QUEUED, at, int(record), *drop],
             client,
+        )
+
+    def discard(
+        self, dead_id: str, batch: str, *, by: str, reason: str, at: str, record: bool, client: Any = None
+    ) -> Any:
+        return self._call(
+            "discard", [self.keys.dead, self.keys.dead_log], [dead_id, batch, by, reason, at, int(record)], client
+        )
+
+    def replay_archived(
+        self, dead_id: str, batch: str, job: Iterable[tuple[bytes, bytes]], *, at: str, client: Any = None
+    ) -> Any:
+        args: list[Any] = [dead_id, batch, REPLAY_OUTCOME_TTL_S, RECORDED_QUEUED, at]
+        for name, value in job:
+            args += [name, value]
+        return self._call(
+            "replay_archived", [self.keys.jobs, self.keys.replay(batch), self.keys.dead_log], args, client
         )
 
     def trim(self, client: Any = None) -> Any:
         return self._call("trim", [self.keys.jobs], [GROUP], client)
 
+    def trim_dead(self, maxlen: int, step: int, client: Any = None) -> Any:
+        return self._call("trim_dead", [self.keys.dead, self.keys.dead_evicted], [ARCHIVE_GROUP, maxlen, step], client)
+
     def refresh_claims(self, consumer: str, entry_ids: Iterable[str], client: Any = None) -> Any:
         return self._call("refresh_claims", [self.keys.jobs], [GROUP, consumer, *entry_ids], client)
 
-    def forget_consumers(self, min_idle_ms: int, candidates: Iterable[str], client: Any = None) -> Any:
-        """Remove the ``candidates`` (consumers whose heartbeat is gone) that own nothing and are idle."""
-        return self._call("forget_consumers", [self.keys.jobs], [GROUP, min_idle_ms, *candidates], client)
+    def forget_consumers(
+        self,
+        min_idle_ms: int,
+        candidates: Iterable[str],
+        *,
+        stream: str | None = None,
+        group: str = GROUP,
+        client: Any = None,
+    ) -> Any:
+        """Remove the ``candidates`` (consumers whose heartbeat is gone) of ``group`` on ``stream`` that own
+        nothing and are idle (default: group ``workers`` on ``jobs``)."""
+        return self._call("forget_consumers", [stream or self.keys.jobs], [group, min_idle_ms, *candidates], client)
 
     def run_now(self, member: str | bytes, client: Any = None) -> Any:
         return self._call("run_now", [self.keys.delayed, self.keys.jobs], [member], client)

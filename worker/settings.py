@@ -25,6 +25,11 @@ from worker.errors import SettingsError
 
 Parser = Callable[[str, str], Any]
 
+ARCHIVE_OFF = "off"
+"""``ARCHIVE_URL=off``: no archive; the dead stream's cap evicts (and counts) as it did before."""
+DEAD_HARD_MAXLEN_FACTOR = 10
+"""``DEAD_HARD_MAXLEN`` left empty is this many times ``DEAD_MAXLEN``."""
+
 
 @dataclass(frozen=True)
 class Setting:
@@ -96,6 +101,25 @@ def choice(*choices: str, case: Callable[[str], str] = str.lower) -> Parser:
         if value.lower() not in {c.lower() for c in choices}:
             raise SettingsError(f"{name}={raw!r} is not one of: {', '.join(choices)}")
         return case(value)
+
+    return parse
+
+
+def archive_url(name: str, raw: str) -> str:
+    """``off``, empty (the database of DATABASE_URL) or a PostgreSQL URL."""
+    if raw.strip().lower() == ARCHIVE_OFF:
+        return ARCHIVE_OFF
+    try:
+        return url("postgresql", "postgres")(name, raw.strip())
+    except SettingsError as exc:
+        raise SettingsError(f"{exc}, or off (no archive), or empty (the database of DATABASE_URL)") from None
+
+
+def optional_int_at_least(minimum: int) -> Parser:
+    """Like :func:`int_at_least`; empty gives 0 (meaning: the documented default)."""
+
+    def parse(name: str, raw: str) -> int:
+        return int_at_least(minimum)(name, raw) if raw.strip() else 0
 
     return parse
 
@@ -186,6 +210,12 @@ class Settings:
     concurrency: int = setting(
         "WORKER_CONCURRENCY", "8", positive_int, "job slots; the loop never reads more entries than free slots"
     )
+    processes: int = setting(
+        "WORKER_PROCESSES",
+        "1",
+        positive_int,
+        "worker processes (one consumer and one core each) under one supervisor; 1: no supervisor",
+    )
     kinds: tuple[str, ...] = setting(
         "WORKER_KINDS",
         "",
@@ -211,7 +241,25 @@ class Settings:
         "MAX_DELIVERIES", "3", positive_int, "deliveries after which a pending entry is dead-lettered as poison"
     )
     dead_maxlen: int = setting(
-        "DEAD_MAXLEN", "10000", positive_int, "approximate cap of jobs:dead (evictions are counted)"
+        "DEAD_MAXLEN",
+        "10000",
+        positive_int,
+        "jobs:dead keeps about this many recent entries; with the archive on, only archived ones are trimmed "
+        "(with it off, the cap evicts and counts)",
+    )
+    dead_hard_maxlen: int = setting(
+        "DEAD_HARD_MAXLEN",
+        "",
+        optional_int_at_least(1),
+        "with the archive on, the ceiling past which jobs:dead evicts unarchived entries (counted in "
+        "jobs:dead:evicted) to protect Redis's memory; empty: 10 x DEAD_MAXLEN",
+    )
+    archive_url: str = setting(
+        "ARCHIVE_URL",
+        "",
+        archive_url,
+        "PostgreSQL URL of the dead-letter archive (table dead_letters); empty: the database of DATABASE_URL "
+        "(the embedded PostgreSQL when that is unset); off: no archive",
     )
     reclaim_idle_ms: int = setting(
         "RECLAIM_IDLE_MS", "60000", positive_int, "idle time after which a pending entry is reclaimed"
@@ -259,6 +307,26 @@ class Settings:
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: str) -> Settings:
         """Read every setting from ``env`` (default ``os.environ``); ``overrides`` (by field name) win."""
         return from_env(cls, env, overrides)
+
+    def __post_init__(self) -> None:
+        if self.dead_hard_maxlen and self.dead_hard_maxlen < self.dead_maxlen:
+            raise SettingsError(
+                f"DEAD_HARD_MAXLEN={self.dead_hard_maxlen} is below DEAD_MAXLEN={self.dead_maxlen}; "
+                "the hard ceiling must be at least the cap (leave it empty for 10 x DEAD_MAXLEN)"
+            )
+
+    @property
+    def archive_on(self) -> bool:
+        """True unless ``ARCHIVE_URL=off``."""
+        return self.archive_url != ARCHIVE_OFF
+
+    @property
+    def dead_ceiling(self) -> int:
+        """The length past which burying evicts from ``jobs:dead``: the hard ceiling with the archive on,
+        ``DEAD_MAXLEN`` with it off."""
+        if not self.archive_on:
+            return self.dead_maxlen
+        return self.dead_hard_maxlen or DEAD_HARD_MAXLEN_FACTOR * self.dead_maxlen
 
 
 #: Field name -> declaration, for tests and tools that list the settings.

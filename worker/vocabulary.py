@@ -10,6 +10,7 @@ else a bare string.
 | ``REASON_*`` | a dead entry's ``reason`` field | the bury script's callers | opslib, metrics' ``reason`` label |
 | ``RECORDED_*`` | ``status`` of a ``replay:<batch>`` value | replay script, the worker | ``opslib.replay_status`` |
 | ``REPLAY_*`` | ``status`` column of ``opslib.replay()`` | opslib | analysts |
+| ``DISCARD_*`` | ``status`` column of ``opslib.discard()`` (with ``REPLAY_MISSING``) | opslib | analysts |
 | ``STATUS_*`` | ``status`` column of ``opslib.replay_status()`` | opslib | analysts |
 | ``WHERE_*`` | ``where`` column of ``opslib.replay_status()`` | opslib | analysts |
 | ``ARCHIVED_*`` | ``status`` of a row of the archive (table ``dead_letters``) | its writers | opslib |
@@ -48,6 +49,10 @@ RECORDED_FAILED = "failed"
 REPLAY_REPLAYED = "replayed"
 REPLAY_MISSING = "missing"
 REPLAY_WOULD_REPLAY = "would replay"
+
+# opslib.discard(): what happened to each dead id asked for (or REPLAY_MISSING).
+DISCARD_DISCARDED = "discarded"
+DISCARD_WOULD_DISCARD = "would discard"
 
 # opslib.replay_status(): what became of each replayed job, and where it is now.
 STATUS_SUCCEEDED = "succeeded"

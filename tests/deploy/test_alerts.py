@@ -11,6 +11,7 @@ import yaml
 
 from tests.deploy.tools import require
 from tests.helpers import ROOT
+from worker.archiver import ArchiveBacklog, Archiver
 from worker.kinds import Registry
 from worker.metrics import Metrics
 from worker.queue_state import Consumer, QueueState
@@ -43,10 +44,14 @@ def test_each_alert_passes_its_unit_tests() -> None:
 
 def exported_metric_names() -> set[str]:
     """Every series name a worker's registry can export (with the queue-wide gauges filled in)."""
-    metrics = Metrics(Settings.from_env({}), aioredis.Redis(), Registry())
+    settings = Settings.from_env({})
+    client = aioredis.Redis()
+    metrics = Metrics(settings, client, Registry(), Archiver(client, settings, ""))
     metrics.queue_collector.state = QueueState(
         *range(8), consumers=(Consumer("w1", 0, 0, live=True),), consumers_live=1, oldest_waiting_s=9.0
     )
+    assert metrics.archive is not None
+    metrics.archive.backlog = ArchiveBacklog(dead=1, log=2, oldest_s=3.0, dead_added=4)
     names = set()
     for family in metrics.registry.collect():
         suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_count", "_sum")}.get(family.type, ("",))

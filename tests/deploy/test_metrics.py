@@ -15,9 +15,10 @@ import redis.asyncio as aioredis
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.helpers import Workers, wait_for
+from worker.archiver import ArchiveBacklog, read_archive_backlog
 from worker.embedded import free_port
 from worker.enqueue import enqueue
-from worker.keys import GROUP, Keys
+from worker.keys import ARCHIVE_GROUP, GROUP, Keys
 from worker.queue_state import read_queue_state_async
 
 KINDS = "tests.deploy.kinds_metrics"
@@ -175,3 +176,47 @@ def test_scheduler_ticks_are_counted_as_enqueued_by_one_worker_and_skipped_by_th
     enqueued, _skipped = counted
     locks = list(r.scan_iter(match=keys.sched("every_second", 0).removesuffix("0") + "*"))
     assert len(locks) >= enqueued  # each enqueued tick took its own lock; none was enqueued twice
+
+
+def test_a_worker_exports_the_archive_s_progress_and_backlog(
+    r: redis.Redis, keys: Keys, prefix: str, workers: Workers
+) -> None:
+    q = {"queue": prefix}
+    for number in range(3):
+        enqueue(r, "boom", {"order_id": str(number)}, prefix=prefix)
+    [(port, _proc)] = start_workers(workers)
+    done = wait_for(
+        lambda: (
+            (s := scrape(port))
+            and sample(s, "stagedoor_archive_archived_total", **q) == 3
+            and sample(s, "stagedoor_archive_dead_added_total", **q) == 3
+            and sample(s, "stagedoor_archive_unarchived", **q) == 0
+            and s
+        ),
+        what="the three dead letters to be archived and counted",
+    )
+    assert isinstance(done, dict)
+    assert sample(done, "stagedoor_archive_oldest_unarchived_age_seconds", **q) == 0
+    assert sample(done, "stagedoor_archive_errors_total", **q) == 0
+
+
+def test_the_archive_backlog_counts_what_waits_and_its_age(keys: Keys, r: redis.Redis, redis_url: str) -> None:
+    async def read() -> ArchiveBacklog:
+        client = aioredis.Redis.from_url(redis_url)
+        try:
+            return await read_archive_backlog(client, keys, time.time())
+        finally:
+            await client.aclose()
+
+    assert asyncio.run(read()) == ArchiveBacklog(dead=0, log=0, oldest_s=0.0, dead_added=None)
+    old = f"{int(time.time() * 1000) - 120_000}-0"
+    r.xadd(keys.dead, {"kind": "boom"}, id=old)  # died two minutes ago, no archiver yet
+    r.xadd(keys.dead, {"kind": "boom"})
+    backlog = asyncio.run(read())
+    assert (backlog.dead, backlog.log, backlog.dead_added) == (2, 0, 2) and 119 < backlog.oldest_s < 130
+    r.xgroup_create(keys.dead, ARCHIVE_GROUP, id="0")
+    r.xreadgroup(ARCHIVE_GROUP, "a", {keys.dead: ">"}, count=1)
+    r.xack(keys.dead, ARCHIVE_GROUP, old)
+    r.xadd(keys.dead_log, {"event": "discarded", "dead_id": old})
+    backlog = asyncio.run(read())
+    assert (backlog.dead, backlog.log) == (1, 1) and backlog.oldest_s < 5

@@ -5,10 +5,11 @@ A block runs in a process of its own, in a temp folder, against the test's real 
 ``REDIS_URL``, ``QUEUE_PREFIX`` (a prefix of the test's own) and ``DATABASE_URL`` (a
 schema of its own). For the blocks of ``docs/opslib.md`` the queue holds three
 render_tickets dead letters (``SeatLabelInvalid``, as the demo night leaves them) and a
-send_reminder in ``delayed``, and the schema holds Stagedoor's tables, so that analysts'
-examples have something to read and replay; every other block starts from an empty
-queue. A block whose info string is ``python no-run`` is shown, not run: keep those rare
-(it must need something a test cannot have, such as a container).
+send_reminder in ``delayed``, and the schema holds Stagedoor's tables and the dead-letter
+archive with those three, so that analysts' examples have something to read and replay;
+every other block starts from an empty queue. A block whose info string is
+``python no-run`` is shown, not run: keep those rare (it must need something a test
+cannot have, such as a container).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import redis
 from stagedoor.schema import migrate_url
 from tests.docs import settings_tables
 from tests.helpers import ROOT
+from tests.opslib.archive_rows import archive_dead_stream
 from tests.opslib.seed import bury
 from worker.enqueue import enqueue
 from worker.keys import Keys
@@ -130,7 +132,9 @@ def test_python_example_runs(
     if block.page.name == "opslib.md":
         seed_queue(r, Keys(prefix))
         migrate_url(pg_url)
-    env = {k: v for k, v in os.environ.items() if k != "WORKER_KINDS"}
+        archive_dead_stream(r, Keys(prefix), pg_url)
+    # As a user runs them: the archive beside the application's tables (ARCHIVE_URL empty).
+    env = {k: v for k, v in os.environ.items() if k not in ("WORKER_KINDS", "ARCHIVE_URL")}
     env.update(
         REDIS_URL=redis_url,
         QUEUE_PREFIX=prefix,

@@ -1,9 +1,16 @@
-"""Shared parts of the fault suite: the kinds module, settings that make reclaim quick, bulk enqueue."""
+"""Shared parts of the fault suite: the kinds module, settings that make reclaim quick, bulk enqueue,
+PostgreSQL stopped and started again."""
 
 from __future__ import annotations
 
+import subprocess
+from pathlib import Path
+
+import psycopg
 import redis
 
+from tests.helpers import wait_for
+from worker.embedded import EmbeddedServer, postgres_user_ids
 from worker.enqueue import job_fields
 from worker.keys import Keys
 
@@ -22,3 +29,22 @@ def enqueue_many(client: redis.Redis, keys: Keys, kind: str, count: int, **field
             pipe.xadd(keys.jobs, job_fields(kind, {"job_id": job_id, **fields}))
         pipe.execute()
     return ids
+
+
+def restart(server: EmbeddedServer, log: Path) -> EmbeddedServer:
+    """Start PostgreSQL again with the same data, port and socket folder as ``server`` had."""
+    ids = postgres_user_ids()
+    user = {} if ids is None else {"user": ids[0], "group": ids[1], "extra_groups": []}
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(server.process.args, stdin=subprocess.DEVNULL, stdout=out, stderr=out, **user)
+    again = EmbeddedServer("postgres", server.url, proc, cleanup=server.cleanup)
+    wait_for(lambda: reachable(again.url), timeout_s=30, what="PostgreSQL to accept connections again")
+    return again
+
+
+def reachable(url: str) -> bool:
+    try:
+        psycopg.connect(url, connect_timeout=1).close()
+    except psycopg.OperationalError:
+        return False
+    return True

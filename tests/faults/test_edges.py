@@ -40,6 +40,10 @@ def unreachable() -> str:
     return f"redis://127.0.0.1:{free_port()}/0"
 
 
+def unreachable_pg() -> str:
+    return f"postgresql://postgres@127.0.0.1:{free_port()}/postgres"
+
+
 @pytest.mark.parametrize(
     ("call", "message"),
     [
@@ -50,6 +54,15 @@ def unreachable() -> str:
         (lambda c, p: opslib.replay_status("no such batch!", client=c, prefix=p), "batch"),
         (lambda c, p: opslib.replay("1-0", client=redis.Redis.from_url(unreachable()), prefix=p), "127.0.0.1"),
         (lambda c, p: opslib.dead_letters(client=redis.Redis.from_url(unreachable()), prefix=p), "127.0.0.1"),
+        (lambda c, p: opslib.discard("1-0", reason="", client=c, prefix=p), "discard needs a reason"),
+        (lambda c, p: opslib.discard_kind("fail", reason=None, client=c, prefix=p), "discard needs a reason"),
+        (lambda c, p: opslib.discard(["1-0", "1-x"], reason="r", client=c, prefix=p), "'1-x' is not a stream entry"),
+        (lambda c, p: opslib.discard_kind("no_such_kind", reason="r", client=c, prefix=p), "unknown kind"),
+        (
+            lambda c, p: opslib.discard("1-0", reason="r", client=c, prefix=p, conn=unreachable_pg()),
+            "does not answer",
+        ),
+        (lambda c, p: opslib.replay("1-0", client=c, prefix=p, conn=unreachable_pg()), "does not answer"),
     ],
     ids=[
         "replay-bad-id",
@@ -59,6 +72,12 @@ def unreachable() -> str:
         "status-bad-batch",
         "replay-unreachable",
         "dead-unreachable",
+        "discard-no-reason",
+        "discard-kind-no-reason",
+        "discard-one-bad-id",
+        "discard-kind-unknown",
+        "discard-archive-unreachable",
+        "replay-archive-unreachable",
     ],
 )
 def test_opslib_refuses_bad_input_clearly_and_changes_nothing(
@@ -67,7 +86,15 @@ def test_opslib_refuses_bad_input_clearly_and_changes_nothing(
     monkeypatch.setenv("WORKER_KINDS", KINDS)
     with pytest.raises(opslib.OpslibError, match=message.replace("(", r"\(")) as caught:
         call(r, prefix)
-    assert len(str(caught.value)) < 1000
+    assert len(str(caught.value)) < 1000 and "\n" not in str(caught.value)
+    assert queue_state(r, prefix) == filled
+
+
+def test_a_discard_of_unknown_ids_lists_them_as_missing_and_changes_nothing(
+    r: redis.Redis, prefix: str, filled: dict[bytes, Any]
+) -> None:
+    done = opslib.discard(["1-0", "2-0"], reason="refunded", client=r, prefix=prefix)
+    assert done["status"].tolist() == ["missing", "missing"]
     assert queue_state(r, prefix) == filled
 
 
@@ -78,12 +105,16 @@ def test_opslib_refuses_bad_input_clearly_and_changes_nothing(
         (["-m", "worker", "enqueue", "no_such_kind", "order_id=1"], {}, 2, "unknown kind 'no_such_kind'"),
         (["-m", "worker", "enqueue", "record", "order_id"], {}, 2, "'order_id' is not key=value"),
         (["-m", "worker", "enqueue", "record", "order_id=1"], {"REDIS_URL": "unreachable"}, 1, "Redis does not answer"),
+        (["-m", "opslib", "discard", "1-0"], {}, 2, "discard needs --reason TEXT"),
+        (["-m", "opslib", "discard", "1-0", "--reason", "r", "--yes"], {"ARCHIVE_URL": "pg"}, 1, "does not answer"),
     ],
     ids=[
         "opslib-unreachable",
         "worker-enqueue-unknown-kind",
         "worker-enqueue-bad-field",
         "worker-enqueue-unreachable",
+        "opslib-discard-no-reason",
+        "opslib-discard-archive-unreachable",
     ],
 )
 def test_the_command_lines_refuse_bad_input_clearly_and_change_nothing(
@@ -96,7 +127,9 @@ def test_the_command_lines_refuse_bad_input_clearly_and_change_nothing(
     workers: Workers,
     filled: dict[bytes, Any],
 ) -> None:
-    extra = {name: unreachable() if value == "unreachable" else value for name, value in env.items()}
+    extra = {
+        name: {"unreachable": unreachable(), "pg": unreachable_pg()}.get(value, value) for name, value in env.items()
+    }
     done = subprocess.run(
         [sys.executable, *argv],
         cwd=ROOT,
@@ -109,5 +142,5 @@ def test_the_command_lines_refuse_bad_input_clearly_and_change_nothing(
     assert done.returncode == code, done.stdout + done.stderr
     assert message in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
-    assert len(done.stderr.strip().splitlines()) <= 3, done.stderr
+    assert len(done.stderr.strip().splitlines()) <= (1 if "opslib" in argv else 3), done.stderr
     assert queue_state(r, prefix) == filled

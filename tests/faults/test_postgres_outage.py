@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import shutil
 import signal
-import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -26,9 +25,10 @@ import redis
 import opslib
 from stagedoor.schema import migrate_url
 from stagedoor.standins import start_mail
+from tests.faults.support import restart
 from tests.helpers import Workers, wait_for
 from tests.stagedoor.data import event_with_seats, paid_order
-from worker.embedded import EmbeddedServer, postgres_user_ids, start_postgres
+from worker.embedded import start_postgres
 from worker.enqueue import enqueue
 from worker.keys import GROUP, Keys
 
@@ -36,25 +36,6 @@ OUTAGE_S = 10.0
 ORDERS = 12
 HOLDS = 8
 KINDS = "stagedoor.kinds"
-
-
-def restart(server: EmbeddedServer, log: Path) -> EmbeddedServer:
-    """Start PostgreSQL again with the same data, port and socket folder as ``server`` had."""
-    ids = postgres_user_ids()
-    user = {} if ids is None else {"user": ids[0], "group": ids[1], "extra_groups": []}
-    with open(log, "ab") as out:
-        proc = subprocess.Popen(server.process.args, stdin=subprocess.DEVNULL, stdout=out, stderr=out, **user)
-    again = EmbeddedServer("postgres", server.url, proc, cleanup=server.cleanup)
-    wait_for(lambda: reachable(again.url), timeout_s=30, what="PostgreSQL to accept connections again")
-    return again
-
-
-def reachable(url: str) -> bool:
-    try:
-        psycopg.connect(url, connect_timeout=1).close()
-    except psycopg.OperationalError:
-        return False
-    return True
 
 
 def seed(url: str) -> tuple[list[int], int]:

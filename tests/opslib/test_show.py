@@ -135,7 +135,7 @@ def test_an_unknown_id_is_one_clear_error_and_the_cli_prints_the_entry(
         opslib.show("14-C", client=r, prefix=keys.prefix)
     monkeypatch.setenv("REDIS_URL", redis_url)
     monkeypatch.setenv("QUEUE_PREFIX", keys.prefix)
-    monkeypatch.setenv("DATABASE_URL", "postgresql://nobody@127.0.0.1:1/none")
+    monkeypatch.setenv("ARCHIVE_URL", "postgresql://nobody@127.0.0.1:1/none")  # the archive does not answer
     assert main(["show", dead_id]) == EXIT_OK
     out = capsys.readouterr().out
     assert out.startswith(f"Dead letter {dead_id} · seat_label · poison") and "cannot reach PostgreSQL" in out

@@ -93,3 +93,30 @@ def test_the_panel_previews_exactly_what_it_replays(r: redis.Redis, keys: Keys) 
     assert (
         pd.Series([f[b"replay_of"].decode() for _, f in r.xrange(keys.jobs) if b"replay_of" in f]).tolist() == seat_ids
     )
+
+
+def test_the_panel_discards_what_it_previews_only_with_a_reason_and_escapes_it(r: redis.Redis, keys: Keys) -> None:
+    seat_ids = [
+        bury(r, keys, {"kind": "seat_label", "seat": s}, {"attempts": "2", "error": f"SeatLabelInvalid: {s!r} is bad"})
+        for s in ("1-A", "2-B")
+    ]
+    bury(r, keys, {"kind": "mailer", "email": "a@b"}, {"attempts": "4", "error": "ConnectionError: 503"})
+    panel = DeadLetterPanel(client=r, prefix=keys.prefix)
+    assert list(panel.taken.index) == seat_ids and not panel.discard_button.disabled
+    panel.discard_button.click()  # no reason: nothing asked, nothing taken
+    assert "discard needs a reason" in panel.message.value
+    assert panel.asking.layout.display == "none" and r.xlen(keys.dead) == 3
+    panel.reason.value = f"refunded {SCRIPT}"
+    panel.discard_button.click()
+    assert "Discard 2 dead letters</b> of every kind" in panel.question.value
+    assert "&lt;script&gt;" in panel.question.value and "<script" not in panel.question.value
+    assert panel.confirm.description == "Confirm discard"
+    panel.confirm.click()
+    assert "Discarded <b>2</b> of 2" in panel.result.value
+    assert [e.decode() for e, _ in r.xrange(keys.dead)] != seat_ids and r.xlen(keys.dead) == 1
+    assert r.xlen(keys.jobs) == 0  # discarded, not replayed
+    records = [f for _, f in r.xrange(keys.dead_log)]
+    assert [(f[b"dead_id"].decode(), f[b"reason"].decode()) for f in records] == [
+        (dead_id, f"refunded {SCRIPT}") for dead_id in seat_ids
+    ]
+    assert panel.reason.value == ""

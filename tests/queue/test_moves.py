@@ -8,7 +8,7 @@ import time
 import redis
 
 from worker.enqueue import enqueue
-from worker.keys import GROUP, Keys
+from worker.keys import ARCHIVE_GROUP, GROUP, Keys
 from worker.scripts import Scripts
 from worker.wire import decode_member, encode_member
 
@@ -130,8 +130,12 @@ def test_replay_moves_each_dead_entry_back_once(r: redis.Redis, keys: Keys) -> N
     dead_id = r.xadd(
         keys.dead, {"kind": "render_tickets", "order_id": "9", "attempts": "2", "error": "E", "traceback": "tb"}
     ).decode()
-    new_id = scripts.replay(dead_id, "batch1", ["error", "traceback", "reason", "failed_at", "worker"])
-    assert scripts.replay(dead_id, "batch2", ["error"]) is None
+    at = "2026-11-30T21:14:00.000Z"
+    new_id = scripts.replay(
+        dead_id, "batch1", ["error", "traceback", "reason", "failed_at", "worker"], at=at, record=True
+    )
+    assert scripts.replay(dead_id, "batch2", ["error"], at=at, record=True) is None
+    assert scripts.discard(dead_id, "batch3", by="ana", reason="late", at=at, record=True) == 0
     [(got, fields)] = r.xrange(keys.jobs)
     assert got == new_id
     assert fields == {
@@ -142,6 +146,45 @@ def test_replay_moves_each_dead_entry_back_once(r: redis.Redis, keys: Keys) -> N
         b"replay_batch": b"batch1",
     }
     assert r.xlen(keys.dead) == 0
+    # one record of the move, carrying the entry as it was (for the archive)
+    [(_, record)] = r.xrange(keys.dead_log)
+    assert record == {
+        b"event": b"replayed",
+        b"dead_id": dead_id.encode(),
+        b"batch": b"batch1",
+        b"new_id": new_id,
+        b"at": at.encode(),
+        b"f.kind": b"render_tickets",
+        b"f.order_id": b"9",
+        b"f.attempts": b"2",
+        b"f.error": b"E",
+        b"f.traceback": b"tb",
+    }
+
+
+def test_discard_deletes_a_dead_entry_once_and_records_who_and_why(r: redis.Redis, keys: Keys) -> None:
+    scripts = Scripts(r, keys)
+    dead_id = r.xadd(keys.dead, {b"kind": b"mail", b"blob": b"\xff\x00"}).decode()
+    other = r.xadd(keys.dead, {"kind": "mail"}).decode()
+    at = "2026-11-30T21:14:00.000Z"
+    assert scripts.discard(dead_id, "b1", by="ana", reason="refunded", at=at, record=True) == 1
+    assert scripts.discard(dead_id, "b2", by="bob", reason="again", at=at, record=True) == 0
+    assert scripts.replay(dead_id, "b3", [], at=at, record=True) is None
+    assert [e.decode() for e, _ in r.xrange(keys.dead)] == [other]
+    [(_, record)] = r.xrange(keys.dead_log)
+    assert record == {
+        b"event": b"discarded",
+        b"dead_id": dead_id.encode(),
+        b"batch": b"b1",
+        b"by": b"ana",
+        b"reason": b"refunded",
+        b"at": at.encode(),
+        b"f.kind": b"mail",
+        b"f.blob": b"\xff\x00",
+    }
+    # without the archive (ARCHIVE_URL=off) nothing is recorded
+    assert scripts.discard(other, "b4", by="ana", reason="x", at=at, record=False) == 1
+    assert r.xlen(keys.dead_log) == 1
 
 
 def test_trim_never_removes_undelivered_or_pending_entries(r: redis.Redis, keys: Keys) -> None:
@@ -192,3 +235,13 @@ def test_forget_consumers_removes_only_dead_consumers_that_own_nothing(r: redis.
     names = {c["name"] for c in r.xinfo_consumers(keys.jobs, GROUP)}
     assert names == {b"dead-with-work", b"alive-idle"}
     assert r.xpending(keys.jobs, GROUP)["pending"] == 1
+
+
+def test_forget_consumers_cleans_the_archive_group_on_the_dead_stream_too(r: redis.Redis, keys: Keys) -> None:
+    scripts = Scripts(r, keys)
+    r.xadd(keys.dead, {"kind": "noop"})
+    r.xgroup_create(keys.dead, ARCHIVE_GROUP, id="0")
+    [[_, [(entry_id, _)]]] = r.xreadgroup(ARCHIVE_GROUP, "gone", {keys.dead: ">"}, count=1)
+    r.xack(keys.dead, ARCHIVE_GROUP, entry_id)
+    assert scripts.forget_consumers(0, ["gone"], stream=keys.dead, group=ARCHIVE_GROUP) == [b"gone"]
+    assert r.xinfo_consumers(keys.dead, ARCHIVE_GROUP) == []

@@ -9,6 +9,7 @@ import psycopg
 import redis
 
 from stagedoor.demo import PLANTED_ISSUES, DemoNight
+from worker.failures import now_iso
 from worker.keys import Keys
 from worker.scripts import Scripts
 from worker.wire import DEAD_FIELDS
@@ -58,7 +59,7 @@ def test_the_night_ends_with_40_dead_renders_and_a_data_fix_and_replay_render_th
         assert fixed == 40
         scripts = Scripts(r, keys)
         batch = uuid.uuid4().hex[:8]
-        assert all(scripts.replay(dead_id, batch, DEAD_FIELDS) for dead_id, _ in entries)
+        assert all(scripts.replay(dead_id, batch, DEAD_FIELDS, at=now_iso(), record=True) for dead_id, _ in entries)
         demo.run_to_end()
 
         assert r.xlen(keys.dead) == 0

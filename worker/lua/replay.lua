@@ -1,30 +1,35 @@
 #!lua
---[[ Put a dead entry back on the jobs stream, atomically.
+--[[ Put a dead entry back on the jobs stream, atomically, and record the move.
 
 KEYS[1]  dead      dead-letter stream
 KEYS[2]  jobs      stream
 KEYS[3]  outcomes  hash replay:<batch> (dead id -> JSON outcome)
+KEYS[4]  log       stream jobs:dead:log (the archive's record of moves out of jobs:dead)
 ARGV[1]  dead_id   the dead entry to replay
 ARGV[2]  batch     replay batch id, stored as `replay_batch`
 ARGV[3]  ttl_s     expiry of the outcomes hash, seconds
 ARGV[4]  queued    the status recorded until the worker runs the job
                    (worker.vocabulary.RECORDED_QUEUED)
-ARGV[5..] names of fields to drop (error, traceback, reason, ...)
+ARGV[5]  at        when, ISO-8601 UTC (for the archive's replayed_at)
+ARGV[6]  record    '1': add a `replayed` record to the log (the archive is on); '0': do not
+ARGV[7..] names of fields to drop (error, traceback, reason, ...)
 
 Returns: the new entry id on `jobs`, or false when the dead entry is no longer
-there (already replayed by someone else, or evicted). Because the read, XADD
-and XDEL are one script, two people replaying the same ids re-add each once.
+there (already replayed or discarded by someone else, trimmed, or evicted).
+Because the read, XADD, XDEL and the log record are one script, two people
+replaying (or one replaying, one discarding) the same ids move each once.
 The job goes back with attempts 0, `replay_of` = dead_id, `replay_batch`.
 The outcomes hash gets dead_id -> {"status": ARGV[4], "new_id": ...}, which
 the worker overwrites with the job's outcome, so replay_status knows every
-job of the batch, run or not.
+job of the batch, run or not. The log record carries the entry's own fields
+(as `f.<name>`), so the archive gets the row even if it never saw the entry.
 ]]
 local found = redis.call('XRANGE', KEYS[1], ARGV[1], ARGV[1])
 if #found == 0 then
   return false
 end
 local drop = {attempts = true, replay_of = true, replay_batch = true}
-for i = 5, #ARGV do
+for i = 7, #ARGV do
   drop[ARGV[i]] = true
 end
 local fields = found[1][2]
@@ -45,4 +50,12 @@ local new_id = redis.call('XADD', KEYS[2], '*', unpack(args))
 redis.call('XDEL', KEYS[1], ARGV[1])
 redis.call('HSET', KEYS[3], ARGV[1], cjson.encode({status = ARGV[4], new_id = new_id}))
 redis.call('EXPIRE', KEYS[3], ARGV[3])
+if ARGV[6] == '1' then
+  local record = {'event', 'replayed', 'dead_id', ARGV[1], 'batch', ARGV[2], 'new_id', new_id, 'at', ARGV[5]}
+  for i = 1, #fields, 2 do
+    record[#record + 1] = 'f.' .. fields[i]
+    record[#record + 1] = fields[i + 1]
+  end
+  redis.call('XADD', KEYS[4], '*', unpack(record))
+end
 return new_id

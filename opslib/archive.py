@@ -1,0 +1,248 @@
+"""Reading the past: the dead-letter archive (PostgreSQL ``dead_letters``) as DataFrames.
+
+``jobs:dead`` keeps about ``DEAD_MAXLEN`` recent entries and loses an entry
+when it is replayed or discarded; the archive keeps every one, with what
+became of it. These functions read it from ``ARCHIVE_URL`` (empty: the
+``DATABASE_URL`` database, beside the application's tables), or from
+``conn=`` (a psycopg connection or a URL). ``prefix=`` is the queue's
+``QUEUE_PREFIX`` (the ``queue`` column), read from the environment when not
+given. None of them writes.
+
+``archive(kind=None, *, since=None, until=None, status=None, signature=None, limit=None)``
+    Index ``dead_id`` (str). The columns of ``dead_letters()``: dead_at
+    (datetime64[ns, UTC]), kind, job_id, outbox_id (str), attempts (int64),
+    reason, error_type, error, signature, traceback, worker, request_id,
+    trace, replay_of, replay_of_batch (str: the entry's own ``replay_batch``
+    field, the replay it came from); then partition (int64), status (str:
+    dead, replayed, discarded) and the life after death: replayed_at
+    (datetime64[ns, UTC]), replay_batch, replay_new_id (str: the batch that
+    replayed it and the new entry on ``jobs``), replay_outcome (str:
+    succeeded, failed again, or "" while unknown), replay_dead_id (str: the
+    new dead entry when it failed again), discarded_at (datetime64[ns, UTC]),
+    discarded_by, discard_reason (str), archived_at (datetime64[ns, UTC]);
+    then the payload's own fields, sorted by name (str, NaN where an entry
+    lacks one). Absent text is ``""``, absent times NaT. Oldest first.
+
+``history(*, freq="1h", kind=None, since=None, until=None)``
+    One row per period and kind: period (datetime64[ns, UTC], the period's
+    start; periods are aligned on UTC midnight), kind (str), died, replayed,
+    discarded, succeeded_after_replay (int64). Each event is counted in the
+    period of its own time: a death at ``dead_at``, a replay at
+    ``replayed_at``, a discard at ``discarded_at``, and a replayed job that
+    succeeded at its ``replayed_at``. ``since`` and ``until`` are widened to
+    whole periods. Each kind with an event in the window (or the one asked
+    for) gets a row for every period, 0 when quiet, from the
+    period of ``since`` (else the first event's) to the period before
+    ``until`` (else now's; the last event's when neither is given).
+
+Example::
+
+    >>> opslib.archive("render_tickets", since="2026-11-30 20:00", status="replayed")[["kind", "replay_outcome"]]
+                               kind replay_outcome
+    dead_id
+    1796013080335-0  render_tickets      succeeded
+    >>> opslib.history(freq="1h", since=pd.Timedelta("1D"))
+                         period            kind  died  replayed  discarded  succeeded_after_replay
+    0 2026-11-30 20:00:00+00:00  render_tickets    40         0          0                       0
+    1 2026-11-30 21:00:00+00:00  render_tickets     0        40          0                      40
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+import psycopg
+
+from opslib.archive_frames import (
+    ARCHIVE_SELECT,
+    PERIOD_ORIGIN,
+    archive_to_frame,
+    history_to_frame,
+    parse_freq,
+    period_of,
+)
+from opslib.checks import check_kind, check_limit, parse_since
+from opslib.connection import pg_session, queue_keys, readable_archive_url
+from opslib.errors import OpslibError
+from opslib.signatures import check_signature
+from worker.archive_table import OUTCOME_SUCCEEDED, STATUS_DEAD, STATUS_DISCARDED, STATUS_REPLAYED, TABLE
+
+STATUSES = (STATUS_DEAD, STATUS_REPLAYED, STATUS_DISCARDED)
+
+
+def check_status(status: object) -> str | None:
+    if status is None or (isinstance(status, str) and status in STATUSES):
+        return status
+    raise OpslibError(f"status must be one of {', '.join(map(repr, STATUSES))} or None (every row), got {status!r}")
+
+
+def check_window(since: object, until: object) -> tuple[pd.Timestamp | None, pd.Timestamp | None]:
+    """``since`` and ``until`` as UTC times (the forms of :func:`~opslib.checks.parse_since`), in order."""
+    start, end = parse_since(since), parse_since(until, "until")
+    if start is not None and end is not None and end <= start:
+        raise OpslibError(f"until ({end}) must be after since ({start})")
+    return start, end
+
+
+def read_archive(conn: Any, query: str, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+    """The rows of a query on the archive; its errors become an :class:`OpslibError` saying what to do."""
+    try:
+        with pg_session(conn, readable_archive_url, "ARCHIVE_URL") as connection:
+            return connection.execute(query, params).fetchall()
+    except psycopg.errors.UndefinedTable:
+        raise OpslibError(
+            f"the archive's table {TABLE} is not in this database; the workers create it when they start "
+            "with the archive on (or run `python -m worker migrate`). Check ARCHIVE_URL / DATABASE_URL, or conn="
+        ) from None
+    except psycopg.Error as exc:
+        raise OpslibError(f"reading the archive failed: {str(exc).strip()}") from None
+
+
+def archive_kinds(conn: Any, queue: str) -> set[str]:
+    """The kinds the archive holds for ``queue`` (an error path: it reads the kind index whole)."""
+    rows = read_archive(conn, f"SELECT DISTINCT kind FROM {TABLE} WHERE queue = %(queue)s", {"queue": queue})
+    return {kind for (kind,) in rows}
+
+
+def where_clause(
+    queue: str, kind: str | None, *, died_from: pd.Timestamp | None = None, died_before: pd.Timestamp | None = None
+) -> tuple[str, dict[str, Any]]:
+    """The conditions on the queue, the kind and ``dead_at``, and their parameters (of the same names)."""
+    conditions, params = ["queue = %(queue)s"], {"queue": queue, "kind": kind, "died_from": None, "died_before": None}
+    if kind is not None:
+        conditions.append("kind = %(kind)s")
+    if died_from is not None:
+        conditions.append("dead_at >= %(died_from)s")
+        params["died_from"] = died_from.to_pydatetime()
+    if died_before is not None:
+        conditions.append("dead_at < %(died_before)s")
+        params["died_before"] = died_before.to_pydatetime()
+    return " AND ".join(conditions), params
+
+
+def archive(
+    kind: str | None = None,
+    *,
+    since: object = None,
+    until: object = None,
+    status: str | None = None,
+    signature: str | None = None,
+    limit: int | None = None,
+    conn: Any = None,
+    prefix: str | None = None,
+) -> pd.DataFrame:
+    """Every archived dead letter, oldest first, with what became of it (columns in the module docstring).
+
+    ``kind`` keeps one kind; ``since`` / ``until`` keep entries that died in
+    ``[since, until)`` (a time, naive meaning UTC, an ISO string, or a
+    duration back from now); ``status`` keeps ``"dead"``, ``"replayed"`` or
+    ``"discarded"`` rows; ``signature`` keeps one failure group (a value of
+    ``failure_groups().signature``); ``limit`` keeps the most recent
+    ``limit`` of what is left.
+
+    >>> opslib.archive("send_email", since=pd.Timedelta("7D"), status="dead").groupby("signature").size()
+    """
+    start, end = check_window(since, until)
+    wanted = check_status(status)
+    last = check_limit(limit)
+    if signature is not None:
+        check_signature(signature)
+    if kind is not None:
+        check_kind(kind, [kind])  # a non-empty string; the name is checked when nothing matches it
+    queue = queue_keys(prefix).prefix
+    where, params = where_clause(queue, kind, died_from=start, died_before=end)
+    if wanted is not None:
+        where += " AND status = %(status)s"
+        params["status"] = wanted
+    if signature is not None:
+        where += " AND signature = %(signature)s"
+        params["signature"] = signature
+    # Newest first so that LIMIT keeps the most recent; within one millisecond, a shorter id has the
+    # smaller sequence number. Turned oldest first below.
+    query = (
+        f"SELECT {', '.join(ARCHIVE_SELECT)} FROM {TABLE} WHERE {where} "
+        f"ORDER BY dead_at DESC, length(dead_id) DESC, dead_id DESC{' LIMIT %(limit)s' if last else ''}"
+    )
+    rows = read_archive(conn, query, {**params, "limit": last})
+    if kind is not None and not rows:
+        check_kind(kind, [], lambda: archive_kinds(conn, queue), holder="the archive holds")
+    return archive_to_frame(reversed(rows))
+
+
+#: One scan of the table: rows grouped by kind and by the periods of their three times (a few thousand
+#: groups for a million rows), then each group's events moved to their own period and summed.
+HISTORY_QUERY = """
+WITH grouped AS (
+    SELECT kind,
+           date_bin(%(stride)s, dead_at, %(origin)s) AS died_in,
+           date_bin(%(stride)s, replayed_at, %(origin)s) AS replayed_in,
+           date_bin(%(stride)s, discarded_at, %(origin)s) AS discarded_in,
+           replay_outcome IS NOT DISTINCT FROM %(succeeded)s AS succeeded,
+           count(*) AS n
+    FROM {table}
+    WHERE {where}
+    GROUP BY 1, 2, 3, 4, 5
+), events AS (
+    SELECT died_in AS period, kind, n AS died, 0 AS replayed, 0 AS discarded, 0 AS succeeded FROM grouped
+    UNION ALL
+    SELECT replayed_in, kind, 0, n, 0, CASE WHEN succeeded THEN n ELSE 0 END FROM grouped WHERE replayed_in IS NOT NULL
+    UNION ALL
+    SELECT discarded_in, kind, 0, 0, n, 0 FROM grouped WHERE discarded_in IS NOT NULL
+)
+SELECT period, kind, sum(died)::bigint, sum(replayed)::bigint, sum(discarded)::bigint, sum(succeeded)::bigint
+FROM events
+WHERE {window}
+GROUP BY period, kind
+ORDER BY period, kind
+"""
+
+
+def history(
+    *,
+    freq: object = "1h",
+    kind: str | None = None,
+    since: object = None,
+    until: object = None,
+    conn: Any = None,
+    prefix: str | None = None,
+) -> pd.DataFrame:
+    """How many dead letters died, were replayed, were discarded and succeeded after a replay, per period and kind.
+
+    ``freq`` is the period's length (``"15min"``, ``"1h"``, ``"1D"``, a
+    ``pd.Timedelta``...; periods are aligned on UTC midnight). ``since`` /
+    ``until`` (times or durations back from now, as for :func:`archive`)
+    choose the periods: from the one holding ``since`` to the one holding
+    the last instant before ``until`` (else now), each counted whole.
+    Columns in the module docstring; ``attrs["freq"]`` holds the period
+    length. Draw it with :func:`opslib.plot_history`.
+
+    >>> opslib.history(freq="1D", since=pd.Timedelta("7D")).groupby("kind")[["died", "replayed"]].sum()
+    """
+    stride = parse_freq(freq)
+    start, end = check_window(since, until)
+    if kind is not None:
+        check_kind(kind, [kind])  # a non-empty string; the name is checked when nothing matches it
+    queue = queue_keys(prefix).prefix
+    first = period_of(start, stride) if start is not None else None
+    if end is None and start is not None:
+        end = pd.Timestamp.now(tz="UTC")
+    after = period_of(end - pd.Timedelta(microseconds=1), stride) + stride if end is not None else None
+    # A row is read when one of its events may fall in the window: it died before the window's end and
+    # it died, was replayed or was discarded in or after its first period (greatest() skips NULLs).
+    where, params = where_clause(queue, kind, died_before=after)
+    window = ["TRUE"]
+    if first is not None:
+        where += " AND greatest(dead_at, replayed_at, discarded_at) >= %(first)s"
+        window.append("period >= %(first)s")
+        params["first"] = first.to_pydatetime()
+    if after is not None:
+        window.append("period < %(died_before)s")
+    query = HISTORY_QUERY.format(table=TABLE, where=where, window=" AND ".join(window))
+    params |= {"stride": stride.to_pytimedelta(), "origin": PERIOD_ORIGIN.to_pydatetime()}
+    params["succeeded"] = OUTCOME_SUCCEEDED
+    rows = read_archive(conn, query, params)
+    if kind is not None and not any(row[1] == kind for row in rows):
+        check_kind(kind, [], lambda: archive_kinds(conn, queue), holder="the archive holds")
+    return history_to_frame(rows, stride, start=first, end=after, kinds=[kind] if kind is not None else [])

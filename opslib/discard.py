@@ -1,0 +1,172 @@
+"""Discard dead letters that must never run (a refunded or duplicate order), with a reason on record.
+
+Each entry leaves ``jobs:dead`` by the discard script (``worker/lua/discard.lua``:
+XDEL + a ``discarded`` record in ``jobs:dead:log`` carrying the entry, who and
+why, in one step); the archiver marks its row ``discarded`` with
+``discarded_at``, ``discarded_by``, ``discard_reason`` and ``discard_batch``.
+An id that ``jobs:dead`` no longer holds but the archive holds as ``dead``
+is discarded there (:mod:`opslib.archived`). A replay and a discard racing
+on the same entries leave each in exactly one of the two states.
+
+``discard(ids, *, reason, by=None, dry_run=False, conn=None)``, and
+``discard_kind(kind, *, reason, signature=None, error_contains=None, since=None, by=None, dry_run=False, conn=None)``
+    One row per dead id: dead_id, status (str: discarded / missing / would
+    discard), batch (str, the same on every row, ``""`` in a dry run, which
+    writes nothing), partition (int64: the queue partition holding the entry,
+    -1 when found in none). Index 0..n-1; the batch is also in
+    ``frame.attrs["batch"]``. ``reason`` is required; ``by`` defaults to the
+    operating-system user.
+
+Example::
+
+    >>> plan = discard_kind("render_tickets", reason="orders refunded, INC-2211", since="2026-11-30 21:00",
+    ...                     dry_run=True)                                    # writes nothing
+    >>> discard(plan.dead_id, reason="orders refunded, INC-2211").status.value_counts()
+    discarded    12
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+from typing import Any
+
+import pandas as pd
+import redis
+
+from opslib.archived import discard_from_archive, open_archive
+from opslib.connection import partitions, redis_session
+from opslib.errors import OpslibError
+from opslib.frames import discard_to_frame
+from opslib.locate import Progress, dead_ids_of, locate, pipelined
+from opslib.replay import as_frame, dead_ids_of_kind, new_batch_id, partition_scripts
+from worker.failures import now_iso
+
+MAX_REASON_CHARS = 2000
+NEEDS_WRITE = (
+    "discard needs a user that may run scripts and write the queue's keys (EVALSHA of the discard script: "
+    "XRANGE, XDEL, XADD); a read-only user can run discard(..., dry_run=True)"
+)
+
+
+def check_reason(reason: object) -> str:
+    """``reason`` when it says why (non-empty text of at most :data:`MAX_REASON_CHARS` characters)."""
+    if not isinstance(reason, str) or not reason.strip():
+        raise OpslibError(
+            f"discard needs a reason, got {reason!r}: say why these jobs must never run, "
+            "e.g. reason='orders refunded, INC-2211' (it is kept in the archive with who discarded them)"
+        )
+    if len(reason) > MAX_REASON_CHARS:
+        raise OpslibError(f"reason is {len(reason)} characters; keep it under {MAX_REASON_CHARS}")
+    return reason.strip()
+
+
+def who(by: object) -> str:
+    """``by``, or the operating-system user running this."""
+    if by is not None:
+        if not isinstance(by, str) or not by.strip():
+            raise OpslibError(f"by must be a non-empty string (who discards), got {by!r}")
+        return by.strip()
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return f"uid {os.getuid()}"
+
+
+def discard(
+    ids: object,
+    *,
+    reason: str,
+    by: str | None = None,
+    dry_run: bool = False,
+    client: redis.Redis | None = None,
+    prefix: str | None = None,
+    conn: Any = None,
+    on_progress: Progress | None = None,
+) -> pd.DataFrame:
+    """Take dead letters out for good, recording who and why (columns in the module docstring).
+
+    ``ids`` is one dead id, a list of them, or a ``dead_letters()`` frame (its
+    index; its ``partition`` column says where each entry is; a bare id found
+    in two partitions is refused). ``dry_run`` lists exactly what would be
+    taken and writes nothing.
+    """
+    why = check_reason(reason)
+    by_whom = who(by)
+    targets = dead_ids_of(ids)
+    action = "look up dead letters" if dry_run else "discard dead letters"
+    with (
+        redis_session(client, prefix, action, needs="" if dry_run else NEEDS_WRITE) as (redis_client, keys),
+        open_archive(conn) as archive,
+    ):
+        parts = partitions(redis_client, keys)
+        found = locate(redis_client, parts, targets, archive)
+        if dry_run:
+            return discard_to_frame(found.dead_ids, found.found(), "", dry_run=True, partitions=found.where)
+        batch, at = new_batch_id(), now_iso()
+        scripts = partition_scripts(redis_client, parts)
+        streamed = found.streamed()
+        done = pipelined(
+            redis_client,
+            streamed,
+            lambda pipe, n: scripts[found.where[n]].discard(
+                found.dead_ids[n], batch, by=by_whom, reason=why, at=at, record=archive.enabled, client=pipe
+            ),
+            "discard",
+            on_progress,
+        )
+        taken: dict[int, Any] = {n: hit for n, hit in zip(streamed, done, strict=True) if hit}
+        missed = found.from_archive(taken)
+        pg = archive.connection() if missed and archive.enabled else None
+        if pg is not None:
+            for p, numbers in missed.items():
+                ids = [found.dead_ids[n] for n in numbers]
+                marked = discard_from_archive(pg, redis_client, parts[p], ids, batch, by=by_whom, reason=why, at=at)
+                taken.update({n: True for n in numbers if found.dead_ids[n] in marked})
+                for n in numbers:
+                    if n in taken:
+                        found.where[n] = p  # the archive held it
+        results = [bool(taken.get(n)) for n in range(len(found.dead_ids))]
+        return discard_to_frame(found.dead_ids, results, batch, dry_run=False, partitions=found.where)
+
+
+def discard_kind(
+    kind: str,
+    *,
+    reason: str,
+    signature: str | None = None,
+    error_contains: str | None = None,
+    since: object = None,
+    by: str | None = None,
+    dry_run: bool = False,
+    client: redis.Redis | None = None,
+    prefix: str | None = None,
+    conn: Any = None,
+    on_progress: Progress | None = None,
+) -> pd.DataFrame:
+    """Discard every dead letter of ``kind`` that matches the filters (as ``replay_kind`` selects them).
+
+    Run it with ``dry_run=True`` first: it returns the same rows with status
+    ``would discard`` and writes nothing.
+    """
+    check_reason(reason)
+    who(by)
+    targets = dead_ids_of_kind(
+        kind,
+        signature=signature,
+        error_contains=error_contains,
+        since=since,
+        client=client,
+        prefix=prefix,
+        conn=conn,
+    )
+    return discard(
+        as_frame(targets),
+        reason=reason,
+        by=by,
+        dry_run=dry_run,
+        client=client,
+        prefix=prefix,
+        conn=conn,
+        on_progress=on_progress,
+    )

@@ -1,0 +1,82 @@
+"""Pictures of the archive for notebooks: matplotlib, from the ``notebook`` extra, imported only when drawing.
+
+The worker image installs opslib without matplotlib, so nothing here is
+imported before a plot is asked for, and its absence is one clear error.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from opslib.archive import history
+from opslib.archive_frames import HISTORY_COLUMNS, HISTORY_MEASURES, freq_label
+from opslib.errors import OpslibError
+
+LABELS = {
+    "died": "died",
+    "replayed": "replayed",
+    "discarded": "discarded",
+    "succeeded_after_replay": "succeeded after replay",
+}
+
+
+def _pyplot() -> Any:
+    """``matplotlib.pyplot``, or an :class:`OpslibError` saying how to install it."""
+    try:
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise OpslibError(
+            "plotting needs matplotlib, which comes with the notebook extra: "
+            "pip install 'stagedoor-jobs[notebook]' (or pip install matplotlib)"
+        ) from None
+    return plt
+
+
+def plot_history(frame: pd.DataFrame | None = None, *, kind: str | None = None, ax: Any = None, **args: Any) -> Any:
+    """Draw a ``history()`` frame: dead letters that died, were replayed, discarded, succeeded, per period.
+
+    Summed over the kinds of ``frame`` (``kind=`` keeps one). With no frame,
+    ``history(kind=kind, **args)`` is read first, so one call draws the last
+    day: ``opslib.plot_history(since=pd.Timedelta("1D"))``. Also
+    ``opslib.history(freq="1D").pipe(opslib.plot_history)``. Draws on ``ax``
+    or on a new figure; returns the Axes.
+    """
+    plt = _pyplot()
+    if frame is None:
+        frame = history(kind=kind, **args)
+    elif args:
+        raise OpslibError(f"plot_history got a frame and history()'s arguments {sorted(args)}; pass one or the other")
+    missing = set(HISTORY_COLUMNS) - set(frame.columns)
+    if missing:
+        raise OpslibError(f"plot_history needs a history() frame; this one lacks {', '.join(sorted(missing))}")
+    if kind is not None:
+        frame = frame[frame["kind"] == kind]
+    stride = frame.attrs.get("freq")
+    totals = frame.groupby("period")[list(HISTORY_MEASURES)].sum().sort_index()
+    if ax is None:
+        _figure, ax = plt.subplots(figsize=(9, 3))
+    title = f"dead letters of {kind}" if kind else "dead letters"
+    ax.set_title(f"{title} per {freq_label(stride)}" if stride is not None else title)
+    ax.set_ylabel("entries")
+    ax.set_xlabel("period (UTC)")
+    if totals.empty:
+        ax.text(0.5, 0.5, "nothing in the archive for this window", transform=ax.transAxes, ha="center")
+        return ax
+    import matplotlib.dates as dates  # found, since pyplot was
+
+    # Per period, one bar for each count side by side, in the period's first four fifths.
+    start = dates.date2num(totals.index.to_pydatetime())
+    length_days = (stride or pd.Timedelta("1h")) / pd.Timedelta("1D")
+    width = length_days / (len(HISTORY_MEASURES) + 1)
+    for offset, measure in enumerate(HISTORY_MEASURES):
+        ax.bar(start + offset * width, totals[measure].to_numpy(), width=width, align="edge", label=LABELS[measure])
+    ax.set_xlim(start[0] - length_days / 2, start[-1] + length_days * 1.5)
+    locator = dates.AutoDateLocator()
+    ax.xaxis.set_major_locator(locator)
+    ax.xaxis.set_major_formatter(dates.ConciseDateFormatter(locator))
+    ax.yaxis.get_major_locator().set_params(integer=True)
+    ax.legend(loc="upper left", frameon=False, ncols=len(HISTORY_MEASURES), fontsize="small")
+    ax.set_ylim(0, max(1, int(totals.to_numpy().max())) * 1.25)
+    return ax
