@@ -215,11 +215,6 @@ async def serve(settings: Settings, redis_url: str, database_url: str, burst: bo
     client = await connect_async(settings, redis_url, socket_keepalive=True, health_check_interval=30)
     app = WorkerApp(settings, client, redis_url, database_url, REGISTRY, burst=burst)
     try:
-        if settings.partitions > 1:
-            raise SettingsError(
-                f"QUEUE_PARTITIONS={settings.partitions}: the worker's loop does not consume partitions yet "
-                "(enqueue, opslib and the scheduler already use them); run the worker with QUEUE_PARTITIONS=1"
-            )
         await record_count(client, settings)
         async with contextlib.AsyncExitStack() as stack:
             archiver = None

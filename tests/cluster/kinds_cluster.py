@@ -6,6 +6,7 @@ whichever node owns the key, so they work whatever the partition of the job.
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import AsyncIterator
 
@@ -55,3 +56,10 @@ async def crash(job: Job) -> None:
     """Kills its worker process: the entry stays pending until it is poison."""
     await r().incr(key(f"crashes:{job.job_id}"))  # type: ignore[attr-defined]
     os._exit(1)
+
+
+@job_kind("slow")
+async def slow(job: Job) -> None:
+    """Takes a few milliseconds, so that a backlog of them lasts long enough to watch another partition."""
+    await asyncio.sleep(0.005)
+    await r().sadd(key("done"), job.job_id)  # type: ignore[attr-defined]

@@ -21,11 +21,11 @@ from tests.helpers import ROOT, Workers, wait_for
 from worker.keys import Keys
 
 
-def opslib_cli(*args: str, url: str, prefix: str) -> subprocess.CompletedProcess[str]:
+def opslib_cli(*args: str, url: str, prefix: str, **extra: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "opslib", *args],
         cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "REDIS_URL": url, "QUEUE_PREFIX": prefix},
+        env={**os.environ, "PYTHONPATH": str(ROOT), "REDIS_URL": url, "QUEUE_PREFIX": prefix, **extra},
         capture_output=True,
         text=True,
         timeout=60,
