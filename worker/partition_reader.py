@@ -39,6 +39,8 @@ class PartitionReader:
         self.waiting: asyncio.Task[Entries] | None = None
         """With several partitions: the one-entry blocking read this partition waits in since a read
         found it empty (it holds one of the worker's slots)."""
+        self.failures = 0
+        """Reads of this partition failed in a row (its node away); it rests with backoff meanwhile."""
         self._xack_head = ("XACK", self.keys.jobs, GROUP)
         self._commands: dict[tuple[int, bool], bytes] = {}
 

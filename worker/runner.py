@@ -22,7 +22,6 @@ acknowledgements ride with its own reads.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
 import random
@@ -204,16 +203,12 @@ class Worker:
         time passes, to be read once more. Only the transition costs a round
         trip that returns nothing: an idle partition waits in its own read,
         on its own connection (its node's, on a cluster), while the others
-        are served.
+        are served. A partition whose node is away rests out of the turn
+        with backoff (:meth:`_partition_failed`) while the others go on.
         """
-        failures = 0
         while not self.stopping.is_set():
             self._slot_freed.clear()
-            try:
-                quiet = self._collect_waits()
-            except READ_ERRORS as exc:
-                failures = await self._read_failed(exc, failures)
-                continue
+            quiet = await self._collect_waits()
             if quiet and self.burst and not self.inflight and await self._drained():
                 log.info("Burst mode: the queue is drained; exiting.")
                 break
@@ -232,11 +227,11 @@ class Worker:
                     for entry_id, raw in entries:
                         self._start(part, entry_id, raw)
             except READ_ERRORS as exc:
-                failures = await self._read_failed(exc, failures)
+                await self._partition_failed(part, exc)
                 continue
-            if failures:
+            if part.failures:
                 self._reconnected(part)
-                failures = 0
+                part.failures = 0
             if not entries:
                 self._wait_in(part)
         await self._end_waits()
@@ -260,11 +255,10 @@ class Worker:
         part.waiting = asyncio.create_task(part.read(1))
         part.waiting.add_done_callback(lambda _task: self._slot_freed.set())
 
-    def _collect_waits(self) -> bool:
+    async def _collect_waits(self) -> bool:
         """Start the entries of the waiting reads that returned; their partitions rejoin the turn.
-        True when one returned nothing (its block time passed). Raises a failed read's error."""
+        True when one returned nothing (its block time passed)."""
         quiet = False
-        failed: BaseException | None = None
         for part in self.parts:
             task = part.waiting
             if task is None or not task.done():
@@ -272,24 +266,49 @@ class Worker:
             part.waiting = None
             if task.cancelled():
                 continue
-            if task.exception() is not None:
-                failed = task.exception()
+            failed = task.exception()
+            if failed is not None:
+                await self._partition_failed(part, failed)
                 continue
             entries = task.result()
             quiet = quiet or not entries
             for entry_id, raw in entries:
                 self._start(part, entry_id, raw)
-        if failed is not None:
-            raise failed
         return quiet
+
+    async def _partition_failed(self, part: PartitionReader, exc: BaseException) -> None:
+        """A read of ``part`` failed: recreate a lost group, or let the partition rest out of the turn
+        with backoff (its first loss logged) while the others are served. Another error is raised."""
+        if not isinstance(exc, READ_ERRORS):
+            raise exc
+        if isinstance(exc, redis.exceptions.ResponseError) and not isinstance(exc, REDIRECTIONS):
+            await self._read_failed(exc, 0)
+            return
+        part.failures += 1
+        if part.failures == 1:
+            log.warning(
+                "Lost the connection to Redis for %s (%s); reconnecting with backoff.", part.keys.jobs, describe(exc)
+            )
+        rest_s = backoff_s(part.failures, rng=self._rng)
+
+        async def rest() -> list[Any]:
+            await sleep_or_stop(rest_s, self.stopping)
+            return []
+
+        part.waiting = asyncio.create_task(rest())
+        part.waiting.add_done_callback(lambda _task: self._slot_freed.set())
 
     async def _end_waits(self) -> None:
         """On the way out: let the waiting reads return (within the block time) and run what they got."""
         waits = [part.waiting for part in self.parts if part.waiting is not None]
         if waits:
             await asyncio.wait(waits)
-            with contextlib.suppress(*READ_ERRORS):
-                self._collect_waits()
+            for part in self.parts:  # what they got runs; a failed read left its entries pending
+                task = part.waiting
+                part.waiting = None
+                if task is not None and not task.cancelled() and task.exception() is None:
+                    for entry_id, raw in task.result():
+                        self._start(part, entry_id, raw)
 
     async def _read_failed(self, exc: BaseException, failures: int) -> int:
         """A read failed: back off on a lost connection (logged once), recreate a lost group; the

@@ -11,7 +11,10 @@ passed on) and jobs run twice (acknowledgements it never passed on). With
 returns, so none is lost. Once its replica is promoted the killed node is
 started again and rejoins as the new primary's replica (until then a write
 waits WAIT_TIMEOUT_MS for a replica that is not there). Runs are counted in a file, not in Redis, so the
-kill cannot erase them.
+kill cannot erase them. With ``QUEUE_PARTITIONS=3`` the queue spreads over the
+three primaries and the one holding partition 0 is killed: the workers go on
+with the other two partitions meanwhile, and follow partition 0 to its new
+primary.
 """
 
 from __future__ import annotations
@@ -29,10 +32,9 @@ import redis.cluster
 from tests.helpers import Workers, wait_for
 from worker.embedded_cluster import LocalCluster, local_cluster
 from worker.enqueue import enqueue
-from worker.keys import GROUP, Keys
+from worker.keys import GROUP, queue_partitions
 
 JOBS = 10_000
-PREFIX = "{failover}:"
 KINDS = "tests.faults.failover_kinds"
 
 
@@ -41,6 +43,11 @@ def replicated(tmp_path: Path) -> Iterator[LocalCluster]:
     """3 primaries, each with a replica; a killed primary's replica takes over after about 2 s."""
     with local_cluster(tmp_path / "cluster", primaries=3, replicas=True) as formed:
         yield formed
+
+
+def last_delivered(client: redis.Redis, stream: str) -> bytes:
+    """The last entry group ``workers`` handed out on ``stream`` (asked of the node that holds it)."""
+    return next(g["last-delivered-id"] for g in client.xinfo_groups(stream) if g["name"] == GROUP.encode())
 
 
 def runs(path: Path) -> collections.Counter[str]:
@@ -54,9 +61,11 @@ class Enqueuer(threading.Thread):
     the job may then be there twice (an at-least-once enqueue), never missing by our doing.
     """
 
-    def __init__(self, url: str, wait_replicas: int) -> None:
+    def __init__(self, url: str, prefix: str, partitions: int, wait_replicas: int) -> None:
         super().__init__(daemon=True)
         self.client = redis.cluster.RedisCluster.from_url(url)
+        self.prefix = prefix
+        self.partitions = partitions
         self.wait_replicas = wait_replicas
         self.acked: list[str] = []
         self.failed_calls = 0
@@ -69,8 +78,8 @@ class Enqueuer(threading.Thread):
                         self.client,
                         "record_run",
                         {"job_id": f"j{i}"},
-                        prefix=PREFIX,
-                        partitions=1,
+                        prefix=self.prefix,
+                        partitions=self.partitions,
                         wait_replicas=self.wait_replicas,
                     )
                 except (redis.exceptions.RedisError, redis.exceptions.RedisClusterException, OSError):
@@ -84,25 +93,28 @@ class Enqueuer(threading.Thread):
         self.client.close()
 
 
-@pytest.mark.parametrize("wait_replicas", [0, 1])
+@pytest.mark.parametrize(("partitions", "wait_replicas"), [(1, 0), (1, 1), (3, 0)])
 def test_a_primary_killed_mid_run_is_followed_to_its_replica(
-    replicated: LocalCluster, tmp_path: Path, wait_replicas: int
+    replicated: LocalCluster, tmp_path: Path, partitions: int, wait_replicas: int
 ) -> None:
     client = redis.cluster.RedisCluster.from_url(replicated.url)
-    keys = Keys(PREFIX)
+    prefix = "{failover}:" if partitions == 1 else "failover:"
+    parts = queue_partitions(prefix, partitions)
+    keys = parts[0]
     owner = client.get_node_from_key(keys.jobs)
     victim = next(n for n in replicated.primaries if n.port == owner.port)
     heir = replicated.replicas[replicated.primaries.index(victim)]
     survivor_url = next(f"redis://127.0.0.1:{n.port}/0" for n in replicated.primaries if n is not victim)
     ran_file = tmp_path / "runs.txt"
-    pool = Workers(survivor_url, PREFIX, tmp_path)
+    pool = Workers(survivor_url, prefix, tmp_path)
     env = {
+        "QUEUE_PARTITIONS": str(partitions),
         "RECLAIM_IDLE_MS": "2000",
         "RECLAIM_INTERVAL_S": "0.5",
         "FAILOVER_RUNS_FILE": str(ran_file),
         "WAIT_REPLICAS": str(wait_replicas),
     }
-    enqueuer = Enqueuer(survivor_url, wait_replicas)
+    enqueuer = Enqueuer(survivor_url, prefix, partitions, wait_replicas)
     try:
         procs = [pool.start(KINDS, WORKER_NAME=f"failover-{i}", **env) for i in range(2)]
         wait_for(
@@ -119,15 +131,17 @@ def test_a_primary_killed_mid_run_is_followed_to_its_replica(
         enqueued_at_kill = len(enqueuer.acked)
         with heir.client() as c:
             wait_for(lambda: c.info("replication")["role"] == "master", timeout_s=60, what="the replica's promotion")
-        promoted_s = time.monotonic() - killed_at
-        # Back as a replica of its heir (only now: without persistence, a primary restarted before the
-        # failover would come back empty and wipe its replica). WAIT_REPLICAS=1 needs a replica again.
-        victim.restart()
-        wait_for(
-            lambda: sum(runs(ran_file).values()) > done_at_kill + 100,
-            timeout_s=60,
-            what="jobs to run again after the failover",
-        )
+            promoted_s = time.monotonic() - killed_at
+            delivered = last_delivered(c, keys.jobs)
+            # Back as a replica of its heir (only now: without persistence, a primary restarted before the
+            # failover would come back empty and wipe its replica). WAIT_REPLICAS=1 needs a replica again.
+            victim.restart()
+            # The killed primary's partition is served again: its heir hands out new entries.
+            wait_for(
+                lambda: last_delivered(c, keys.jobs) != delivered,
+                timeout_s=60,
+                what="the killed primary's partition to be read again",
+            )
         recovered_s = time.monotonic() - killed_at
         enqueuer.join(120)
         assert not enqueuer.is_alive()
@@ -135,8 +149,11 @@ def test_a_primary_killed_mid_run_is_followed_to_its_replica(
 
         def settled() -> bool:
             """Everything the new primary holds has run: nothing pending, nothing undelivered."""
-            group = next(g for g in client.xinfo_groups(keys.jobs) if g["name"] == GROUP.encode())
-            return group["pending"] == 0 and group["lag"] == 0 and len(runs(ran_file)) >= JOBS - 1000
+            for p in parts:
+                group = next(g for g in client.xinfo_groups(p.jobs) if g["name"] == GROUP.encode())
+                if group["pending"] or group["lag"]:
+                    return False
+            return len(runs(ran_file)) >= JOBS - 1000
 
         wait_for(settled, timeout_s=120, what="every surviving job to run")
         all_done_s = time.monotonic() - killed_at
@@ -159,9 +176,10 @@ def test_a_primary_killed_mid_run_is_followed_to_its_replica(
         pool.stop_all()
         client.close()
     print(
-        f"\nfailover figures (WAIT_REPLICAS={wait_replicas}): primary killed after {done_at_kill} jobs ran and "
+        f"\nfailover figures (QUEUE_PARTITIONS={partitions}, WAIT_REPLICAS={wait_replicas}): "
+        f"primary killed after {done_at_kill} jobs ran and "
         f"{enqueued_at_kill} were enqueued, of {JOBS}; replica promoted {promoted_s:.1f} s later; "
-        f"jobs ran again {recovered_s:.1f} s after the kill; all done "
+        f"its partition read again {recovered_s:.1f} s after the kill; all done "
         f"{all_done_s:.1f} s after the kill; acknowledged enqueues lost {len(lost)}; run twice {twice}; "
         f"enqueue calls that failed during the failover and were retried {enqueuer.failed_calls}"
     )
