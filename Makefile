@@ -60,6 +60,7 @@ BENCH_PEERS := arq saq rq dramatiq celery
 
 bench: venv $(foreach p,$(BENCH_PEERS),benchmarks/.venv/$(p)/.installed) benchmarks/bullmq/node_modules/.installed
 	$(PY) benchmarks/bench.py
+	$(PY) benchmarks/cluster_bench.py
 
 benchmarks/.venv/%/.installed: benchmarks/requirements/%.txt | $(UV)
 	$(UV) venv --quiet --allow-existing benchmarks/.venv/$* --python $(PYTHON)

@@ -38,10 +38,12 @@ import pandas as pd
 import redis
 
 from opslib.columns import TEXT, typed_frame
-from opslib.connection import redis_session
+from opslib.connection import partitions, redis_session
 from opslib.errors import OpslibError
 from opslib.frames import job_id_of
-from opslib.replay import CHUNK, new_batch_id
+from opslib.locate import CHUNK
+from opslib.replay import new_batch_id
+from worker.connection import is_cluster
 from worker.keys import Keys
 from worker.scripts import Scripts
 from worker.wire import decode_member, text
@@ -79,17 +81,19 @@ def job_ids_of(ids: object) -> list[str]:
     return list(dict.fromkeys(found))
 
 
-def members_by_job(client: Any, keys: Keys, job_ids: Sequence[str]) -> dict[str, list[bytes]]:
-    """Each asked job id's members of ``delayed`` (read once, whole: ``delayed`` holds retries and later jobs)."""
+def members_by_job(client: Any, parts: Sequence[Keys], job_ids: Sequence[str]) -> dict[str, list[tuple[int, bytes]]]:
+    """Each asked job id's members of ``delayed``, with their partition (each partition's set read once,
+    whole: ``delayed`` holds retries and later jobs)."""
     wanted = set(job_ids)
-    found: dict[str, list[bytes]] = {job_id: [] for job_id in job_ids}
-    for member in client.zrange(keys.delayed, 0, -1):
-        try:
-            job_id = job_id_of(decode_member(member))
-        except ValueError:
-            continue
-        if job_id in wanted:
-            found[job_id].append(member)
+    found: dict[str, list[tuple[int, bytes]]] = {job_id: [] for job_id in job_ids}
+    for keys in parts:
+        for member in client.zrange(keys.delayed, 0, -1):
+            try:
+                job_id = job_id_of(decode_member(member))
+            except ValueError:
+                continue
+            if job_id in wanted:
+                found[job_id].append((keys.partition, member))
     return found
 
 
@@ -120,23 +124,26 @@ def _move(
     job_ids = job_ids_of(ids)
     action = "read the delayed jobs" if dry_run else f"{script.replace('_', ' ')} delayed jobs"
     with redis_session(client, prefix, action, needs="" if dry_run else needs) as (redis_client, keys):
-        members = members_by_job(redis_client, keys, job_ids)
+        parts = partitions(redis_client, keys)
+        members = members_by_job(redis_client, parts, job_ids)
         plan = [(job_id, member) for job_id in job_ids for member in members[job_id]]
         if dry_run:
             rows = [(job_id, would) for job_id, _ in plan]
             rows += [(job_id, MISSING) for job_id in job_ids if not members[job_id]]
             return moves_to_frame(rows, ""), {}
         batch = new_batch_id()
-        scripts = Scripts(redis_client, keys)
+        scripts = [Scripts(redis_client, part) for part in parts]
+        if is_cluster(redis_client):
+            scripts[0].load(redis_client)
         results: list[Any] = []
         for start in range(0, len(plan), CHUNK):
             pipe = redis_client.pipeline(transaction=False)
-            for _job_id, member in plan[start : start + CHUNK]:
-                getattr(scripts, script)(member, client=pipe)
+            for _job_id, (partition, member) in plan[start : start + CHUNK]:
+                getattr(scripts[partition], script)(member, client=pipe)
             results += pipe.execute()
     rows = [(job_id, done if result else MISSING) for (job_id, _), result in zip(plan, results, strict=True)]
     rows += [(job_id, MISSING) for job_id in job_ids if not members[job_id]]
-    moved = {text(member): job_id for (job_id, member), result in zip(plan, results, strict=True) if result}
+    moved = {text(member): job_id for (job_id, (_p, member)), result in zip(plan, results, strict=True) if result}
     return moves_to_frame(rows, batch), moved
 
 

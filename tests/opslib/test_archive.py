@@ -44,7 +44,9 @@ def test_an_empty_archive_frame_has_every_column_and_dtype() -> None:
     frame = archive_to_frame([])
     assert dtypes(frame) == ARCHIVE_COLUMNS
     assert frame.index.name == "dead_id" and str(frame.index.dtype) == "str"
-    assert list(frame.columns[:15]) == [name.replace("replay_batch", "replay_of_batch") for name in DEAD_COLUMNS]
+    assert list(frame.columns[: len(DEAD_COLUMNS)]) == [
+        name.replace("replay_batch", "replay_of_batch") for name in DEAD_COLUMNS
+    ]
 
 
 def test_an_archive_frame_decodes_the_wire_fields_and_the_life_after_death() -> None:

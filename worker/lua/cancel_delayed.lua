@@ -1,3 +1,4 @@
+#!lua
 --[[ Cancel one delayed job: take its member out of delayed before a worker promotes it.
 
 KEYS[1]  delayed   sorted set; member = the job's fields as JSON
