@@ -18,6 +18,7 @@ every partition has a tag of its own (:mod:`worker.keys`, :mod:`worker.partition
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -30,6 +31,7 @@ import redis.exceptions
 from worker.embedded import configured_or_running
 from worker.errors import SettingsError, WorkerError
 from worker.keys import has_hash_tag
+from worker.partitions import recorded_count
 from worker.settings import Settings
 
 SLOTS = 16384
@@ -115,11 +117,20 @@ def connect(settings: Settings | None = None, *, url: str | None = None, **clien
     settings = settings or Settings.from_env()
     url = url or redis_url(settings)
     info = cluster_info(url, **_probe_kwargs(client_kwargs))
-    check_mode(settings, info is not None, url)
     if info is None:
+        check_mode(settings, False, url)
         return redis.Redis.from_url(url, **client_kwargs)
     check_slots(info, url)
-    return redis.cluster.RedisCluster.from_url(url, **_cluster_kwargs(client_kwargs))
+    client = redis.cluster.RedisCluster.from_url(url, **_cluster_kwargs(client_kwargs))
+    try:
+        # A reader (opslib, a tool) follows the count the workers recorded on the queue, as it does
+        # on a single server: partitions carry hash tags of their own, whatever QUEUE_PREFIX holds.
+        recorded = recorded_count(client, settings.prefix) if settings.partitions == 1 else None
+        check_mode(replace(settings, partitions=recorded) if recorded else settings, True, url)
+    except BaseException:
+        client.close()
+        raise
+    return client
 
 
 async def connect_async(settings: Settings, url: str, **client_kwargs: Any) -> Any:
