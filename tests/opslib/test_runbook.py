@@ -75,7 +75,8 @@ def test_the_runbook_runs_for_a_kind_and_holds_its_counts(
     assert f"Dead letter {dead[-1]} · seat_label · exhausted" in output_of(executed, "for example_id")
     assert "would replay 3 dead letters" in output_of(executed, "if groups.empty")
     history = output_of(executed, "try:\n    archived = ").split()
-    assert history[history.index("dead") : history.index("dead") + 6] == ["dead", "3", "replayed", "0", "discarded", "1"]
+    at = history.index("dead")
+    assert history[at : at + 6] == ["dead", "3", "replayed", "0", "discarded", "1"]
     assert output_of(executed, "import matplotlib").startswith("<Figure")
     page = html_path.read_text()
     assert "Traceback (most recent call last)" in page and "<script>alert" not in page
