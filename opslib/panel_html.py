@@ -24,6 +24,15 @@ TRACEBACK_CHARS = 20_000
 """The selected entry's traceback is shown up to this many characters (its last ones, where the error is)."""
 
 
+TABLE_STYLE = (
+    "<style>.opslib-table td,.opslib-table th{padding:2px 12px 2px 0;text-align:left;vertical-align:top}</style>"
+)
+PRE_STYLE = (
+    "white-space:pre-wrap;max-height:24em;overflow:auto;font-family:monospace;font-size:12px;"
+    "line-height:1.35;background:#f6f6f6;padding:6px"
+)
+
+
 def counts_html(stats: QueueStats) -> str:
     parts = [
         f"<b>{stats.dead}</b> dead letters",
@@ -39,7 +48,8 @@ def counts_html(stats: QueueStats) -> str:
 def table_html(frame: pd.DataFrame) -> str:
     """A frame as an HTML table, every cell and header escaped, as :func:`~opslib.display.readable` shows it:
     times in the display zone, long text cut but signatures and ids whole."""
-    return readable(frame).to_html(escape=True, index=False, border=0, na_rep="", classes="opslib-table")
+    table = readable(frame).to_html(escape=True, index=False, border=0, na_rep="", classes="opslib-table")
+    return TABLE_STYLE + table
 
 
 def times_note() -> str:
@@ -80,7 +90,7 @@ def entry_html(dead_id: str | None, row: pd.Series | None) -> str:
     if len(traceback) > TRACEBACK_CHARS:
         traceback, cut_note = "…" + traceback[-TRACEBACK_CHARS:], f" (its last {TRACEBACK_CHARS} characters)"
     body = (
-        f'<pre style="white-space:pre-wrap;max-height:24em;overflow:auto">{html.escape(traceback)}</pre>'
+        f'<pre style="{PRE_STYLE}">{html.escape(traceback)}</pre>'
         if traceback
         else "<p><i>This entry has no traceback.</i></p>"
     )

@@ -82,7 +82,9 @@ class PanelWidgets:
         self.entries = w.SelectMultiple(description="Entries", rows=8, layout=wide)
         self.replay_button = w.Button(description="Replay…", button_style="warning", disabled=True)
         self.discard_button = w.Button(description="Discard…", button_style="danger", disabled=True)
-        self.reason = w.Text(description="Reason", placeholder="why these jobs must never run (required)")
+        self.reason = w.Text(
+            description="Reason", placeholder="why these jobs must never run (required)", layout=w.Layout(width="50%")
+        )
         self.question = w.HTML()
         self.confirm = w.Button(description="Confirm replay", button_style="danger")
         self.cancel = w.Button(description="Cancel")

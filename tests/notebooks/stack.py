@@ -30,10 +30,10 @@ import psycopg
 import redis
 
 import opslib
+from stagedoor.demo import DemoNight
 from tests.helpers import with_schema
 from worker.embedded import EmbeddedServer, die_with_parent, start_postgres, start_redis
 from worker.keys import Keys
-from stagedoor.demo import DemoNight
 
 WORKER_NAME = "worker-1"
 
