@@ -6,7 +6,8 @@
 loads the demo night into them as ``make run`` does (``stagedoor.demo``,
 with next week's reminders), starts one worker, and waits until the night
 has settled: the outbox published, nothing pending, undelivered or due within
-the hour, and the 40 render_tickets dead letters in ``jobs:dead``. The worker
+the hour, and the 40 render_tickets dead letters in ``jobs:dead`` and in the
+archive (the runbook and the stories read both). The worker
 keeps running beside the notebook, so that a replay's jobs run. It is named
 ``worker-1``, its scheduler is off and the mail stand-in fails no send, so the
 numbers a notebook shows are the same on every run. :meth:`NightStack.env` is
@@ -25,6 +26,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import redis
@@ -36,6 +38,7 @@ from worker.embedded import EmbeddedServer, die_with_parent, start_postgres, sta
 from worker.keys import Keys
 
 WORKER_NAME = "worker-1"
+ARCHIVED = "SELECT count(*) FROM dead_letters WHERE queue = %s"
 
 
 class Servers:
@@ -105,7 +108,9 @@ class NightStack:
             client.close()
         with psycopg.connect(self.database_url) as conn:
             unpublished = conn.execute("SELECT count(*) FROM outbox WHERE published_at IS NULL").fetchone()
+            archived = conn.execute(ARCHIVED, (self.prefix,)).fetchone() if self.has_archive(conn) else None
         return {
+            "archived dead letters": int(archived[0]) if archived else 0,
             "dead": stats.dead,
             "pending": stats.pending,
             "lag": stats.lag,
@@ -113,8 +118,14 @@ class NightStack:
             "unpublished outbox rows": int(unpublished[0]) if unpublished else 0,
         }
 
+    @staticmethod
+    def has_archive(conn: psycopg.Connection[Any]) -> bool:
+        found = conn.execute("SELECT to_regclass('dead_letters') IS NOT NULL").fetchone()
+        return bool(found and found[0])
+
     def wait_until_settled(self, timeout_s: float = 120.0) -> None:
-        settled = {"dead": len(self.night.bad_orders), "pending": 0, "lag": 0}
+        dead = len(self.night.bad_orders)
+        settled = {"archived dead letters": dead, "dead": dead, "pending": 0, "lag": 0}
         settled |= {"delayed within the hour": 0, "unpublished outbox rows": 0}
         deadline = time.monotonic() + timeout_s
         while (state := self.state()) != settled:
