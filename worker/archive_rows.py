@@ -154,5 +154,6 @@ def runs(statements: Iterable[Statement]) -> list[tuple[str, list[Sequence[Any]]
 
 
 def _id_order(entry_id: str) -> tuple[int, int]:
-    millis, _, seq = entry_id.partition("-")
-    return int(millis), int(seq or 0)
+    """Sort key of a dead id: a stream entry id, or a cancelled job's ``<ms>-<seq>-cancelled``."""
+    millis, _, rest = entry_id.partition("-")
+    return int(millis), int(rest.partition("-")[0] or 0)

@@ -15,7 +15,8 @@ key (after QUEUE_PREFIX)   type        written by            read by
                                        only)                 (group ``archive``)
 ``jobs:dead:evicted``      string      bury (INCRBY)         opslib, metrics
 ``jobs:dead:log``          stream      replay, discard,      archiver (applies each
-                                       worker (outcomes)     record, then trims it)
+                                       cancel_delayed,       record, then trims it)
+                                       worker (outcomes)
 ``sched:<name>:<tick>``    string, EX  scheduler (SET NX)    scheduler
 ``workers:<name>``         string, EX  heartbeat chore       health, forget_consumers,
                                                              queue_state (metrics, opslib)

@@ -173,5 +173,12 @@ class Scripts:
     def run_now(self, member: str | bytes, client: Any = None) -> Any:
         return self._call("run_now", [self.keys.delayed, self.keys.jobs], [member], client)
 
-    def cancel_delayed(self, member: str | bytes, client: Any = None) -> Any:
-        return self._call("cancel_delayed", [self.keys.delayed], [member], client)
+    def cancel_delayed(
+        self, member: str | bytes, batch: str, *, by: str, reason: str, at: str, record: bool, client: Any = None
+    ) -> Any:
+        return self._call(
+            "cancel_delayed",
+            [self.keys.delayed, self.keys.dead_log],
+            [member, batch, by, reason, at, int(record)],
+            client,
+        )
