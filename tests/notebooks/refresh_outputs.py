@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import os
 import sys
+import sysconfig
 from pathlib import Path
+from typing import Any
 
 import nbformat
 from nbclient import NotebookClient
@@ -27,6 +29,28 @@ NOTEBOOKS = ROOT / "notebooks"
 PANEL = NOTEBOOKS / "dead_letter_panel.ipynb"
 
 
+#: Folders of this machine that tracebacks name, and what the stored outputs say instead (nbval's
+#: sanitize.cfg maps a fresh run's paths the same way before it compares).
+MACHINE_PATHS = (
+    (str(ROOT), "<ROOT>"),
+    (sysconfig.get_paths()["stdlib"], "<STDLIB>"),
+    (sysconfig.get_paths()["purelib"], "<SITE>"),
+)
+
+
+def without_machine_paths(value: Any) -> Any:
+    """``value`` (an output's text or a dict/list of them) with this machine's folders replaced."""
+    if isinstance(value, str):
+        for path, placeholder in MACHINE_PATHS:
+            value = value.replace(path, placeholder)
+        return value
+    if isinstance(value, list):
+        return [without_machine_paths(item) for item in value]
+    if isinstance(value, dict):
+        return {key: without_machine_paths(item) for key, item in value.items()}
+    return value
+
+
 def refresh(paths: list[Path]) -> None:
     servers = Servers()
     try:
@@ -36,6 +60,11 @@ def refresh(paths: list[Path]) -> None:
                 os.environ.update(night.env())
                 notebook = nbformat.read(path, as_version=4)
                 NotebookClient(notebook, timeout=300, resources={"metadata": {"path": str(path.parent)}}).execute()
+                for cell in notebook.cells:
+                    for output in cell.get("outputs", []):
+                        for field in ("text", "data", "traceback"):
+                            if field in output:
+                                output[field] = without_machine_paths(output[field])
                 nbformat.write(notebook, path)
                 print(f"refreshed {path.relative_to(ROOT)}")
             finally:
