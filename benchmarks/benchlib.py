@@ -198,9 +198,15 @@ def child_env(**extra: str) -> dict[str, str]:
 
 
 def ours_env(redis_url: str, prefix: str = "", **extra: str) -> dict[str, str]:
-    """The environment of a benchmarked ``python -m worker`` with the benchmark's kinds."""
+    """The environment of a benchmarked ``python -m worker`` with the benchmark's kinds.
+
+    The dead-letter archive is off (``ARCHIVE_URL=off``): no job dies in these
+    runs, and with it on and no ``DATABASE_URL`` each worker process would start
+    an embedded PostgreSQL of its own, which no deployment does.
+    """
     return child_env(
         REDIS_URL=redis_url,
+        ARCHIVE_URL="off",
         QUEUE_PREFIX=prefix,
         WORKER_KINDS="ours_kinds",
         PYTHONPATH=os.pathsep.join([str(BENCH_DIR), str(ROOT)]),
