@@ -82,7 +82,11 @@ class Worker:
         self._read_conn: Any = None
         self._read_commands: dict[int, bytes] = {}
         self._xack_head = ("XACK", self.keys.jobs, GROUP)
+        observers = list(observers)
         self.upkeep = Upkeep(self)
+        # Bound once, for every job: the wait observers (the tally counts outcomes only) and the field limit.
+        self._job_started = [observer.job_started for observer in observers]
+        self._max_field_bytes = settings.max_field_bytes
         self.outcomes = Outcomes(
             redis_client,
             self.scripts,
@@ -284,14 +288,15 @@ class Worker:
     async def run_entry(self, entry_id: str, raw: dict[bytes, bytes], *, alone: bool = False) -> None:
         """Run one entry through its handler and record the outcome. Never raises."""
         try:
-            parsed = wire.parse_entry(entry_id, raw, self.registry, self.settings.max_field_bytes)
+            parsed = wire.parse_entry(entry_id, raw, self.registry, self._max_field_bytes)
             if isinstance(parsed, wire.Malformed):
                 await self.outcomes.malformed(parsed)
                 return
             spec = self.registry.kinds[parsed.kind]
-            waited_s = time.time() - entry_epoch_s(entry_id)
-            for observer in self.outcomes.observers:
-                observer.job_started(parsed.kind, waited_s)
+            if self._job_started:
+                waited_s = time.time() - entry_epoch_s(entry_id)
+                for job_started in self._job_started:
+                    job_started(parsed.kind, waited_s)
             started = time.perf_counter()
             try:
                 if spec.is_async and spec.timeout_s is None:
