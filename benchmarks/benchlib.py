@@ -137,21 +137,29 @@ def run_worker(
     log_path: Path,
     exit_at_target: bool,
     extra_env: dict[str, str] | None = None,
+    processes: int = 1,
 ) -> WorkerRun:
     """Spawn a worker process, wait for its probe's N-th job and its exit, and measure it.
 
-    The worker's CPU is its own resource usage from ``wait4``; the server's is
-    the difference of its /proc/<pid>/stat times over the run.
+    The worker's CPU is its own resource usage from ``wait4`` (with
+    ``processes`` > 1, ours under ``--processes``: the supervisor's, which
+    includes the children it waited for); the server's is the difference of
+    its /proc/<pid>/stat times over the run. Several processes each write
+    their probe's figures as they exit (``PROBE_AT_EXIT``), added up here.
     """
     probe_file = log_path.with_suffix(".probe.json")
-    probe_file.unlink(missing_ok=True)
+    for stale in [probe_file, *probe_file.parent.glob(probe_file.name + ".[0-9]*")]:
+        stale.unlink(missing_ok=True)
     full_env = {
         **env,
         "PROBE_FILE": str(probe_file),
-        "PROBE_JOBS": str(jobs),
+        "PROBE_JOBS": str(jobs if processes == 1 else 0),
         "PROBE_EXIT": "1" if exit_at_target else "0",
+        **({"PROBE_AT_EXIT": "1"} if processes > 1 else {}),
         **(extra_env or {}),
     }
+    if processes > 1:
+        argv = [*argv, "--processes", str(processes)]
     redis_cpu_before = server.cpu_s()
     with open(log_path, "w") as log:
         spawned = time.time()
@@ -169,10 +177,10 @@ def run_worker(
     exited = time.time()
     proc.returncode = os.waitstatus_to_exitcode(status)
     redis_cpu = server.cpu_s() - redis_cpu_before
-    if proc.returncode != 0 or not probe_file.exists():
+    probe = json.loads(probe_file.read_text()) if probe_file.exists() else merged_probes(probe_file)
+    if proc.returncode != 0 or probe.get("count", 0) < jobs:
         tail = log_path.read_text(errors="replace")[-3000:]
         raise BenchError(f"{argv[1:3]} exited {proc.returncode} before its probe saw {jobs} jobs:\n{tail}")
-    probe = json.loads(probe_file.read_text())
     return WorkerRun(
         jobs=jobs,
         spawned=spawned,
@@ -183,6 +191,20 @@ def run_worker(
         redis_cpu_s=redis_cpu,
         probe=probe,
     )
+
+
+def merged_probes(probe_file: Path) -> dict[str, Any]:
+    """The figures of several processes' probes (``<probe_file>.<pid>``): jobs added up, the first
+    job's finish the earliest, the last's the latest; {} when there are none."""
+    probes = [json.loads(p.read_text()) for p in sorted(probe_file.parent.glob(probe_file.name + ".[0-9]*"))]
+    if not probes:
+        return {}
+    return {
+        "count": sum(p["count"] for p in probes),
+        "first": min(p["first"] for p in probes),
+        "last": max(p["last"] for p in probes),
+        "processes": [p["count"] for p in probes],
+    }
 
 
 def child_env(**extra: str) -> dict[str, str]:
