@@ -250,9 +250,10 @@ def processes_rounds(
 ) -> dict[int, list[dict[str, float]]]:
     """One worker process against ``--processes N``, interleaved, on ``jobs`` no-op jobs each run.
 
-    The shares are of all the machine's cores over the run (spawn to exit): the
-    worker processes' CPU (the supervisor's ``wait4`` usage, its children
-    included) and the server's, each divided by wall time x cores.
+    The shares are of all the machine's cores from the first job's finish to
+    the last's: the CPU time of the worker processes (the supervisor and its
+    children, sampled from /proc every few milliseconds) and of the server,
+    each divided by that wall time x cores.
     """
     ours = SYSTEMS[0]
     cores = os.cpu_count() or 1
@@ -262,15 +263,15 @@ def processes_rounds(
             server.flush()
             enqueue_ours(server.client, "noop", jobs)
             run = work(ours, server, "noop", jobs, logs / f"processes-{n}-{round_no}.log", processes=n)
-            wall = run.exited - run.spawned
+            worker_share, server_share = run.core_shares(cores)
             results[n].append(
                 {
                     "per_s_from_start": run.rate_from_start,
                     "per_s_from_first": run.rate_from_first,
                     "startup_s": run.first - run.spawned,
                     "worker_cpu_us": run.cpu_us_per_job,
-                    "worker_share": run.cpu_s / (wall * cores),
-                    "redis_share": run.redis_cpu_s / (wall * cores),
+                    "worker_share": worker_share,
+                    "redis_share": server_share,
                 }
             )
             rate = run.rate_from_start
@@ -458,7 +459,7 @@ def main() -> None:
             title = (
                 f"One worker process against --processes {args.processes} on {os.cpu_count()} cores (the server on "
                 f"the same cores), {args.processes_jobs:,} no-op jobs, medians of {args.rounds} (min–max); "
-                "shares of all the cores over the run, spawn to exit:"
+                "shares of all the cores from the first job to the last:"
             )
             lines += ["", title, *processes_table(procs)]
         if "io" not in skip:

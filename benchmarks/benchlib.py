@@ -8,6 +8,7 @@ rounds and read its CPU time from ``/proc/<pid>/stat``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -40,6 +41,16 @@ def proc_cpu_s(pid: int) -> float:
         stat = f.read()
     after_name = stat[stat.rindex(")") + 2 :].split()
     return (int(after_name[11]) + int(after_name[12])) / CLOCK_TICKS
+
+
+def tree_cpu_s(pid: int) -> float:
+    """CPU seconds of a live process and of its live children (a supervisor's worker processes)."""
+    total = proc_cpu_s(pid)
+    for children in Path(f"/proc/{pid}/task").glob("*/children"):
+        for child in children.read_text().split():
+            with contextlib.suppress(OSError):  # it may have exited since
+                total += proc_cpu_s(int(child))
+    return total
 
 
 class BenchRedis:
@@ -103,6 +114,8 @@ class WorkerRun:
     cpu_s: float
     redis_cpu_s: float
     probe: dict[str, Any] = field(default_factory=dict)
+    samples: list[tuple[float, float, float]] = field(default_factory=list)
+    """(epoch s, CPU s of the worker process and its children, CPU s of the server), every few ms."""
 
     @property
     def rate_from_start(self) -> float:
@@ -121,6 +134,15 @@ class WorkerRun:
     @property
     def redis_cpu_us_per_job(self) -> float:
         return self.redis_cpu_s / self.jobs * 1e6
+
+    def core_shares(self, cores: int) -> tuple[float, float]:
+        """The shares of ``cores`` that the worker processes and the server used from the first job's
+        finish to the last's (the samples nearest inside that window); (0, 0) for a run too short to tell."""
+        inside = [s for s in self.samples if self.first <= s[0] <= self.last]
+        if len(inside) < 2 or inside[-1][0] - inside[0][0] < 0.05:
+            return 0.0, 0.0
+        (t0, worker0, server0), (t1, worker1, server1) = inside[0], inside[-1]
+        return (worker1 - worker0) / ((t1 - t0) * cores), (server1 - server0) / ((t1 - t0) * cores)
 
 
 class BenchError(RuntimeError):
@@ -165,10 +187,13 @@ def run_worker(
         spawned = time.time()
         proc = subprocess.Popen(argv, env=full_env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + timeout_s
+    samples: list[tuple[float, float, float]] = []
     while True:
         pid, status, rusage = os.wait4(proc.pid, os.WNOHANG)
         if pid:
             break
+        with contextlib.suppress(OSError):  # the worker may be exiting
+            samples.append((time.time(), tree_cpu_s(proc.pid), server.cpu_s()))
         if time.monotonic() > deadline:
             proc.kill()
             proc.wait()
@@ -190,6 +215,7 @@ def run_worker(
         cpu_s=rusage.ru_utime + rusage.ru_stime,
         redis_cpu_s=redis_cpu,
         probe=probe,
+        samples=samples,
     )
 
 
