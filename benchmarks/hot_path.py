@@ -49,14 +49,15 @@ async def one_run(jobs: int, metrics: bool) -> float:
     settings = Settings.from_env({"WORKER_NAME": "hot-path", "ARCHIVE_URL": "off"})
     observers = [JobCollector("")] if metrics else []
     worker = Worker(aioredis.Redis(), settings, registry, observers=observers)  # never connects
+    part = worker.parts[0]
     todo = entries(jobs)
     started = time.perf_counter()
     for low in range(0, jobs, BATCH):
         for entry_id, raw in todo[low : low + BATCH]:
-            worker._start(entry_id, raw)
+            worker._start(part, entry_id, raw)
         while worker.inflight:
             await asyncio.sleep(0)
-        worker.outcomes.take_acks()
+        part.outcomes.take_acks()
     elapsed = time.perf_counter() - started
     await worker.redis.aclose()
     return elapsed / jobs * 1e6

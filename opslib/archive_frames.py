@@ -26,7 +26,6 @@ from opslib.frames import DEAD_COLUMNS, DEAD_WIRE_FIELDS
 #: job came from) is named ``replay_of_batch`` here: ``replay_batch`` is the batch that replayed this entry.
 ARCHIVE_COLUMNS = {
     **{("replay_of_batch" if name == "replay_batch" else name): dtype for name, dtype in DEAD_COLUMNS.items()},
-    "partition": COUNT,
     "status": TEXT,
     "replayed_at": TIME,
     "replay_batch": TEXT,

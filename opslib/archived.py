@@ -29,7 +29,7 @@ import psycopg
 from opslib.checks import parse_since
 from opslib.connection import archive_url, hide_password, settings
 from opslib.errors import OpslibError
-from worker.archive_rows import LOG_LOCK, PARTITION, TAKE_LOG_LOCK, record_statements, runs
+from worker.archive_rows import LOG_LOCK, TAKE_LOG_LOCK, record_statements, runs
 from worker.archive_table import STATUS_DEAD, STATUS_DISCARDED, STATUS_REPLAYED, TABLE, fields_from_json
 from worker.dead_log import EVENT_DISCARDED, EVENT_REPLAYED, next_id, parse_record
 from worker.keys import Keys
@@ -38,17 +38,21 @@ from worker.wire import DEAD_FIELDS, text
 
 LOG_PAGE = 500
 
-_WHERE_DEAD = f"queue = %s AND partition = {PARTITION} AND dead_id = ANY(%s) AND status = '{STATUS_DEAD}'"
+_WHERE_DEAD = f"queue = %s AND partition = %s AND dead_id = ANY(%s) AND status = '{STATUS_DEAD}'"
 TAKE_FOR_REPLAY = (
     f"UPDATE {TABLE} SET status = '{STATUS_REPLAYED}', replayed_at = %s::timestamptz, replay_batch = %s"
     f" WHERE {_WHERE_DEAD} RETURNING dead_id, fields"
 )
-SET_NEW_ID = f"UPDATE {TABLE} SET replay_new_id = %s WHERE queue = %s AND partition = {PARTITION} AND dead_id = %s"
+SET_NEW_ID = f"UPDATE {TABLE} SET replay_new_id = %s WHERE queue = %s AND partition = %s AND dead_id = %s"
 TAKE_FOR_DISCARD = (
     f"UPDATE {TABLE} SET status = '{STATUS_DISCARDED}', discarded_at = %s::timestamptz, discarded_by = %s,"
     f" discard_reason = %s, discard_batch = %s WHERE {_WHERE_DEAD} RETURNING dead_id"
 )
 STILL_DEAD = f"SELECT dead_id FROM {TABLE} WHERE {_WHERE_DEAD}"
+#: Where the archive holds ids as ``dead``, whatever their partition: (dead_id, partition) rows.
+DEAD_ANYWHERE = (
+    f"SELECT dead_id, partition FROM {TABLE} WHERE queue = %s AND dead_id = ANY(%s) AND status = '{STATUS_DEAD}'"
+)
 
 
 class Archive:
@@ -113,8 +117,8 @@ def open_archive(conn: Any = None) -> Iterator[Archive]:
 
 @contextlib.contextmanager
 def under_log_lock(conn: psycopg.Connection[Any], client: Any, keys: Keys) -> Iterator[None]:
-    """A transaction holding the queue's log lock, with the log applied first; the applied
-    records are trimmed from ``jobs:dead:log`` after the commit."""
+    """A transaction holding the queue's log lock, with the log of ``keys``' partition applied first;
+    the applied records are trimmed from its ``jobs:dead:log`` after the commit."""
     last = None
     with conn.transaction():
         conn.execute(TAKE_LOG_LOCK, (LOG_LOCK, keys.prefix))
@@ -129,7 +133,7 @@ def under_log_lock(conn: psycopg.Connection[Any], client: Any, keys: Keys) -> It
                 break
             records = [parse_record(record_id, fields) for record_id, fields in raw]
             with conn.cursor() as cur:
-                for sql, params in runs(record_statements(keys.prefix, records)):
+                for sql, params in runs(record_statements(keys.prefix, keys.partition, records)):
                     cur.executemany(sql, params)
             last = records[-1].record_id
             start = f"({last}"
@@ -149,10 +153,11 @@ def replay_job(stored: Any, dead_id: str, batch: str) -> list[tuple[bytes, bytes
 def replay_from_archive(
     conn: psycopg.Connection[Any], client: Any, keys: Keys, dead_ids: list[str], batch: str, at: str
 ) -> dict[str, str]:
-    """Re-add the jobs of ``dead_ids`` that the archive holds as ``dead``; dead id -> new entry id."""
+    """Re-add the jobs of ``dead_ids`` that the archive holds as ``dead`` in ``keys``' partition; dead id ->
+    new entry id."""
     scripts = Scripts(client, keys)
     with under_log_lock(conn, client, keys):
-        taken = conn.execute(TAKE_FOR_REPLAY, (at, batch, keys.prefix, dead_ids)).fetchall()
+        taken = conn.execute(TAKE_FOR_REPLAY, (at, batch, keys.prefix, keys.partition, dead_ids)).fetchall()
         if not taken:
             return {}
         pipe = client.pipeline(transaction=False)
@@ -160,7 +165,9 @@ def replay_from_archive(
             scripts.replay_archived(dead_id, batch, replay_job(stored, dead_id, batch), at=at, client=pipe)
         readded = {dead_id: text(new_id) for (dead_id, _), new_id in zip(taken, pipe.execute(), strict=True)}
         with conn.cursor() as cur:
-            cur.executemany(SET_NEW_ID, [(new_id, keys.prefix, dead_id) for dead_id, new_id in readded.items()])
+            cur.executemany(
+                SET_NEW_ID, [(new_id, keys.prefix, keys.partition, dead_id) for dead_id, new_id in readded.items()]
+            )
     return readded
 
 
@@ -175,14 +182,17 @@ def discard_from_archive(
     reason: str,
     at: str,
 ) -> set[str]:
-    """Mark ``discarded`` the rows of ``dead_ids`` that the archive holds as ``dead``; the ids taken."""
+    """Mark ``discarded`` the rows of ``dead_ids`` that the archive holds as ``dead`` in ``keys``' partition;
+    the ids taken."""
     with under_log_lock(conn, client, keys):
-        taken = conn.execute(TAKE_FOR_DISCARD, (at, by, reason, batch, keys.prefix, dead_ids)).fetchall()
+        taken = conn.execute(
+            TAKE_FOR_DISCARD, (at, by, reason, batch, keys.prefix, keys.partition, dead_ids)
+        ).fetchall()
     return {row[0] for row in taken}
 
 
 def moving(client: Any, keys: Keys) -> set[str]:
-    """Dead ids whose replay or discard is in the log and not yet in the archive."""
+    """Dead ids of ``keys``' partition whose replay or discard is in its log and not yet in the archive."""
     moved: set[str] = set()
     for _record_id, fields in client.xrange(keys.dead_log):
         if text(fields.get(b"event", b"")) in (EVENT_REPLAYED, EVENT_DISCARDED):
@@ -191,12 +201,12 @@ def moving(client: Any, keys: Keys) -> set[str]:
 
 
 def still_dead(conn: psycopg.Connection[Any], client: Any, keys: Keys, dead_ids: Iterable[str]) -> set[str]:
-    """Which of ``dead_ids`` the archive holds as ``dead`` (and no pending move takes): what a
-    replay or a discard would take from the archive. Reads only."""
+    """Which of ``dead_ids`` the archive holds as ``dead`` in ``keys``' partition (and no pending move
+    takes): what a replay or a discard would take from the archive. Reads only."""
     wanted = list(dead_ids)
     if not wanted:
         return set()
-    found = {row[0] for row in conn.execute(STILL_DEAD, (keys.prefix, wanted)).fetchall()}
+    found = {row[0] for row in conn.execute(STILL_DEAD, (keys.prefix, keys.partition, wanted)).fetchall()}
     return found - moving(client, keys)
 
 
@@ -208,9 +218,10 @@ def archived_dead(
     signature: str | None,
     error_contains: str | None,
     since: object,
-) -> list[str]:
-    """The dead ids of ``kind`` that the archive holds as ``dead``, with the filters of replay_kind."""
-    query = f"SELECT dead_id FROM {TABLE} WHERE queue = %s AND partition = {PARTITION} AND kind = %s"
+) -> list[tuple[str, int]]:
+    """(dead id, partition) of the entries of ``kind`` that the archive holds as ``dead``, in every
+    partition of ``keys``' queue, with the filters of replay_kind."""
+    query = f"SELECT dead_id, partition FROM {TABLE} WHERE queue = %s AND kind = %s"
     query += f" AND status = '{STATUS_DEAD}'"
     params: list[Any] = [keys.prefix, kind]
     start = parse_since(since)
@@ -223,4 +234,13 @@ def archived_dead(
     if error_contains is not None:
         query += " AND strpos(error, %s) > 0"
         params.append(error_contains)
-    return [row[0] for row in conn.execute(query, params).fetchall()]
+    return [(row[0], int(row[1])) for row in conn.execute(query, params).fetchall()]
+
+
+def dead_anywhere(conn: psycopg.Connection[Any], keys: Keys, dead_ids: list[str]) -> dict[str, list[int]]:
+    """For each of ``dead_ids`` the archive holds as ``dead``: the partitions holding it (reads only)."""
+    found: dict[str, list[int]] = {}
+    if dead_ids:
+        for dead_id, partition in conn.execute(DEAD_ANYWHERE, (keys.prefix, dead_ids)).fetchall():
+            found.setdefault(dead_id, []).append(int(partition))
+    return found

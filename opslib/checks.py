@@ -26,8 +26,8 @@ BATCH_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,100}$")
 DURATION = re.compile(r"^\d+(\.\d+)?\s*(d|days?|h|hours?|min|minutes?|m|s|seconds?)$")
 
 
-def queue_kinds(client: Any, keys: Keys) -> set[str]:
-    """The kinds the queue holds now: in ``jobs``, ``delayed`` and ``jobs:dead``.
+def queue_kinds(client: Any, parts: Iterable[Keys]) -> set[str]:
+    """The kinds the queue holds now: in ``jobs``, ``delayed`` and ``jobs:dead`` of every partition.
 
     opslib never imports an application's kind modules (a notebook kernel
     would import its handlers and their clients to check a string), so a kind
@@ -36,14 +36,15 @@ def queue_kinds(client: Any, keys: Keys) -> set[str]:
     structures is acceptable.
     """
     found: set[str] = set()
-    for stream in (keys.jobs, keys.dead):
-        for _entry_id, fields in client.xrange(stream, "-", "+"):
-            found.add(text(fields.get(b"kind", b"")))
-    for member in client.zrange(keys.delayed, 0, -1):
-        try:
-            found.add(str(json.loads(member).get("kind", "")))
-        except (ValueError, AttributeError):
-            continue
+    for keys in parts:
+        for stream in (keys.jobs, keys.dead):
+            for _entry_id, fields in client.xrange(stream, "-", "+"):
+                found.add(text(fields.get(b"kind", b"")))
+        for member in client.zrange(keys.delayed, 0, -1):
+            try:
+                found.add(str(json.loads(member).get("kind", "")))
+            except (ValueError, AttributeError):
+                continue
     return found - {""}
 
 

@@ -180,7 +180,7 @@ def cmd_replay(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO
         return EXIT_OK
     if not confirmed(f"Replay {len(taken)} dead letters?", args, out, err, stdin):
         return EXIT_NOT_CONFIRMED
-    done = replay(taken["dead_id"])
+    done = replay(taken)
     counts = done["status"].value_counts()
     batch = done.attrs["batch"]
     print(

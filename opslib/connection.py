@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import redis
@@ -29,9 +28,11 @@ from redis.retry import Retry
 
 from opslib.errors import OpslibError
 from worker.archive_table import TABLE as ARCHIVE_TABLE
+from worker.connection import ClusterStateError, connect, hide_password, is_cluster
 from worker.embedded import configured_or_running
 from worker.errors import SettingsError
 from worker.keys import Keys
+from worker.partitions import keys_for, recorded_count
 from worker.settings import Settings
 
 #: A blip is retried twice within a second; a server that is away is reported at once, not after
@@ -154,20 +155,24 @@ def queue_keys(prefix: str | None) -> Keys:
     return Keys(settings().prefix if prefix is None else prefix)
 
 
+def partitions(client: Any, keys: Keys) -> list[Keys]:
+    """The keys of every partition of the queue: as many as the workers recorded on it
+    (``QUEUE_PARTITIONS`` of the environment when none did yet)."""
+    count = recorded_count(client, keys.prefix) or settings().partitions
+    try:
+        return keys_for(keys.prefix, count)
+    except SettingsError as exc:
+        raise OpslibError(str(exc)) from None
+
+
 def describe(client: Any) -> str:
     """Where a client points, without its password (for error messages)."""
+    if is_cluster(client):
+        return f"the Redis Cluster of {client.get_default_node().name}"
     kwargs = client.connection_pool.connection_kwargs
     if "path" in kwargs:
         return f"unix://{kwargs['path']}"
     return f"redis://{kwargs.get('host', '?')}:{kwargs.get('port', '?')}/{kwargs.get('db', 0)}"
-
-
-def hide_password(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.password:
-        netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
-        return urlunsplit(parts._replace(netloc=netloc))
-    return url
 
 
 @contextlib.contextmanager
@@ -187,10 +192,16 @@ def redis_session(
     if client is None:
         url = redis_url()
         try:
-            client = redis.Redis.from_url(url, socket_connect_timeout=5, socket_timeout=60, retry=QUICK_RETRY)
+            client = connect(settings(), url=url, socket_connect_timeout=5, socket_timeout=60, retry=QUICK_RETRY)
         except ValueError as exc:
             raise OpslibError(
                 f"REDIS_URL={hide_password(url)!r} is not a Redis URL ({exc}); {HOW_TO_CONNECT}"
+            ) from None
+        except (SettingsError, ClusterStateError) as exc:
+            raise OpslibError(str(exc)) from None
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+            raise OpslibError(
+                f"cannot reach Redis at {hide_password(url)} to {action} ({exc}); {HOW_TO_CONNECT}"
             ) from None
     try:
         yield client, keys

@@ -5,8 +5,12 @@
     run_now script: ZSCORE + XADD + ZREM), its fields unchanged.
 ``cancel_delayed(job_ids, *, reason, by=None, dry_run=False)``
     Takes each job's member out of ``delayed`` (the cancel_delayed script),
-    so it never runs, and records it in the archive as discarded with the
-    reason (see :func:`record_cancelled`).
+    so it never runs, and in the same script adds a ``discarded`` record to
+    ``jobs:dead:log`` (while the archive is on): once the archiver applies
+    it, ``archive(status="discarded")`` holds the job with reason
+    ``cancelled``, its ``discard_reason``, ``discarded_by`` and
+    ``discard_batch``, under a dead id ``<ms>-<seq>-cancelled`` that no
+    ``jobs:dead`` entry can have (see :mod:`worker.dead_log`).
 
 ``job_ids`` is one job id, a list of them, or a ``delayed()`` frame (its
 ``job_id`` column). A job id names every member of ``delayed`` with that
@@ -30,18 +34,21 @@ Example::
 
 from __future__ import annotations
 
-import getpass
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import pandas as pd
 import redis
 
 from opslib.columns import TEXT, typed_frame
-from opslib.connection import redis_session
+from opslib.connection import partitions, redis_session, settings
+from opslib.discard import check_reason, who
 from opslib.errors import OpslibError
 from opslib.frames import job_id_of
-from opslib.replay import CHUNK, new_batch_id
+from opslib.locate import CHUNK
+from opslib.replay import new_batch_id
+from worker.connection import is_cluster
+from worker.failures import now_iso
 from worker.keys import Keys
 from worker.scripts import Scripts
 from worker.wire import decode_member, text
@@ -79,17 +86,19 @@ def job_ids_of(ids: object) -> list[str]:
     return list(dict.fromkeys(found))
 
 
-def members_by_job(client: Any, keys: Keys, job_ids: Sequence[str]) -> dict[str, list[bytes]]:
-    """Each asked job id's members of ``delayed`` (read once, whole: ``delayed`` holds retries and later jobs)."""
+def members_by_job(client: Any, parts: Sequence[Keys], job_ids: Sequence[str]) -> dict[str, list[tuple[int, bytes]]]:
+    """Each asked job id's members of ``delayed``, with their partition (each partition's set read once,
+    whole: ``delayed`` holds retries and later jobs)."""
     wanted = set(job_ids)
-    found: dict[str, list[bytes]] = {job_id: [] for job_id in job_ids}
-    for member in client.zrange(keys.delayed, 0, -1):
-        try:
-            job_id = job_id_of(decode_member(member))
-        except ValueError:
-            continue
-        if job_id in wanted:
-            found[job_id].append(member)
+    found: dict[str, list[tuple[int, bytes]]] = {job_id: [] for job_id in job_ids}
+    for keys in parts:
+        for member in client.zrange(keys.delayed, 0, -1):
+            try:
+                job_id = job_id_of(decode_member(member))
+            except ValueError:
+                continue
+            if job_id in wanted:
+                found[job_id].append((keys.partition, member))
     return found
 
 
@@ -105,48 +114,56 @@ def moves_to_frame(rows: Sequence[tuple[str, str]], batch: str) -> pd.DataFrame:
     return frame
 
 
+MoveCall = Callable[[Scripts, bytes, Any, str], Any]
+"""Queues one member's script on a pipeline: ``call(scripts, member, pipe, batch)``."""
+
+
 def _move(
     ids: object,
     *,
-    script: str,
+    call: MoveCall,
+    action: str,
     done: str,
     would: str,
     dry_run: bool,
     client: redis.Redis | None,
     prefix: str | None,
     needs: str,
-) -> tuple[pd.DataFrame, dict[str, str]]:
-    """Run ``script`` on every member of the asked jobs: the frame, and each moved member (text) -> its job id."""
+) -> pd.DataFrame:
+    """Run ``call`` on every member of the asked jobs; the frame of what became of each."""
     job_ids = job_ids_of(ids)
-    action = "read the delayed jobs" if dry_run else f"{script.replace('_', ' ')} delayed jobs"
+    action = "read the delayed jobs" if dry_run else action
     with redis_session(client, prefix, action, needs="" if dry_run else needs) as (redis_client, keys):
-        members = members_by_job(redis_client, keys, job_ids)
+        parts = partitions(redis_client, keys)
+        members = members_by_job(redis_client, parts, job_ids)
         plan = [(job_id, member) for job_id in job_ids for member in members[job_id]]
         if dry_run:
             rows = [(job_id, would) for job_id, _ in plan]
             rows += [(job_id, MISSING) for job_id in job_ids if not members[job_id]]
-            return moves_to_frame(rows, ""), {}
+            return moves_to_frame(rows, "")
         batch = new_batch_id()
-        scripts = Scripts(redis_client, keys)
+        scripts = [Scripts(redis_client, part) for part in parts]
+        if is_cluster(redis_client):
+            scripts[0].load(redis_client)
         results: list[Any] = []
         for start in range(0, len(plan), CHUNK):
             pipe = redis_client.pipeline(transaction=False)
-            for _job_id, member in plan[start : start + CHUNK]:
-                getattr(scripts, script)(member, client=pipe)
+            for _job_id, (partition, member) in plan[start : start + CHUNK]:
+                call(scripts[partition], member, pipe, batch)
             results += pipe.execute()
     rows = [(job_id, done if result else MISSING) for (job_id, _), result in zip(plan, results, strict=True)]
     rows += [(job_id, MISSING) for job_id in job_ids if not members[job_id]]
-    moved = {text(member): job_id for (job_id, member), result in zip(plan, results, strict=True) if result}
-    return moves_to_frame(rows, batch), moved
+    return moves_to_frame(rows, batch)
 
 
 def run_now(
     job_ids: object, *, dry_run: bool = False, client: redis.Redis | None = None, prefix: str | None = None
 ) -> pd.DataFrame:
     """Move delayed jobs onto ``jobs`` now (columns in the module docstring); ``dry_run`` writes nothing."""
-    frame, _moved = _move(
+    return _move(
         job_ids,
-        script="run_now",
+        call=lambda scripts, member, pipe, _batch: scripts.run_now(member, client=pipe),
+        action="run delayed jobs now",
         done=QUEUED,
         would=WOULD_QUEUE,
         dry_run=dry_run,
@@ -154,7 +171,6 @@ def run_now(
         prefix=prefix,
         needs=NEEDS_WRITE.format(action="run_now", more=", XADD"),
     )
-    return frame
 
 
 def cancel_delayed(
@@ -175,25 +191,19 @@ def cancel_delayed(
         raise OpslibError(
             f"reason must say why these jobs must not run, e.g. reason='order 4471 was refunded'; got {reason!r}"
         )
-    frame, moved = _move(
+    why, by_whom, at, record = check_reason(reason), who(by), now_iso(), settings().archive_on
+
+    def call(scripts: Scripts, member: bytes, pipe: Any, batch: str) -> Any:
+        return scripts.cancel_delayed(member, batch, by=by_whom, reason=why, at=at, record=record, client=pipe)
+
+    return _move(
         job_ids,
-        script="cancel_delayed",
+        call=call,
+        action="cancel delayed jobs",
         done=CANCELLED,
         would=WOULD_CANCEL,
         dry_run=dry_run,
         client=client,
         prefix=prefix,
-        needs=NEEDS_WRITE.format(action="cancel_delayed", more=""),
+        needs=NEEDS_WRITE.format(action="cancel_delayed", more=", XADD to jobs:dead:log"),
     )
-    if moved:
-        record_cancelled(moved, reason=reason, by=by or getpass.getuser(), batch=frame.attrs["batch"])
-    return frame
-
-
-def record_cancelled(members: dict[str, str], *, reason: str, by: str, batch: str) -> None:
-    """ARCHIVE SEAM: record cancelled delayed jobs in the archive as discarded (``reason``, ``by``, ``batch``).
-
-    ``members`` maps each cancelled member (the job's fields as JSON) to its
-    job id. The dead-letter archive's discard mechanism writes the rows; until
-    it is merged, the cancellation is done in Redis and not yet recorded.
-    """

@@ -12,7 +12,8 @@ on the same entries leave each in exactly one of the two states.
 ``discard_kind(kind, *, reason, signature=None, error_contains=None, since=None, by=None, dry_run=False, conn=None)``
     One row per dead id: dead_id, status (str: discarded / missing / would
     discard), batch (str, the same on every row, ``""`` in a dry run, which
-    writes nothing). Index 0..n-1; the batch is also in
+    writes nothing), partition (int64: the queue partition holding the entry,
+    -1 when found in none). Index 0..n-1; the batch is also in
     ``frame.attrs["batch"]``. ``reason`` is required; ``by`` defaults to the
     operating-system user.
 
@@ -33,13 +34,13 @@ from typing import Any
 import pandas as pd
 import redis
 
-from opslib.archived import discard_from_archive, open_archive, still_dead
-from opslib.connection import redis_session
+from opslib.archived import discard_from_archive, open_archive
+from opslib.connection import partitions, redis_session
 from opslib.errors import OpslibError
 from opslib.frames import discard_to_frame
-from opslib.replay import Progress, dead_ids_of, dead_ids_of_kind, exists, new_batch_id, pipelined
+from opslib.locate import Progress, dead_ids_of, locate, pipelined
+from opslib.replay import as_frame, dead_ids_of_kind, new_batch_id, partition_scripts
 from worker.failures import now_iso
-from worker.scripts import Scripts
 
 MAX_REASON_CHARS = 2000
 NEEDS_WRITE = (
@@ -86,41 +87,47 @@ def discard(
     """Take dead letters out for good, recording who and why (columns in the module docstring).
 
     ``ids`` is one dead id, a list of them, or a ``dead_letters()`` frame (its
-    index). ``dry_run`` lists exactly what would be taken and writes nothing.
+    index; its ``partition`` column says where each entry is; a bare id found
+    in two partitions is refused). ``dry_run`` lists exactly what would be
+    taken and writes nothing.
     """
     why = check_reason(reason)
     by_whom = who(by)
-    dead_ids = dead_ids_of(ids)
+    targets = dead_ids_of(ids)
     action = "look up dead letters" if dry_run else "discard dead letters"
     with (
         redis_session(client, prefix, action, needs="" if dry_run else NEEDS_WRITE) as (redis_client, keys),
         open_archive(conn) as archive,
     ):
-        in_stream = exists(redis_client, keys, dead_ids)
-        gone = [dead_id for dead_id, hit in zip(dead_ids, in_stream, strict=True) if not hit]
-        pg = archive.connection() if archive.enabled and gone else None  # before anything changes
+        parts = partitions(redis_client, keys)
+        found = locate(redis_client, parts, targets, archive)
         if dry_run:
-            held = still_dead(pg, redis_client, keys, gone) if pg is not None else set()
-            found = [hit or dead_id in held for dead_id, hit in zip(dead_ids, in_stream, strict=True)]
-            return discard_to_frame(dead_ids, found, "", dry_run=True)
+            return discard_to_frame(found.dead_ids, found.found(), "", dry_run=True, partitions=found.where)
         batch, at = new_batch_id(), now_iso()
-        scripts = Scripts(redis_client, keys)
-        taken = pipelined(
+        scripts = partition_scripts(redis_client, parts)
+        streamed = found.streamed()
+        done = pipelined(
             redis_client,
-            dead_ids,
-            lambda pipe, dead_id: scripts.discard(
-                dead_id, batch, by=by_whom, reason=why, at=at, record=archive.enabled, client=pipe
+            streamed,
+            lambda pipe, n: scripts[found.where[n]].discard(
+                found.dead_ids[n], batch, by=by_whom, reason=why, at=at, record=archive.enabled, client=pipe
             ),
             "discard",
             on_progress,
         )
-        missed = [dead_id for dead_id, done in zip(dead_ids, taken, strict=True) if not done]
-        if missed and archive.enabled:
-            pg = pg if pg is not None else archive.connection()
-            if pg is not None:
-                marked = discard_from_archive(pg, redis_client, keys, missed, batch, by=by_whom, reason=why, at=at)
-                taken = [done or dead_id in marked for dead_id, done in zip(dead_ids, taken, strict=True)]
-        return discard_to_frame(dead_ids, [bool(done) for done in taken], batch, dry_run=False)
+        taken: dict[int, Any] = {n: hit for n, hit in zip(streamed, done, strict=True) if hit}
+        missed = found.from_archive(taken)
+        pg = archive.connection() if missed and archive.enabled else None
+        if pg is not None:
+            for p, numbers in missed.items():
+                ids = [found.dead_ids[n] for n in numbers]
+                marked = discard_from_archive(pg, redis_client, parts[p], ids, batch, by=by_whom, reason=why, at=at)
+                taken.update({n: True for n in numbers if found.dead_ids[n] in marked})
+                for n in numbers:
+                    if n in taken:
+                        found.where[n] = p  # the archive held it
+        results = [bool(taken.get(n)) for n in range(len(found.dead_ids))]
+        return discard_to_frame(found.dead_ids, results, batch, dry_run=False, partitions=found.where)
 
 
 def discard_kind(
@@ -144,7 +151,7 @@ def discard_kind(
     """
     check_reason(reason)
     who(by)
-    dead_ids = dead_ids_of_kind(
+    targets = dead_ids_of_kind(
         kind,
         signature=signature,
         error_contains=error_contains,
@@ -154,7 +161,7 @@ def discard_kind(
         conn=conn,
     )
     return discard(
-        dead_ids,
+        as_frame(targets),
         reason=reason,
         by=by,
         dry_run=dry_run,

@@ -57,9 +57,10 @@ DEAD_COLUMNS = {
     "trace": TEXT,
     "replay_of": TEXT,
     "replay_batch": TEXT,
+    "partition": COUNT,
 }
 #: Wire fields that are not payload: the columns above that come from a field, and ``failed_at`` (= dead_at).
-DEAD_WIRE_FIELDS = frozenset(DEAD_COLUMNS) - {"dead_at", "error_type", "signature"} | {"failed_at"}
+DEAD_WIRE_FIELDS = frozenset(DEAD_COLUMNS) - {"dead_at", "error_type", "signature", "partition"} | {"failed_at"}
 _DEAD_TEXT_FIELDS = [name for name in DEAD_COLUMNS if name in DEAD_WIRE_FIELDS and name != "attempts"]
 
 
@@ -73,8 +74,8 @@ def fields_of(raw: Mapping[Any, Any]) -> dict[str, str]:
     return {text(name): text(value) for name, value in raw.items()}
 
 
-def dead_to_frame(raw: Iterable[RawEntry]) -> pd.DataFrame:
-    """The ``dead_letters()`` frame of XRANGE entries of ``jobs:dead`` (see :data:`DEAD_COLUMNS`).
+def dead_to_frame(raw: Iterable[RawEntry], partition: int = 0) -> pd.DataFrame:
+    """The ``dead_letters()`` frame of XRANGE entries of ``partition``'s ``jobs:dead`` (see :data:`DEAD_COLUMNS`).
 
     Each entry is ``(id, {field: value})`` as redis-py returns it, or the raw
     reply's ``[id, [field, value, ...]]``.
@@ -109,6 +110,7 @@ def dead_to_frame(raw: Iterable[RawEntry]) -> pd.DataFrame:
             signatures[error] = signature(error)
     columns["signature"] = [signatures[error] for error in columns["error"]]
     columns["error_type"] = [error_type(error) for error in columns["error"]]
+    columns["partition"] = [partition] * len(ids)
     payload = sorted({name for row in rows for name in row} - DEAD_WIRE_FIELDS)
     for name in payload:
         shown = f"field:{name}" if name in DEAD_COLUMNS else name
@@ -117,11 +119,18 @@ def dead_to_frame(raw: Iterable[RawEntry]) -> pd.DataFrame:
 
 
 #: ``pending()``: index ``id`` (str, the entry on ``jobs``), then these.
-PENDING_COLUMNS = {"kind": TEXT, "job_id": TEXT, "consumer": TEXT, "idle": DURATION, "deliveries": COUNT}
+PENDING_COLUMNS = {
+    "kind": TEXT,
+    "job_id": TEXT,
+    "consumer": TEXT,
+    "idle": DURATION,
+    "deliveries": COUNT,
+    "partition": COUNT,
+}
 
 
 def pending_to_frame(
-    pending: Iterable[Mapping[str, Any]], entries: Mapping[str, Mapping[Any, Any] | None]
+    pending: Iterable[Mapping[str, Any]], entries: Mapping[str, Mapping[Any, Any] | None], partition: int = 0
 ) -> pd.DataFrame:
     """The ``pending()`` frame of XPENDING rows and the entries they name (None: entry gone).
 
@@ -138,7 +147,14 @@ def pending_to_frame(
         consumers.append(text(row["consumer"]))
         idle.append(pd.Timedelta(milliseconds=int(row["time_since_delivered"])))
         deliveries.append(int(row["times_delivered"]))
-    columns = {"kind": kinds, "job_id": job_ids, "consumer": consumers, "idle": idle, "deliveries": deliveries}
+    columns = {
+        "kind": kinds,
+        "job_id": job_ids,
+        "consumer": consumers,
+        "idle": idle,
+        "deliveries": deliveries,
+        "partition": [partition] * len(ids),
+    }
     return typed_frame(columns, PENDING_COLUMNS, index=pd.Index(ids, dtype=TEXT, name="id"))
 
 
@@ -173,10 +189,11 @@ DELAYED_COLUMNS = {
     "attempts": COUNT,
     "due": FLAG,
     "fields": OBJECT,
+    "partition": COUNT,
 }
 
 
-def delayed_to_frame(members: Iterable[tuple[bytes | str, float]], now_s: float) -> pd.DataFrame:
+def delayed_to_frame(members: Iterable[tuple[bytes | str, float]], now_s: float, partition: int = 0) -> pd.DataFrame:
     """The ``delayed()`` frame of ``ZRANGE ... WITHSCORES`` pairs; ``due``: run time <= ``now_s``.
 
     A member that is not a JSON object of strings shows as
@@ -202,6 +219,7 @@ def delayed_to_frame(members: Iterable[tuple[bytes | str, float]], now_s: float)
         "attempts": attempts,
         "due": due,
         "fields": all_fields,
+        "partition": [partition] * len(due),
     }
     return typed_frame(columns, DELAYED_COLUMNS)
 
@@ -223,13 +241,19 @@ def consumers_to_frame(consumers: Iterable[Consumer]) -> pd.DataFrame:
 
 
 #: ``replay()`` and ``replay_kind()``: one row per dead id asked for.
-REPLAY_COLUMNS = {"dead_id": TEXT, "new_id": TEXT, "status": TEXT, "batch": TEXT}
+REPLAY_COLUMNS = {"dead_id": TEXT, "new_id": TEXT, "status": TEXT, "batch": TEXT, "partition": COUNT}
 
 
 def replay_to_frame(
-    dead_ids: Sequence[str], results: Sequence[bytes | str | bool | None], batch: str, dry_run: bool
+    dead_ids: Sequence[str],
+    results: Sequence[bytes | str | bool | None],
+    batch: str,
+    dry_run: bool,
+    partitions: Sequence[int] | None = None,
 ) -> pd.DataFrame:
     """The replay frame of each dead id and what its move returned (the new id, or None: gone).
+
+    ``partitions`` holds each id's partition (-1: found in none); all 0 when None.
 
     In a dry run ``results`` holds, for each id, a truthy value when the
     entry exists; ``new_id`` is then ``""`` and ``batch`` is ``""`` (nothing
@@ -246,23 +270,40 @@ def replay_to_frame(
         else:
             new_ids.append("")
             statuses.append(REPLAY_WOULD_REPLAY)
-    columns = {"dead_id": list(dead_ids), "new_id": new_ids, "status": statuses, "batch": [batch] * len(dead_ids)}
+    columns: dict[str, Sequence[Any]] = {
+        "dead_id": list(dead_ids),
+        "new_id": new_ids,
+        "status": statuses,
+        "batch": [batch] * len(dead_ids),
+        "partition": list(partitions) if partitions is not None else [0] * len(dead_ids),
+    }
     frame = typed_frame(columns, REPLAY_COLUMNS)
     frame.attrs["batch"] = batch
     return frame
 
 
 #: ``discard()`` and ``discard_kind()``: one row per dead id asked for.
-DISCARD_COLUMNS = {"dead_id": TEXT, "status": TEXT, "batch": TEXT}
+DISCARD_COLUMNS = {"dead_id": TEXT, "status": TEXT, "batch": TEXT, "partition": COUNT}
 
 
-def discard_to_frame(dead_ids: Sequence[str], found: Sequence[bool], batch: str, dry_run: bool) -> pd.DataFrame:
-    """The discard frame: for each dead id, whether it was (or, in a dry run, would be) taken."""
+def discard_to_frame(
+    dead_ids: Sequence[str],
+    found: Sequence[bool],
+    batch: str,
+    dry_run: bool,
+    partitions: Sequence[int] | None = None,
+) -> pd.DataFrame:
+    """The discard frame: for each dead id, whether it was (or, in a dry run, would be) taken, and
+    its partition (-1: found in none; all 0 when ``partitions`` is None)."""
     taken = DISCARD_WOULD_DISCARD if dry_run else DISCARD_DISCARDED
     statuses = [taken if hit else REPLAY_MISSING for hit in found]
-    frame = typed_frame(
-        {"dead_id": list(dead_ids), "status": statuses, "batch": [batch] * len(dead_ids)}, DISCARD_COLUMNS
-    )
+    columns: dict[str, Sequence[Any]] = {
+        "dead_id": list(dead_ids),
+        "status": statuses,
+        "batch": [batch] * len(dead_ids),
+        "partition": list(partitions) if partitions is not None else [0] * len(dead_ids),
+    }
+    frame = typed_frame(columns, DISCARD_COLUMNS)
     frame.attrs["batch"] = batch
     return frame
 
@@ -277,6 +318,7 @@ STATUS_COLUMNS = {
     "new_dead_id": TEXT,
     "updated_at": TIME,
     "batch": TEXT,
+    "partition": COUNT,
 }
 
 
@@ -301,8 +343,9 @@ def replay_status_to_frame(
     dead_again: Iterable[Entry],
     queued_where: Mapping[str, str],
     delayed_of: Iterable[str],
+    partition: int = 0,
 ) -> pd.DataFrame:
-    """Combine what the worker recorded with where each replayed job is now.
+    """Combine what the worker recorded with where each replayed job is now (in one partition).
 
     ``outcomes``: the ``replay:<batch>`` hash (dead id -> JSON with
     ``status`` queued / succeeded / retrying / failed, written by the replay
@@ -346,7 +389,7 @@ def replay_status_to_frame(
             attempts = whole_number(str(outcome.get("attempts", "")))
         for name, value in zip(
             STATUS_COLUMNS,
-            (dead_id, status, where, attempts, error, new_dead_id, updated_at, batch),
+            (dead_id, status, where, attempts, error, new_dead_id, updated_at, batch, partition),
             strict=True,
         ):
             columns[name].append(value)
@@ -358,3 +401,21 @@ def select_dead(frame: pd.DataFrame, mask: pd.Series) -> pd.DataFrame:
     kept = frame[mask]
     empty = [name for name in kept.columns[len(DEAD_COLUMNS) :] if kept[name].isna().all()]
     return kept.drop(columns=empty)
+
+
+def combine(frames: Sequence[pd.DataFrame], order_by: str | None = None) -> pd.DataFrame:
+    """The frames of each partition as one: rows in ``order_by`` order (stable), fixed columns first,
+    then payload columns (a dead letter's own fields) sorted by name. One frame is returned as it is."""
+    if len(frames) == 1:
+        return frames[0]
+    fixed = list(frames[0].columns)
+    whole = pd.concat(frames)
+    if frames[0].index.name == "dead_id":
+        fixed = fixed[: len(DEAD_COLUMNS)]
+        fixed += sorted(set(whole.columns) - set(fixed))
+    whole = whole[fixed]
+    if order_by is not None:
+        whole = whole.sort_values(order_by, kind="stable")
+    if whole.index.name is None:
+        whole = whole.reset_index(drop=True)
+    return whole

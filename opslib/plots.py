@@ -6,12 +6,14 @@ imported before a plot is asked for, and its absence is one clear error.
 
 from __future__ import annotations
 
+import zoneinfo
 from typing import Any
 
 import pandas as pd
 
 from opslib.archive import history
 from opslib.archive_frames import HISTORY_COLUMNS, HISTORY_MEASURES, freq_label
+from opslib.display import display_tz
 from opslib.errors import OpslibError
 
 LABELS = {
@@ -41,7 +43,9 @@ def plot_history(frame: pd.DataFrame | None = None, *, kind: str | None = None, 
     ``history(kind=kind, **args)`` is read first, so one call draws the last
     day: ``opslib.plot_history(since=pd.Timedelta("1D"))``. Also
     ``opslib.history(freq="1D").pipe(opslib.plot_history)``. Draws on ``ax``
-    or on a new figure; returns the Axes.
+    or on a new figure; returns the Axes. The time axis reads in the display
+    time zone (``opslib.set_display_tz`` / ``OPSLIB_TZ``); the bars stand
+    where the UTC periods are (a day's period starts at UTC midnight).
     """
     plt = _pyplot()
     if frame is None:
@@ -60,7 +64,8 @@ def plot_history(frame: pd.DataFrame | None = None, *, kind: str | None = None, 
     title = f"dead letters of {kind}" if kind else "dead letters"
     ax.set_title(f"{title} per {freq_label(stride)}" if stride is not None else title)
     ax.set_ylabel("entries")
-    ax.set_xlabel("period (UTC)")
+    tz = display_tz()
+    ax.set_xlabel(f"period (times in {tz})")
     if totals.empty:
         ax.text(0.5, 0.5, "nothing in the archive for this window", transform=ax.transAxes, ha="center")
         return ax
@@ -73,9 +78,10 @@ def plot_history(frame: pd.DataFrame | None = None, *, kind: str | None = None, 
     for offset, measure in enumerate(HISTORY_MEASURES):
         ax.bar(start + offset * width, totals[measure].to_numpy(), width=width, align="edge", label=LABELS[measure])
     ax.set_xlim(start[0] - length_days / 2, start[-1] + length_days * 1.5)
-    locator = dates.AutoDateLocator()
+    zone = zoneinfo.ZoneInfo(tz)
+    locator = dates.AutoDateLocator(tz=zone)
     ax.xaxis.set_major_locator(locator)
-    ax.xaxis.set_major_formatter(dates.ConciseDateFormatter(locator))
+    ax.xaxis.set_major_formatter(dates.ConciseDateFormatter(locator, tz=zone))
     ax.yaxis.get_major_locator().set_params(integer=True)
     ax.legend(loc="upper left", frameon=False, ncols=len(HISTORY_MEASURES), fontsize="small")
     ax.set_ylim(0, max(1, int(totals.to_numpy().max())) * 1.25)

@@ -16,12 +16,13 @@ allowed only read commands can run them all.
     malformed / unknown_kind), error_type (the exception name), error, signature (the
     error with values replaced, see :mod:`opslib.signatures`), traceback,
     worker, request_id, trace, replay_of, replay_batch (str, ``""`` when
-    absent), then the payload's own fields, sorted by name (str, NaN where an
-    entry lacks one). Oldest first.
+    absent), partition (int64: the queue partition, 0 with one), then the
+    payload's own fields, sorted by name (str, NaN where an entry lacks one).
+    Oldest first.
 
 ``pending(kind=None)``
     Index ``id`` (str, the entry on ``jobs``). Columns: kind, job_id,
-    consumer (str), idle (timedelta64[ns]), deliveries (int64).
+    consumer (str), idle (timedelta64[ns]), deliveries (int64), partition (int64).
 
 ``pending_counts(*, reclaim_idle_ms=None)``
     One row per (consumer, kind): consumer, kind (str), pending (int64),
@@ -31,15 +32,19 @@ allowed only read commands can run them all.
 ``delayed(kind=None)``
     run_at (datetime64[ns, UTC]), kind, job_id (str), attempts (int64:
     failed attempts so far), due (bool: run_at has passed), fields (object:
-    the job's field dict). Soonest first.
+    the job's field dict), partition (int64). Soonest first.
 
 ``queue_stats(*, reclaim_idle_ms=None)``
     A :class:`QueueStats`: ``.counts`` (index ``metric``, column ``value``
     int64: stream_length, lag, oldest_waiting_s (whole seconds the oldest
     undelivered entry has waited, 0 when none waits), pending, pending_idle,
     delayed, delayed_due, dead, dead_evicted, consumers, consumers_live: the numbers of the
-    worker's ``stagedoor_queue_*`` metrics) and ``.consumers`` (consumer
-    (str), pending (int64), idle (timedelta64[ns]), heartbeat (bool)).
+    worker's ``stagedoor_queue_*`` metrics; summed over the partitions, the
+    oldest wait the longest of them) and ``.consumers`` (consumer (str),
+    pending (int64), idle (timedelta64[ns]), heartbeat (bool)).
+
+Every function reads all the queue's partitions (``QUEUE_PARTITIONS``, as
+recorded on the queue by its workers) into one frame.
 
 ``failure_groups(dead=None)``
     One row per error signature, the largest first: signature, error_type,
@@ -72,9 +77,10 @@ import redis
 
 from opslib.checks import check_kind, check_limit, parse_since, queue_kinds
 from opslib.columns import COUNT, MARK, TEXT, typed_frame
-from opslib.connection import archive_hint, database_url, pg_session, redis_session, settings
+from opslib.connection import archive_hint, database_url, partitions, pg_session, redis_session, settings
 from opslib.errors import OpslibError
 from opslib.frames import (
+    combine,
     consumers_to_frame,
     dead_to_frame,
     delayed_to_frame,
@@ -83,8 +89,9 @@ from opslib.frames import (
     select_dead,
 )
 from opslib.signatures import check_signature, failure_groups_to_frame
+from worker.connection import on_owner
 from worker.keys import GROUP, Keys
-from worker.queue_state import read_queue_state
+from worker.queue_state import read_partitions_state
 from worker.wire import text
 
 PAGE = 1000
@@ -93,21 +100,25 @@ PAGE = 1000
 def read_dead(client: Any, keys: Keys, since: pd.Timestamp | None = None) -> list[Any]:
     """The entries of ``jobs:dead`` from ``since`` on, oldest first, as ``[id, [field, value, ...]]``.
 
-    The reply is read from a connection of the client's pool without
-    redis-py's parsing into a dict per entry, which costs a third of the
-    time of ``dead_letters()`` on a full dead stream.
+    The reply is read from a connection of the client's pool (on a cluster,
+    of the primary that owns the stream) without redis-py's parsing into a
+    dict per entry, which costs a third of the time of ``dead_letters()`` on
+    a full dead stream.
     """
-    pool = client.connection_pool
-    connection = pool.get_connection()
-    try:
-        connection.send_command("XRANGE", keys.dead, entry_floor(since), "+")
-        reply = connection.read_response()
-    except BaseException:
-        connection.disconnect()
-        raise
-    finally:
-        pool.release(connection)
-    return list(reply or [])
+
+    def xrange(owner: Any) -> Any:
+        pool = owner.connection_pool
+        connection = pool.get_connection()
+        try:
+            connection.send_command("XRANGE", keys.dead, entry_floor(since), "+")
+            return connection.read_response()
+        except BaseException:
+            connection.disconnect()
+            raise
+        finally:
+            pool.release(connection)
+
+    return list(on_owner(client, keys.dead, xrange) or [])
 
 
 def entry_floor(since: pd.Timestamp | None) -> str:
@@ -136,12 +147,18 @@ def dead_letters(
     if signature is not None:
         check_signature(signature)
     with redis_session(client, prefix, "read the dead letters") as (redis_client, keys):
+        parts = partitions(redis_client, keys)
         if kind is None and signature is None and last is not None:
-            newest = redis_client.xrevrange(keys.dead, max="+", min=entry_floor(start), count=last)
-            return dead_to_frame(reversed(newest))
-        frame = dead_to_frame(read_dead(redis_client, keys, start))
+            frames = [
+                dead_to_frame(
+                    reversed(redis_client.xrevrange(p.dead, max="+", min=entry_floor(start), count=last)), p.partition
+                )
+                for p in parts
+            ]
+            return combine(frames, "dead_at").tail(last)
+        frame = combine([dead_to_frame(read_dead(redis_client, p, start), p.partition) for p in parts], "dead_at")
         if kind is not None:
-            check_kind(kind, frame["kind"].unique(), lambda: queue_kinds(redis_client, keys))
+            check_kind(kind, frame["kind"].unique(), lambda: queue_kinds(redis_client, parts))
     mask = pd.Series(True, index=frame.index)
     if kind is not None:
         mask &= frame["kind"] == kind
@@ -152,8 +169,13 @@ def dead_letters(
     return frame.tail(last) if last is not None else frame
 
 
-def read_pending(client: Any, keys: Keys) -> pd.DataFrame:
-    """Every pending entry of group ``workers`` with the fields it names (page by page)."""
+def read_pending(client: Any, parts: list[Keys]) -> pd.DataFrame:
+    """Every pending entry of group ``workers`` in every partition, with the fields it names."""
+    return combine([read_partition_pending(client, keys) for keys in parts])
+
+
+def read_partition_pending(client: Any, keys: Keys) -> pd.DataFrame:
+    """Every pending entry of one partition's group ``workers`` with the fields it names (page by page)."""
     rows: list[dict[str, Any]] = []
     low = "-"
     while True:
@@ -173,7 +195,7 @@ def read_pending(client: Any, keys: Keys) -> pd.DataFrame:
         pipe.xrange(keys.jobs, min=entry_id, max=entry_id)
     found = pipe.execute() if rows else []
     entries = {text(row["message_id"]): (hit[0][1] if hit else None) for row, hit in zip(rows, found, strict=True)}
-    return pending_to_frame(rows, entries)
+    return pending_to_frame(rows, entries, keys.partition)
 
 
 def pending(kind: str | None = None, *, client: redis.Redis | None = None, prefix: str | None = None) -> pd.DataFrame:
@@ -184,9 +206,10 @@ def pending(kind: str | None = None, *, client: redis.Redis | None = None, prefi
     will run it again (or bury it as poison after ``MAX_DELIVERIES``).
     """
     with redis_session(client, prefix, "read the pending entries") as (redis_client, keys):
-        frame = read_pending(redis_client, keys)
+        parts = partitions(redis_client, keys)
+        frame = read_pending(redis_client, parts)
         if kind is not None:
-            check_kind(kind, frame["kind"].unique(), lambda: queue_kinds(redis_client, keys))
+            check_kind(kind, frame["kind"].unique(), lambda: queue_kinds(redis_client, parts))
     if kind is not None:
         frame = frame[frame["kind"] == kind]
     return frame
@@ -201,17 +224,21 @@ def pending_counts(
     """
     threshold = settings().reclaim_idle_ms if reclaim_idle_ms is None else reclaim_idle_ms
     with redis_session(client, prefix, "read the pending entries") as (redis_client, keys):
-        frame = read_pending(redis_client, keys)
+        frame = read_pending(redis_client, partitions(redis_client, keys))
     return pending_counts_to_frame(frame, pd.Timedelta(milliseconds=threshold))
 
 
 def delayed(kind: str | None = None, *, client: redis.Redis | None = None, prefix: str | None = None) -> pd.DataFrame:
     """The jobs waiting in ``delayed`` (retries and jobs enqueued for later), soonest first."""
     with redis_session(client, prefix, "read the delayed jobs") as (redis_client, keys):
-        members = redis_client.zrange(keys.delayed, 0, -1, withscores=True)
-        frame = delayed_to_frame(members, time.time())
+        parts = partitions(redis_client, keys)
+        now = time.time()
+        frames = [
+            delayed_to_frame(redis_client.zrange(p.delayed, 0, -1, withscores=True), now, p.partition) for p in parts
+        ]
+        frame = combine(frames, "run_at")
         if kind is not None:
-            check_kind(kind, frame["kind"].unique(), lambda: queue_kinds(redis_client, keys))
+            check_kind(kind, frame["kind"].unique(), lambda: queue_kinds(redis_client, parts))
     if kind is not None:
         frame = frame[frame["kind"] == kind]
     return frame
@@ -275,7 +302,7 @@ def queue_stats(
     """
     threshold = settings().reclaim_idle_ms if reclaim_idle_ms is None else reclaim_idle_ms
     with redis_session(client, prefix, "read the queue's numbers") as (redis_client, keys):
-        state = read_queue_state(redis_client, keys, reclaim_idle_ms=threshold)
+        state = read_partitions_state(redis_client, partitions(redis_client, keys), reclaim_idle_ms=threshold)
     shown = {"consumers": len(state.consumers), "oldest_waiting_s": round(state.oldest_waiting_s)}
     values = [shown.get(name, getattr(state, name)) for name in STAT_NAMES]
     counts = typed_frame(

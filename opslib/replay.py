@@ -17,8 +17,9 @@ at a time.
 ``replay_kind(kind, *, signature=None, error_contains=None, since=None, dry_run=False, conn=None)``
     One row per dead id: dead_id, new_id (str, ``""`` unless replayed),
     status (str: replayed / missing / would replay), batch (str, the same on
-    every row, ``""`` in a dry run, which writes nothing). Index 0..n-1; the
-    batch is also in ``frame.attrs["batch"]``. ``replay_kind`` takes the
+    every row, ``""`` in a dry run, which writes nothing), partition (int64:
+    the queue partition holding the entry, -1 when found in none). Index
+    0..n-1; the batch is also in ``frame.attrs["batch"]``. ``replay_kind`` takes the
     matching entries of ``jobs:dead`` and of the archive. ``conn``: the
     archive's PostgreSQL (a psycopg connection or URL; None: ``ARCHIVE_URL``,
     else ``DATABASE_URL`` or the ``make run`` stack); it is only contacted
@@ -30,7 +31,7 @@ at a time.
     ``""``), attempts (int64: failed attempts since the replay), error (str:
     the latest), new_dead_id (str: the entry it became in ``jobs:dead``),
     updated_at (datetime64[ns, UTC], NaT until the worker recorded an
-    outcome), batch (str). The worker keeps outcomes for 24 hours (the
+    outcome), batch (str), partition (int64). The worker keeps outcomes for 24 hours (the
     archive keeps the final one for good: ``replay_outcome``).
 
 Example::
@@ -45,37 +46,32 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
 import pandas as pd
 import redis
-from tqdm.auto import tqdm
 
-from opslib.archived import archived_dead, open_archive, replay_from_archive, still_dead
-from opslib.checks import check_batch, check_entry_id, parse_since
-from opslib.connection import queue_keys, redis_session
+from opslib.archived import archived_dead, open_archive, replay_from_archive
+from opslib.checks import check_batch, parse_since
+from opslib.connection import partitions, queue_keys, redis_session
 from opslib.errors import OpslibError
-from opslib.frames import entry_order, parse_outcome, replay_status_to_frame, replay_to_frame
+from opslib.frames import combine, entry_order, parse_outcome, replay_status_to_frame, replay_to_frame
+from opslib.locate import NOWHERE, Progress, Target, dead_ids_of, locate, pipelined
 from opslib.queries import dead_letters, entry_floor
 from worker.archive_table import TABLE
+from worker.connection import is_cluster
 from worker.failures import now_iso
 from worker.keys import GROUP, Keys
 from worker.scripts import Scripts
 from worker.vocabulary import FINAL_STATUSES, RECORDED_QUEUED, WHERE_JOBS, WHERE_RUNNING
 from worker.wire import DEAD_FIELDS, decode_member, text
 
-CHUNK = 500
-PROGRESS_FROM = 1000
-"""A progress bar is shown for replays of at least this many entries."""
 NEEDS_WRITE = (
     "replay needs a user that may run scripts and write the queue's keys (EVALSHA of the replay script: "
     "XRANGE, XADD, XDEL, HSET, EXPIRE); a read-only user can run replay(..., dry_run=True) and every query"
 )
 BATCH_TIME = "%Y%m%dT%H%M%SZ"
-
-Progress = Callable[[int, int], None]
 
 
 def new_batch_id() -> str:
@@ -83,17 +79,13 @@ def new_batch_id() -> str:
     return f"{datetime.now(UTC):{BATCH_TIME}}-{secrets.token_hex(4)}"
 
 
-def dead_ids_of(ids: object) -> list[str]:
-    """The dead ids in ``ids``: one id, a list, an Index, a Series, a ``dead_letters()`` or replay frame."""
-    if isinstance(ids, str | bytes):
-        values: Iterable[object] = [ids]
-    elif isinstance(ids, pd.DataFrame):
-        values = ids["dead_id"] if "dead_id" in ids.columns else ids.index
-    elif isinstance(ids, Iterable):
-        values = ids
-    else:
-        raise OpslibError(f"ids must be dead entry ids (a list, or a dead_letters() frame), got {type(ids).__name__}")
-    return list(dict.fromkeys(check_entry_id(value) for value in values))
+def partition_scripts(client: Any, parts: list[Keys]) -> list[Scripts]:
+    """Each partition's scripts, loaded on every primary first on a cluster (whose pipelines send
+    EVALSHA as it is)."""
+    scripts = [Scripts(client, keys) for keys in parts]
+    if is_cluster(client):
+        scripts[0].load(client)
+    return scripts
 
 
 def replay(
@@ -108,68 +100,47 @@ def replay(
     """Put dead letters back on ``jobs`` (columns in the module docstring); ``dry_run`` writes nothing.
 
     ``ids`` is one dead id, a list of them, or a ``dead_letters()`` frame
-    (its index). ``on_progress(done, total)`` is called after each chunk.
+    (its index; its ``partition`` column says where each entry is). A bare id
+    is looked for in every partition; one found in two partitions is refused
+    (pass the ``dead_letters()`` rows instead). ``on_progress(done, total)``
+    is called after each chunk.
     """
-    dead_ids = dead_ids_of(ids)
+    targets = dead_ids_of(ids)
     action = "look up dead letters" if dry_run else "replay dead letters"
     with (
         redis_session(client, prefix, action, needs="" if dry_run else NEEDS_WRITE) as (redis_client, keys),
         open_archive(conn) as archive,
     ):
-        in_stream = exists(redis_client, keys, dead_ids)
-        gone = [dead_id for dead_id, hit in zip(dead_ids, in_stream, strict=True) if not hit]
-        pg = archive.connection() if archive.enabled and gone else None  # before anything changes
+        parts = partitions(redis_client, keys)
+        found = locate(redis_client, parts, targets, archive)
         if dry_run:
-            held = still_dead(pg, redis_client, keys, gone) if pg is not None else set()
-            found = [hit or dead_id in held for dead_id, hit in zip(dead_ids, in_stream, strict=True)]
-            return replay_to_frame(dead_ids, found, "", dry_run=True)
+            return replay_to_frame(found.dead_ids, found.found(), "", dry_run=True, partitions=found.where)
         batch, at = new_batch_id(), now_iso()
-        scripts = Scripts(redis_client, keys)
-        moved = pipelined(
+        scripts = partition_scripts(redis_client, parts)
+        streamed = found.streamed()
+        moved_ids = pipelined(
             redis_client,
-            dead_ids,
-            lambda pipe, dead_id: scripts.replay(
-                dead_id, batch, DEAD_FIELDS, at=at, record=archive.enabled, client=pipe
+            streamed,
+            lambda pipe, n: scripts[found.where[n]].replay(
+                found.dead_ids[n], batch, DEAD_FIELDS, at=at, record=archive.enabled, client=pipe
             ),
             "replay",
             on_progress,
         )
-        missed = [dead_id for dead_id, new_id in zip(dead_ids, moved, strict=True) if not new_id]
-        if missed and archive.enabled:
-            pg = pg if pg is not None else archive.connection()
-            if pg is not None:
-                readded = replay_from_archive(pg, redis_client, keys, missed, batch, at)
-                moved = [new_id or readded.get(dead_id) for dead_id, new_id in zip(dead_ids, moved, strict=True)]
-        return replay_to_frame(dead_ids, moved, batch, dry_run=False)
-
-
-def exists(client: Any, keys: Keys, dead_ids: list[str]) -> list[bool]:
-    """For each id, whether ``jobs:dead`` holds it now."""
-    found: list[bool] = []
-    for start in range(0, len(dead_ids), CHUNK):
-        pipe = client.pipeline(transaction=False)
-        for dead_id in dead_ids[start : start + CHUNK]:
-            pipe.xrange(keys.dead, min=dead_id, max=dead_id)
-        found += [bool(hit) for hit in pipe.execute()]
-    return found
-
-
-def pipelined(
-    client: Any, dead_ids: list[str], call: Callable[[Any, str], Any], desc: str, on_progress: Progress | None
-) -> list[Any]:
-    """``call(pipe, dead_id)`` for each id, :data:`CHUNK` per round trip, with a progress bar for big runs."""
-    results: list[Any] = []
-    with tqdm(total=len(dead_ids), desc=desc, unit="entry", disable=len(dead_ids) < PROGRESS_FROM) as bar:
-        for start in range(0, len(dead_ids), CHUNK):
-            chunk = dead_ids[start : start + CHUNK]
-            pipe = client.pipeline(transaction=False)
-            for dead_id in chunk:
-                call(pipe, dead_id)
-            results += pipe.execute()
-            bar.update(len(chunk))
-            if on_progress is not None:
-                on_progress(len(results), len(dead_ids))
-    return results
+        moved: dict[int, Any] = dict(zip(streamed, moved_ids, strict=True))
+        missed = found.from_archive(moved)
+        pg = archive.connection() if missed and archive.enabled else None
+        if pg is not None:
+            for p, numbers in missed.items():
+                readded = replay_from_archive(
+                    pg, redis_client, parts[p], [found.dead_ids[n] for n in numbers], batch, at
+                )
+                moved.update({n: readded[found.dead_ids[n]] for n in numbers if found.dead_ids[n] in readded})
+                for n in numbers:
+                    if n in moved:
+                        found.where[n] = p  # the archive held it
+        results = [moved.get(n) for n in range(len(found.dead_ids))]
+        return replay_to_frame(found.dead_ids, results, batch, dry_run=False, partitions=found.where)
 
 
 def dead_ids_of_kind(
@@ -181,21 +152,21 @@ def dead_ids_of_kind(
     client: redis.Redis | None,
     prefix: str | None,
     conn: Any,
-) -> list[str]:
-    """The ids of ``kind``'s dead letters matching the filters, in ``jobs:dead`` and in the archive (as
-    ``dead``), oldest first."""
+) -> list[Target]:
+    """(dead id, partition) of ``kind``'s dead letters matching the filters, in every partition's
+    ``jobs:dead`` and in the archive (as ``dead``), oldest first."""
     if error_contains is not None and (not isinstance(error_contains, str) or not error_contains):
         raise OpslibError(f"error_contains must be a non-empty string, got {error_contains!r}")
     dead = dead_letters(kind, since=since, signature=signature, client=client, prefix=prefix)
     if error_contains is not None:
         dead = dead[dead["error"].str.contains(error_contains, regex=False)]
-    ids = list(dead.index)
+    found = [(str(dead_id), int(p)) for dead_id, p in zip(dead.index, dead["partition"], strict=True)]
     with open_archive(conn) as archive:
         pg = archive.connection() if archive.enabled else None
         if pg is not None:
             keys = queue_keys(prefix)
-            ids += archived_dead(pg, keys, kind, signature=signature, error_contains=error_contains, since=since)
-    return sorted(set(ids), key=entry_order)
+            found += archived_dead(pg, keys, kind, signature=signature, error_contains=error_contains, since=since)
+    return sorted(set(found), key=lambda target: (entry_order(target[0]), target[1]))
 
 
 def replay_kind(
@@ -219,7 +190,7 @@ def replay_kind(
     it with ``dry_run=True`` first: it returns the same rows with status
     ``would replay`` and writes nothing.
     """
-    dead_ids = dead_ids_of_kind(
+    targets = dead_ids_of_kind(
         kind,
         signature=signature,
         error_contains=error_contains,
@@ -228,7 +199,17 @@ def replay_kind(
         prefix=prefix,
         conn=conn,
     )
-    return replay(dead_ids, dry_run=dry_run, client=client, prefix=prefix, conn=conn, on_progress=on_progress)
+    return replay(as_frame(targets), dry_run=dry_run, client=client, prefix=prefix, conn=conn, on_progress=on_progress)
+
+
+def as_frame(targets: list[Target]) -> pd.DataFrame:
+    """Targets as the frame :func:`replay` and ``discard`` take (dead_id and partition columns)."""
+    return pd.DataFrame(
+        {
+            "dead_id": [dead_id for dead_id, _ in targets],
+            "partition": [NOWHERE if p is None else p for _, p in targets],
+        }
+    )
 
 
 def replay_status(
@@ -250,7 +231,7 @@ def replay_status(
     deadline = time.monotonic() + (wait_s or 0.0)
     with redis_session(client, prefix, "read a replay's outcomes") as (redis_client, keys):
         while True:
-            frame = _status(redis_client, keys, batch)
+            frame = _status_everywhere(redis_client, partitions(redis_client, keys), batch)
             if wait_s is None or frame["status"].isin(FINAL_STATUSES).all() or time.monotonic() >= deadline:
                 break
             time.sleep(0.2)
@@ -286,13 +267,24 @@ def _batch_start(batch: str) -> str:
     return entry_floor(parse_since(made))
 
 
-def _status(client: Any, keys: Keys, batch: str) -> pd.DataFrame:
-    outcomes = client.hgetall(keys.replay(batch))
-    if not outcomes:
+def _status_everywhere(client: Any, parts: list[Keys], batch: str) -> pd.DataFrame:
+    """The status frame of ``batch`` over every partition (each keeps the outcomes of its jobs)."""
+    frames = [frame for frame in (_status(client, keys, batch) for keys in parts) if frame is not None]
+    if not frames:
         raise OpslibError(
             f"no replay batch {batch!r} in Redis: no replay used that id, or it is older than 24 hours "
             "(outcomes are kept that long); use the batch column of replay() or replay_kind()"
         )
+    frame = combine(frames)
+    return frame.iloc[sorted(range(len(frame)), key=lambda n: entry_order(frame["dead_id"].iat[n]))].reset_index(
+        drop=True
+    )
+
+
+def _status(client: Any, keys: Keys, batch: str) -> pd.DataFrame | None:
+    outcomes = client.hgetall(keys.replay(batch))
+    if not outcomes:
+        return None
     marker = f'"replay_batch":"{batch}"'
     dead_again = [
         (entry_id, fields)
@@ -320,4 +312,4 @@ def _status(client: Any, keys: Keys, batch: str) -> pd.DataFrame:
             where[dead_id] = WHERE_RUNNING
         elif isinstance(found, list) and found:
             where[dead_id] = WHERE_JOBS
-    return replay_status_to_frame(batch, outcomes, dead_again, where, waiting)
+    return replay_status_to_frame(batch, outcomes, dead_again, where, waiting, keys.partition)

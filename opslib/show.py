@@ -34,7 +34,7 @@ import redis
 
 from opslib.checks import check_entry_id
 from opslib.columns import entry_times
-from opslib.connection import archive_url, redis_session
+from opslib.connection import archive_url, partitions, redis_session
 from opslib.display import cut, local_time
 from opslib.errors import OpslibError
 from opslib.signatures import error_type, signature
@@ -258,7 +258,11 @@ def show(
     """
     entry_id = check_entry_id(dead_id)
     with redis_session(client, prefix, "read a dead letter") as (redis_client, keys):
-        found = redis_client.xrange(keys.dead, entry_id, entry_id)
+        found = []
+        for part in partitions(redis_client, keys):
+            found = redis_client.xrange(part.dead, entry_id, entry_id)
+            if found:
+                break
         queue = keys.prefix
     row, note = archive_row(entry_id, queue, conn) if archive else ({}, "not read (archive=False)")
     stored = row.pop("fields", None)

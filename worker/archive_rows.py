@@ -27,8 +27,6 @@ from worker.archive_table import STATUS_DEAD, STATUS_DISCARDED, STATUS_REPLAYED,
 from worker.dead_log import EVENT_DISCARDED, EVENT_OUTCOME, EVENT_REPLAYED, Record
 from worker.signatures import error_type, signature
 
-PARTITION = 0
-"""The queue has one ``jobs:dead`` (partition 0) until partitions come."""
 LOG_LOCK = 514_720_030
 """First key of ``pg_advisory_xact_lock(LOG_LOCK, hashtext(queue))``: one applier of a queue's log at a time
 (the two-key form takes two int4)."""
@@ -93,14 +91,15 @@ def dead_at(dead_id: str) -> datetime:
     return datetime.fromtimestamp(int(dead_id.partition("-")[0]) / 1000, tz=UTC)
 
 
-def dead_row(queue: str, dead_id: str, fields: Sequence[tuple[bytes, bytes]]) -> tuple[Any, ...]:
-    """The archive row of one dead entry (in :data:`ROW_COLUMNS` order) from its wire fields."""
+def dead_row(queue: str, partition: int, dead_id: str, fields: Sequence[tuple[bytes, bytes]]) -> tuple[Any, ...]:
+    """The archive row of one dead entry of ``partition``'s ``jobs:dead`` (in :data:`ROW_COLUMNS` order)
+    from its wire fields."""
     named = dict(fields)
     error = _text(named.get(b"error"))
     request_id, trace = named.get(b"request_id"), named.get(b"trace")
     return (
         queue,
-        PARTITION,
+        partition,
         dead_id,
         dead_at(dead_id),
         _text(named.get(b"kind")),
@@ -118,15 +117,16 @@ def dead_row(queue: str, dead_id: str, fields: Sequence[tuple[bytes, bytes]]) ->
     )
 
 
-def record_statements(queue: str, records: Iterable[Record]) -> list[Statement]:
-    """The statements that apply ``records`` (in log order) to the archive."""
+def record_statements(queue: str, partition: int, records: Iterable[Record]) -> list[Statement]:
+    """The statements that apply ``records`` of ``partition``'s ``jobs:dead:log`` (in log order) to the archive."""
     records = list(records)
     carried = {r.dead_id: r.entry for r in records if r.entry is not None}
     statements: list[Statement] = [
-        (INSERT_ROW, dead_row(queue, dead_id, carried[dead_id])) for dead_id in sorted(carried, key=_id_order)
+        (INSERT_ROW, dead_row(queue, partition, dead_id, carried[dead_id]))
+        for dead_id in sorted(carried, key=_id_order)
     ]
     for record in records:
-        key = (queue, PARTITION, record.dead_id)
+        key = (queue, partition, record.dead_id)
         meta = record.meta
         if record.event == EVENT_REPLAYED:
             statements.append((MARK_REPLAYED, (meta.get("at"), meta.get("batch"), meta.get("new_id"), *key)))
@@ -154,5 +154,6 @@ def runs(statements: Iterable[Statement]) -> list[tuple[str, list[Sequence[Any]]
 
 
 def _id_order(entry_id: str) -> tuple[int, int]:
-    millis, _, seq = entry_id.partition("-")
-    return int(millis), int(seq or 0)
+    """Sort key of a dead id: a stream entry id, or a cancelled job's ``<ms>-<seq>-cancelled``."""
+    millis, _, rest = entry_id.partition("-")
+    return int(millis), int(rest.partition("-")[0] or 0)

@@ -1,6 +1,8 @@
 """The archiver: every dead entry into PostgreSQL before the dead stream's cap may trim it.
 
-Chores in every worker while the archive is on (``ARCHIVE_URL`` not ``off``):
+Chores in every worker while the archive is on (``ARCHIVE_URL`` not ``off``),
+each over every partition of the queue (each has its own ``jobs:dead``, group
+``archive`` and ``jobs:dead:log``; rows carry the partition):
 
 ``archive`` (every 0.5 s)
     1. applies the records of ``jobs:dead:log`` (replays, discards, replayed
@@ -48,8 +50,10 @@ from prometheus_client.registry import Collector
 from worker.archive_rows import INSERT_ROW, LOG_LOCK, TRY_LOG_LOCK, Statement, dead_row, record_statements, runs
 from worker.archive_table import migrate_async
 from worker.chores import Chore
+from worker.consumers import forget_dead_consumers
 from worker.dead_log import next_id, parse_record
 from worker.keys import ARCHIVE_GROUP, Keys
+from worker.partitions import partition_keys
 from worker.scripts import Scripts
 from worker.settings import Settings
 from worker.wire import text
@@ -135,6 +139,20 @@ async def read_archive_backlog(client: Any, keys: Keys, now: float) -> ArchiveBa
     )
 
 
+async def read_partitions_backlog(client: Any, parts: list[Keys], now: float) -> ArchiveBacklog:
+    """:func:`read_archive_backlog` of every partition, added up (the oldest age: the longest)."""
+    each = [await read_archive_backlog(client, keys, now) for keys in parts]
+    if len(each) == 1:
+        return each[0]
+    added = [b.dead_added for b in each]
+    return ArchiveBacklog(
+        dead=sum(b.dead for b in each),
+        log=sum(b.log for b in each),
+        oldest_s=max(b.oldest_s for b in each),
+        dead_added=None if None in added else sum(a or 0 for a in added),
+    )
+
+
 def _entries(reply: Any) -> list[tuple[str, dict[bytes, bytes] | None]]:
     """The entries of an XREADGROUP reply on one stream (RESP2 list or RESP3 dict); the fields of
     an entry deleted since it was delivered (replayed, discarded, evicted) are None."""
@@ -151,7 +169,7 @@ class Archiver:
         self.redis: Any = client
         self.settings = settings
         self.dsn = dsn
-        self.keys = Keys(settings.prefix)
+        self.parts = partition_keys(settings)
         self.queue = settings.prefix
         self.name = settings.worker_name
         self.conn: psycopg.AsyncConnection[Any] | None = None
@@ -159,10 +177,10 @@ class Archiver:
         self.applied = 0
         self.errors = 0
         self.failing = False
-        self._evicted_seen: int | None = None
-        self._group_ready = False
+        self._evicted_seen: dict[int, int] = {}
+        self._groups_ready = False
         self._migrated = False
-        self.scripts = Scripts(client, self.keys)
+        self.scripts = [Scripts(client, keys) for keys in self.parts]
 
     def chores(self) -> list[Chore]:
         return [
@@ -178,7 +196,7 @@ class Archiver:
             await self._connection()
         except ArchiveUnavailable as exc:
             log.warning("The archive's PostgreSQL does not answer (%s); dead entries wait in jobs:dead.", exc)
-        await self._ensure_group()
+        await self._ensure_groups()
 
     # ------------------------------------------------------------------ chores
 
@@ -206,23 +224,29 @@ class Archiver:
 
     async def trim(self) -> None:
         """Trim archived entries beyond DEAD_MAXLEN; log evictions by the hard ceiling."""
-        for _ in range(BATCHES_PER_RUN):
-            removed, evicted = await self.scripts.trim_dead(self.settings.dead_maxlen, TRIM_STEP)
-            self._saw_evicted(int(evicted))
-            if removed < TRIM_STEP:
-                return
+        for scripts in self.scripts:
+            for _ in range(BATCHES_PER_RUN):
+                removed, evicted = await scripts.trim_dead(self.settings.dead_maxlen, TRIM_STEP)
+                self._saw_evicted(scripts.keys, int(evicted))
+                if removed < TRIM_STEP:
+                    break
 
     async def forget_consumers(self) -> None:
         """Remove dead workers' consumers from group ``archive`` once they own nothing (as for ``workers``)."""
-        await self.scripts.forget_consumers(
-            max(self.settings.reclaim_idle_ms, 60_000), stream=self.keys.dead, group=ARCHIVE_GROUP
-        )
+        for scripts in self.scripts:
+            await forget_dead_consumers(
+                self.redis,
+                scripts,
+                stream=scripts.keys.dead,
+                group=ARCHIVE_GROUP,
+                min_idle_ms=max(self.settings.reclaim_idle_ms, 60_000),
+            )
 
     async def has_work(self) -> bool:
         """Burst mode: entries or records wait for the archive (and the archive answers)."""
         if self.failing:
             return False
-        backlog = await read_archive_backlog(self.redis, self.keys, time.time())
+        backlog = await read_partitions_backlog(self.redis, self.parts, time.time())
         return bool(backlog.dead or backlog.log)
 
     async def close(self) -> None:
@@ -236,64 +260,79 @@ class Archiver:
     # ---------------------------------------------------------------- the log
 
     async def _apply_log(self, conn: psycopg.AsyncConnection[Any]) -> int:
-        """Apply every record of the log in one transaction under the log lock; trim them after the commit."""
-        applied, last = 0, None
+        """Apply every record of each partition's log in one transaction under the queue's log lock;
+        trim them after the commit."""
+        applied, last = 0, {}
         async with conn.transaction():
             cur = await conn.execute(TRY_LOG_LOCK, (LOG_LOCK, self.queue))
             row = await cur.fetchone()
             if not row or not row[0]:
                 return 0  # another worker (or an opslib replay) is applying the log now
-            start = "-"
-            for _ in range(BATCHES_PER_RUN):
-                raw = await self.redis.xrange(self.keys.dead_log, min=start, max="+", count=BATCH)
-                if not raw:
-                    break
-                records = [parse_record(record_id, fields) for record_id, fields in raw]
-                await _run(conn, record_statements(self.queue, records))
-                applied += len(records)
-                last = records[-1].record_id
-                start = f"({last}"
-                if len(raw) < BATCH:
-                    break
-        if last is not None:
-            await self.redis.xtrim(self.keys.dead_log, minid=next_id(last), approximate=False)
+            for keys in self.parts:
+                start = "-"
+                for _ in range(BATCHES_PER_RUN):
+                    raw = await self.redis.xrange(keys.dead_log, min=start, max="+", count=BATCH)
+                    if not raw:
+                        break
+                    records = [parse_record(record_id, fields) for record_id, fields in raw]
+                    await _run(conn, record_statements(self.queue, keys.partition, records))
+                    applied += len(records)
+                    last[keys.dead_log] = records[-1].record_id
+                    start = f"({records[-1].record_id}"
+                    if len(raw) < BATCH:
+                        break
+        for log_key, record_id in last.items():
+            await self.redis.xtrim(log_key, minid=next_id(record_id), approximate=False)
         return applied
 
     # ----------------------------------------------------------- dead entries
 
     async def _archive(self, conn: psycopg.AsyncConnection[Any]) -> tuple[int, bool]:
-        await self._ensure_group()
-        await self._take_over_idle()
+        """Archive what each partition's group holds; (entries archived, whether any partition has more)."""
+        await self._ensure_groups()
+        archived, more = 0, False
+        for keys in self.parts:
+            count, left = await self._archive_partition(conn, keys)
+            archived += count
+            more = more or left
+        return archived, more
+
+    async def _archive_partition(self, conn: psycopg.AsyncConnection[Any], keys: Keys) -> tuple[int, bool]:
+        await self._take_over_idle(keys)
         archived = 0
         for _ in range(BATCHES_PER_RUN):
-            entries = await self._read("0")  # ours, not acknowledged: a failed commit or a taken-over batch
+            entries = await self._read(keys, "0")  # ours, not acknowledged: a failed commit or a taken-over batch
             if not entries:
-                entries = await self._read(">")
+                entries = await self._read(keys, ">")
             if not entries:
                 return archived, False
-            rows = [dead_row(self.queue, entry_id, list(fields.items())) for entry_id, fields in entries if fields]
+            rows = [
+                dead_row(self.queue, keys.partition, entry_id, list(fields.items()))
+                for entry_id, fields in entries
+                if fields
+            ]
             if rows:
                 async with conn.transaction(), conn.cursor() as cur:
                     await cur.executemany(INSERT_ROW, rows)
-            await self.redis.xack(self.keys.dead, ARCHIVE_GROUP, *[entry_id for entry_id, _ in entries])
+            await self.redis.xack(keys.dead, ARCHIVE_GROUP, *[entry_id for entry_id, _ in entries])
             archived += len(rows)
         return archived, True
 
-    async def _read(self, start: str) -> list[tuple[str, dict[bytes, bytes] | None]]:
+    async def _read(self, keys: Keys, start: str) -> list[tuple[str, dict[bytes, bytes] | None]]:
         try:
-            reply = await self.redis.xreadgroup(ARCHIVE_GROUP, self.name, {self.keys.dead: start}, count=BATCH)
+            reply = await self.redis.xreadgroup(ARCHIVE_GROUP, self.name, {keys.dead: start}, count=BATCH)
         except redis.exceptions.ResponseError as exc:
             if "NOGROUP" not in str(exc):
                 raise
-            self._group_ready = False
-            await self._ensure_group()
+            self._groups_ready = False
+            await self._ensure_groups()
             return []
         return _entries(reply)
 
-    async def _take_over_idle(self) -> None:
+    async def _take_over_idle(self, keys: Keys) -> None:
         """Take over entries a dead worker was archiving (idle beyond RECLAIM_IDLE_MS)."""
         await self.redis.xautoclaim(
-            self.keys.dead,
+            keys.dead,
             ARCHIVE_GROUP,
             self.name,
             min_idle_time=self.settings.reclaim_idle_ms,
@@ -302,15 +341,16 @@ class Archiver:
             justid=True,
         )
 
-    async def _ensure_group(self) -> None:
-        if self._group_ready:
+    async def _ensure_groups(self) -> None:
+        if self._groups_ready:
             return
-        try:
-            await self.redis.xgroup_create(self.keys.dead, ARCHIVE_GROUP, id="0", mkstream=True)
-        except redis.exceptions.ResponseError as exc:
-            if "BUSYGROUP" not in str(exc):
-                raise
-        self._group_ready = True
+        for keys in self.parts:
+            try:
+                await self.redis.xgroup_create(keys.dead, ARCHIVE_GROUP, id="0", mkstream=True)
+            except redis.exceptions.ResponseError as exc:
+                if "BUSYGROUP" not in str(exc):
+                    raise
+        self._groups_ready = True
 
     # ------------------------------------------------------------- PostgreSQL
 
@@ -340,17 +380,18 @@ class Archiver:
                 await self.conn.close()
             self.conn = None
 
-    def _saw_evicted(self, evicted: int) -> None:
-        if self._evicted_seen is not None and evicted > self._evicted_seen:
+    def _saw_evicted(self, keys: Keys, evicted: int) -> None:
+        seen = self._evicted_seen.get(keys.partition)
+        if seen is not None and evicted > seen:
             log.error(
                 "%d dead entries were evicted from %s by DEAD_HARD_MAXLEN=%d before they were archived "
                 "(%d in all): is the archive's PostgreSQL away?",
-                evicted - self._evicted_seen,
-                self.keys.dead,
+                evicted - seen,
+                keys.dead,
                 self.settings.dead_ceiling,
                 evicted,
             )
-        self._evicted_seen = evicted
+        self._evicted_seen[keys.partition] = evicted
 
 
 async def _run(conn: psycopg.AsyncConnection[Any], statements: Iterable[Statement]) -> None:

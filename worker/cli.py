@@ -22,15 +22,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import redis
-import redis.asyncio as aioredis
+from redis.crc import key_slot
 
 from worker import logs
 from worker.app import WorkerApp
-from worker.embedded import EmbeddedServerError, configured_or_running, embedded_stack
+from worker.connection import connect, connect_async
+from worker.embedded import EmbeddedServerError, embedded_stack
 from worker.enqueue import enqueue
 from worker.errors import SettingsError, WorkerError
 from worker.keys import GROUP, Keys
 from worker.kinds import REGISTRY, import_kind_modules
+from worker.partitions import check_recorded, keys_for, partition_keys, record_count, recorded_count
 from worker.queue_state import glob_escape, live_workers
 from worker.runner import HEARTBEAT_TTL_S, Worker
 from worker.scheduler import scheduler_chore
@@ -60,6 +62,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--processes", help="worker processes under one supervisor (overrides WORKER_PROCESSES)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.add_parser("run", help="run the worker (the default)")
+    sub.add_parser(
+        "keys",
+        help="print each partition's key names and Redis Cluster slot (QUEUE_PREFIX, QUEUE_PARTITIONS; no server)",
+    )
     enq = sub.add_parser("enqueue", help="add a job: enqueue KIND key=value ... [--delay 30s | --at ISO-8601]")
     enq.add_argument("kind")
     enq.add_argument("fields", nargs="*", metavar="key=value")
@@ -96,14 +102,6 @@ def parse_fields(pairs: Sequence[str]) -> dict[str, str]:
     return fields
 
 
-def connect_url(settings: Settings) -> str:
-    """REDIS_URL, or the embedded server a running ``make run`` started."""
-    url = configured_or_running(settings.redis_url, "redis_url", settings.data_dir)
-    if not url:
-        raise SettingsError("REDIS_URL is not set and no embedded stack is running; set REDIS_URL or start `make run`")
-    return url
-
-
 def import_kinds(settings: Settings) -> None:
     """Import the modules that declare the kinds; the one-line hint when none is named."""
     if not settings.kinds:
@@ -129,30 +127,51 @@ def cmd_enqueue(settings: Settings, args: argparse.Namespace) -> int:
             f"unknown kind {args.kind!r}: the modules in WORKER_KINDS declare {known} "
             "(a worker would dead-letter it as unknown_kind)"
         )
-    client = redis.Redis.from_url(connect_url(settings))
+    client = connect(settings)
+    check_recorded(recorded_count(client, settings.prefix), settings.partitions, Keys(settings.prefix))
     try:
-        result = enqueue(client, args.kind, fields, delay_s=delay_s, run_at=run_at, prefix=settings.prefix)
+        result = enqueue(
+            client,
+            args.kind,
+            fields,
+            delay_s=delay_s,
+            run_at=run_at,
+            prefix=settings.prefix,
+            partitions=settings.partitions,
+            wait_replicas=settings.wait_replicas,
+        )
     except ValueError as exc:
         raise SettingsError(str(exc)) from None
     print(result)
     return EXIT_OK
 
 
+def cmd_keys(settings: Settings) -> int:
+    """One line per partition: its number, slot and key names, for redis-cli and the docs' recipes."""
+    for keys in partition_keys(settings):
+        slot = key_slot(keys.jobs.encode())
+        print(f"partition {keys.partition}  slot {slot}  {keys.jobs}  {keys.delayed}  {keys.dead}")
+    return EXIT_OK
+
+
 def cmd_health(settings: Settings) -> int:
     """Healthy: Redis answers, the group exists, a heartbeat of this worker is fresh."""
     keys = Keys(settings.prefix)
-    client = redis.Redis.from_url(connect_url(settings), socket_timeout=3, socket_connect_timeout=3)
     try:
+        client = connect(settings, socket_timeout=3, socket_connect_timeout=3)
         client.ping()
-        groups = client.xinfo_groups(keys.jobs)
-    except redis.ResponseError:
-        print(f"unhealthy: stream {keys.jobs} does not exist yet")
-        return EXIT_FAILED
+        count = recorded_count(client, settings.prefix) or settings.partitions
+        for part in keys_for(settings.prefix, count):
+            try:
+                groups = client.xinfo_groups(part.jobs)
+            except redis.ResponseError:
+                print(f"unhealthy: stream {part.jobs} does not exist yet")
+                return EXIT_FAILED
+            if not any(g["name"] in (GROUP, GROUP.encode()) for g in groups):
+                print(f"unhealthy: consumer group {GROUP} does not exist on {part.jobs}")
+                return EXIT_FAILED
     except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
         print(f"unhealthy: Redis does not answer ({exc})")
-        return EXIT_FAILED
-    if not any(g["name"] in (GROUP, GROUP.encode()) for g in groups):
-        print(f"unhealthy: consumer group {GROUP} does not exist on {keys.jobs}")
         return EXIT_FAILED
     # Under a supervisor (WORKER_PROCESSES > 1) the consumers are <WORKER_NAME>-<i>: each must beat.
     name = os.environ.get("WORKER_NAME", "").strip()
@@ -199,9 +218,10 @@ def cmd_migrate(settings: Settings) -> int:
 
 async def serve(settings: Settings, redis_url: str, database_url: str, burst: bool) -> None:
     """Run the worker with its lifespans until a signal (or the drained queue in burst mode)."""
-    client = aioredis.Redis.from_url(redis_url, socket_keepalive=True, health_check_interval=30)
+    client = await connect_async(settings, redis_url, socket_keepalive=True, health_check_interval=30)
     app = WorkerApp(settings, client, redis_url, database_url, REGISTRY, burst=burst)
     try:
+        await record_count(client, settings)
         async with contextlib.AsyncExitStack() as stack:
             archiver: Archiver | None = None
             if settings.archive_on:
@@ -282,6 +302,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             overrides["processes"] = args.processes
         settings = Settings.from_env(**overrides)
         logs.configure(settings.log_format, settings.log_level)
+        if args.command == "keys":
+            return cmd_keys(settings)
         if args.command == "enqueue":
             return cmd_enqueue(settings, args)
         if args.command == "health":
@@ -297,4 +319,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_FAILED
     except (redis.ConnectionError, redis.TimeoutError) as exc:
         print(f"error: Redis does not answer: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except redis.exceptions.RedisClusterException as exc:
+        print(f"error: the Redis Cluster cannot serve the queue: {exc}", file=sys.stderr)
         return EXIT_FAILED

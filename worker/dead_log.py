@@ -21,6 +21,14 @@ A record is a stream entry with these fields (text unless said otherwise):
                     fields, byte for byte, so the archive gets the row even
                     when the archiver never saw the entry
 ==================  ==========================================================
+
+A delayed job cancelled before it ran (``opslib.cancel_delayed``, the
+``cancel_delayed`` script) gets a ``discarded`` record too, so the archive
+holds it as ``discarded`` with the reason: it carries the job's fields with
+``f.reason`` = ``cancelled``, and a dead id of the form
+``<ms>-<seq>-cancelled`` (:data:`CANCELLED_SUFFIX`), where ``<ms>-<seq>`` is
+the record's own id in this log. A ``jobs:dead`` entry id is digits only, so
+the two never collide; the milliseconds still say when (``dead_at``).
 """
 
 from __future__ import annotations
@@ -34,6 +42,8 @@ from worker.archive_table import OUTCOME_FAILED_AGAIN, OUTCOME_SUCCEEDED
 EVENT_REPLAYED = "replayed"
 EVENT_DISCARDED = "discarded"
 EVENT_OUTCOME = "outcome"
+CANCELLED_SUFFIX = "-cancelled"
+"""Ends the dead id of a cancelled delayed job's record (the ``cancel_delayed`` script writes it)."""
 ENTRY_FIELD = b"f."
 """Prefix of the fields that carry the dead entry's own fields (the Lua scripts write ``'f.' .. name``)."""
 

@@ -1,15 +1,19 @@
 """Adding jobs: to ``jobs`` now, or to ``delayed`` for later.
 
-``enqueue`` takes a plain ``redis.Redis``; ``enqueue_async`` a
-``redis.asyncio.Redis``. Both set ``attempts`` to 0 and return the new entry
-id or, for a delayed job, the ``delayed`` member. ``enqueue_many`` and
+``enqueue`` takes a plain ``redis.Redis`` or a ``redis.cluster.RedisCluster``
+(what :func:`worker.connect` returns); ``enqueue_async`` their asyncio
+twins. Both set ``attempts`` to 0 and return the new entry id or, for a
+delayed job, the ``delayed`` member. ``enqueue_many`` and
 ``enqueue_many_async`` add a batch of :class:`NewJob` in one pipelined round
 trip (the outbox relay publishes through them).
 
 A job's identity is its ``job_id`` field, else its ``outbox_id``
 (:func:`worker.wire.job_id_of`): fields that carry either keep it (a caller's
 own ``job_id``; the outbox relay's ``outbox_id``, which stays on the wire as
-such), and a job named by neither gets a minted ``job_id`` (uuid4 hex).
+such), and a job named by neither gets a minted ``job_id`` (uuid4 hex). The
+job goes to the partition of its identity (:func:`worker.keys.partition_of`);
+with ``WAIT_REPLICAS`` > 0 a call returns once that many replicas have the
+job (:mod:`worker.durable`).
 """
 
 from __future__ import annotations
@@ -22,7 +26,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from worker.keys import Keys
+from worker.connection import is_cluster
+from worker.durable import WAIT_TIMEOUT_MS, write_and_wait, write_and_wait_async
+from worker.keys import Keys, partition_of, queue_partitions
+from worker.settings import non_negative_int, positive_int
 from worker.wire import encode_member, job_id_of, text
 
 FieldValue = str | int | float
@@ -94,14 +101,41 @@ class _Plan:
             return target.xadd(keys.jobs, self.job)
         return target.zadd(keys.delayed, {self.member: self.due})
 
+    def command(self, keys: Keys) -> tuple[Any, ...]:
+        """The same write as a raw command, for :mod:`worker.durable`."""
+        if self.due is None:
+            return ("XADD", keys.jobs, "*", *(x for pair in self.job.items() for x in pair))
+        return ("ZADD", keys.delayed, repr(self.due), self.member)
+
+    def key(self, keys: Keys) -> str:
+        return keys.jobs if self.due is None else keys.delayed
+
     def result(self, reply: Any) -> str:
         """What enqueue returns for the write's reply: the new entry id, or the ``delayed`` member."""
         return text(reply) if self.due is None else self.member
 
 
-def _queue_keys(prefix: str | None) -> Keys:
-    """The keys of the queue ``prefix`` names; None: ``QUEUE_PREFIX`` from the environment."""
-    return Keys(os.environ.get("QUEUE_PREFIX", "") if prefix is None else prefix)
+@dataclass(frozen=True)
+class _Queue:
+    """Where new jobs go: the queue's partitions, and how many replicas each write waits for."""
+
+    parts: list[Keys]
+    wait_replicas: int
+
+    @classmethod
+    def of(cls, prefix: str | None, partitions: int | None, wait_replicas: int | None) -> _Queue:
+        """The queue the arguments name; None: ``QUEUE_PREFIX``, ``QUEUE_PARTITIONS``, ``WAIT_REPLICAS``."""
+        env = os.environ
+        prefix = env.get("QUEUE_PREFIX", "") if prefix is None else prefix
+        if partitions is None:
+            partitions = positive_int("QUEUE_PARTITIONS", env.get("QUEUE_PARTITIONS", "1"))
+        if wait_replicas is None:
+            wait_replicas = non_negative_int("WAIT_REPLICAS", env.get("WAIT_REPLICAS", "0"))
+        return cls(queue_partitions(prefix, partitions), wait_replicas)
+
+    def keys_of(self, plan: _Plan) -> Keys:
+        """The keys of the partition the job belongs to."""
+        return self.parts[partition_of(job_id_of(plan.job), len(self.parts))]
 
 
 def enqueue(
@@ -112,13 +146,21 @@ def enqueue(
     delay_s: float | None = None,
     run_at: datetime | float | None = None,
     prefix: str | None = None,
+    partitions: int | None = None,
+    wait_replicas: int | None = None,
 ) -> str:
     """Add a job; return its entry id, or its ``delayed`` member when it runs later.
 
-    ``prefix`` defaults to ``QUEUE_PREFIX`` from the environment.
+    ``prefix``, ``partitions`` and ``wait_replicas`` default to ``QUEUE_PREFIX``,
+    ``QUEUE_PARTITIONS`` and ``WAIT_REPLICAS`` from the environment; the job goes
+    to the partition of its ``job_id``, and with ``wait_replicas`` > 0 the call
+    returns once that many replicas have it (:mod:`worker.durable`).
     """
+    queue = _Queue.of(prefix, partitions, wait_replicas)
     plan = _Plan.of(NewJob(kind, fields, delay_s, run_at))
-    return plan.result(plan.send(redis, _queue_keys(prefix)))
+    if queue.wait_replicas:
+        return _durably(redis, queue, plan)
+    return plan.result(plan.send(redis, queue.keys_of(plan)))
 
 
 async def enqueue_async(
@@ -129,37 +171,79 @@ async def enqueue_async(
     delay_s: float | None = None,
     run_at: datetime | float | None = None,
     prefix: str | None = None,
+    partitions: int | None = None,
+    wait_replicas: int | None = None,
 ) -> str:
     """:func:`enqueue` for a ``redis.asyncio`` client."""
+    queue = _Queue.of(prefix, partitions, wait_replicas)
     plan = _Plan.of(NewJob(kind, fields, delay_s, run_at))
-    return plan.result(await plan.send(redis, _queue_keys(prefix)))
+    keys = queue.keys_of(plan)
+    if queue.wait_replicas:
+        return plan.result(await write_and_wait_async(redis, plan.key(keys), plan.command(keys), queue.wait_replicas))
+    return plan.result(await plan.send(redis, keys))
 
 
-def enqueue_many(redis: Any, jobs: Iterable[NewJob], *, prefix: str | None = None) -> list[str]:
+def enqueue_many(
+    redis: Any,
+    jobs: Iterable[NewJob],
+    *,
+    prefix: str | None = None,
+    partitions: int | None = None,
+    wait_replicas: int | None = None,
+) -> list[str]:
     """Add several jobs in one pipelined round trip; return what :func:`enqueue` returns for each, in order.
 
     Every job is checked before anything is sent, so a bad one adds none.
     The pipeline is not a transaction: a connection lost midway may leave
     some jobs added (callers that retry, like the outbox relay, publish
-    those again; handlers are idempotent).
+    those again; handlers are idempotent). With ``wait_replicas`` on a
+    cluster, each job is written and waited for on its own.
     """
+    queue = _Queue.of(prefix, partitions, wait_replicas)
     plans = [_Plan.of(new) for new in jobs]
     if not plans:
         return []
-    keys = _queue_keys(prefix)
+    if queue.wait_replicas and is_cluster(redis):
+        return [_durably(redis, queue, plan) for plan in plans]
     pipe = redis.pipeline(transaction=False)
     for plan in plans:
-        plan.send(pipe, keys)
-    return [plan.result(reply) for plan, reply in zip(plans, pipe.execute(), strict=True)]
+        plan.send(pipe, queue.keys_of(plan))
+    if queue.wait_replicas:
+        pipe.execute_command("WAIT", queue.wait_replicas, WAIT_TIMEOUT_MS)
+    replies = pipe.execute()
+    return [plan.result(reply) for plan, reply in zip(plans, replies, strict=False)]
 
 
-async def enqueue_many_async(redis: Any, jobs: Iterable[NewJob], *, prefix: str | None = None) -> list[str]:
+def _durably(redis: Any, queue: _Queue, plan: _Plan) -> str:
+    """One job's write and its WAIT, on one connection to its partition's primary."""
+    keys = queue.keys_of(plan)
+    return plan.result(write_and_wait(redis, plan.key(keys), plan.command(keys), queue.wait_replicas))
+
+
+async def enqueue_many_async(
+    redis: Any,
+    jobs: Iterable[NewJob],
+    *,
+    prefix: str | None = None,
+    partitions: int | None = None,
+    wait_replicas: int | None = None,
+) -> list[str]:
     """:func:`enqueue_many` for a ``redis.asyncio`` client."""
+    queue = _Queue.of(prefix, partitions, wait_replicas)
     plans = [_Plan.of(new) for new in jobs]
     if not plans:
         return []
-    keys = _queue_keys(prefix)
+    if queue.wait_replicas and is_cluster(redis):
+        out = []
+        for plan in plans:
+            keys = queue.keys_of(plan)
+            reply = await write_and_wait_async(redis, plan.key(keys), plan.command(keys), queue.wait_replicas)
+            out.append(plan.result(reply))
+        return out
     pipe = redis.pipeline(transaction=False)
     for plan in plans:
-        plan.send(pipe, keys)
-    return [plan.result(reply) for plan, reply in zip(plans, await pipe.execute(), strict=True)]
+        plan.send(pipe, queue.keys_of(plan))
+    if queue.wait_replicas:
+        pipe.execute_command("WAIT", queue.wait_replicas, WAIT_TIMEOUT_MS)
+    replies = await pipe.execute()
+    return [plan.result(reply) for plan, reply in zip(plans, replies, strict=False)]

@@ -9,7 +9,8 @@ Two kinds of numbers, collected two ways:
   own counts: add them up across replicas with ``sum``.
 * **The queue's state** — dead-stream length and evictions, pending, pending
   idle beyond ``RECLAIM_IDLE_MS``, group lag, delayed and delayed-due, live
-  consumers, read by :func:`worker.queue_state.read_queue_state_async` (the
+  consumers, summed over the partitions, read by
+  :func:`worker.queue_state.read_partitions_state_async` (the
   reader ``opslib.queue_stats`` uses too, so both show the same numbers).
   These are the same for every replica, so one worker at a time reads them
   from Redis: the holder of the ``metrics:lock`` key (a redis-py
@@ -63,11 +64,12 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, ProcessCollecto
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from worker.archiver import ArchiveCollector, Archiver, read_archive_backlog
+from worker.archiver import ArchiveCollector, Archiver, read_partitions_backlog
 from worker.chores import CONNECTION_ERRORS, Chore
 from worker.keys import Keys
 from worker.kinds import Registry
-from worker.queue_state import PENDING_IDLE_LIMIT, QueueState, read_queue_state_async
+from worker.partitions import partition_keys
+from worker.queue_state import PENDING_IDLE_LIMIT, QueueState, read_partitions_state_async
 from worker.settings import Settings
 from worker.vocabulary import OUTCOME_DEAD, OUTCOME_RETRIED, OUTCOME_SUCCEEDED, REASONS, REASONS_AFTER_A_RUN
 
@@ -324,11 +326,13 @@ class Metrics:
         try:
             self._holding = await self._hold_lock()
             if self._holding:
-                self.queue_collector.state = await read_queue_state_async(
-                    self.redis, self.keys, reclaim_idle_ms=self.settings.reclaim_idle_ms
+                self.queue_collector.state = await read_partitions_state_async(
+                    self.redis, partition_keys(self.settings), reclaim_idle_ms=self.settings.reclaim_idle_ms
                 )
                 if self.archive is not None:
-                    self.archive.backlog = await read_archive_backlog(self.redis, self.keys, time.time())
+                    self.archive.backlog = await read_partitions_backlog(
+                        self.redis, partition_keys(self.settings), time.time()
+                    )
             else:
                 self.queue_collector.state = None
                 if self.archive is not None:

@@ -244,3 +244,52 @@ async def read_queue_state_async(
     moment = time.time() if now is None else now
     waited = await oldest_waiting_s_async(client, keys.jobs, last_delivered(replies), moment)
     return state_of(replies, await live_workers_async(client, keys), undelivered, waited)
+
+
+def combined(states: list[QueueState]) -> QueueState:
+    """The state of a queue of several partitions: the counts added up, the oldest wait the longest,
+    one consumer per worker (a worker consumes every partition: its pending entries added up, its
+    idle time the shortest). Heartbeats are the queue's, not a partition's: counted once."""
+    if len(states) == 1:
+        return states[0]
+    consumers: dict[str, Consumer] = {}
+    for state in states:
+        for c in state.consumers:
+            seen = consumers.get(c.name)
+            consumers[c.name] = (
+                c
+                if seen is None
+                else Consumer(c.name, seen.pending + c.pending, min(seen.idle_ms, c.idle_ms), seen.live or c.live)
+            )
+    counts = {
+        name: sum(getattr(state, name) for state in states)
+        for name in (
+            "stream_length",
+            "lag",
+            "pending",
+            "pending_idle",
+            "delayed",
+            "delayed_due",
+            "dead",
+            "dead_evicted",
+        )
+    }
+    return QueueState(
+        **counts,
+        consumers=tuple(consumers.values()),
+        consumers_live=states[0].consumers_live,
+        oldest_waiting_s=max(state.oldest_waiting_s for state in states),
+    )
+
+
+def read_partitions_state(client: Any, parts: list[Keys], *, reclaim_idle_ms: int) -> QueueState:
+    """:func:`read_queue_state` of every partition, :func:`combined`."""
+    now = time.time()
+    return combined([read_queue_state(client, keys, reclaim_idle_ms=reclaim_idle_ms, now=now) for keys in parts])
+
+
+async def read_partitions_state_async(client: Any, parts: list[Keys], *, reclaim_idle_ms: int) -> QueueState:
+    """:func:`read_partitions_state` through a ``redis.asyncio`` client."""
+    now = time.time()
+    states = [await read_queue_state_async(client, keys, reclaim_idle_ms=reclaim_idle_ms, now=now) for keys in parts]
+    return combined(states)

@@ -12,11 +12,17 @@ the handler succeeded (the entry is acknowledged in the next batch), or
 XACK). An entry delivered before (reclaimed from a dead process) runs alone
 and is acknowledged at once, so an innocent neighbour of a crasher never
 drifts toward the poison limit.
+
+With several partitions (``QUEUE_PARTITIONS`` > 1) the loop turns over them
+(:meth:`Worker._consume_partitions`): entries are keyed by (partition, id),
+since ids of different partitions may be equal, and each partition's
+acknowledgements ride with its own reads.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import random
 import time
@@ -32,10 +38,12 @@ from worker.chores import CONNECTION_ERRORS, Chore, run_chore, sleep_or_stop
 from worker.errors import JobTimeout
 from worker.keys import GROUP, Keys
 from worker.kinds import Job, KindSpec, Registry
+from worker.node_connection import REDIRECTIONS, describe
 from worker.observe import Observer, Tally, entry_epoch_s
 from worker.outcomes import Outcomes
+from worker.partition_reader import PartitionReader
+from worker.partitions import partition_keys
 from worker.reconnect import backoff_s, with_backoff
-from worker.resp import pairs, resp_command
 from worker.scripts import Scripts
 from worker.settings import Settings
 from worker.upkeep import HEARTBEAT_TTL_S as HEARTBEAT_TTL_S
@@ -43,12 +51,15 @@ from worker.upkeep import Upkeep
 
 log = logging.getLogger("worker")
 
+#: What a read can raise that the loop survives (:meth:`Worker._read_failed`).
+READ_ERRORS: tuple[type[BaseException], ...] = (*CONNECTION_ERRORS, *REDIRECTIONS, redis.exceptions.ResponseError)
+
 
 class Worker:
     """One consumer in group ``workers``: the read loop and its slots.
 
-    What became of each entry is :attr:`outcomes`' business, the timed chores
-    :attr:`upkeep`'s.
+    What became of each entry is its partition's :class:`Outcomes`' business
+    (:attr:`parts`), the timed chores :attr:`upkeep`'s.
     """
 
     def __init__(
@@ -68,34 +79,37 @@ class Worker:
         self.burst = burst
         self.name = settings.worker_name
         self.keys = Keys(settings.prefix)
-        self.scripts = Scripts(redis_client, self.keys)
+        """The queue-wide keys (heartbeats); each partition's are its reader's."""
         self.tally = Tally()
         self.extra_chores = list(chores)
         self.more_work = list(more_work)
         self.stopping = asyncio.Event()
-        self.inflight: dict[str, asyncio.Task[None]] = {}
-        self.started_at: dict[str, float] = {}
+        self.inflight: dict[tuple[int, str], asyncio.Task[None]] = {}
+        self.started_at: dict[tuple[int, str], float] = {}
         self._slot_freed = asyncio.Event()
         self._reading = asyncio.Lock()
         self._threads = ThreadPoolExecutor(settings.concurrency, thread_name_prefix="job")
         self._rng = random.Random()
-        self._read_conn: Any = None
-        self._read_commands: dict[int, bytes] = {}
-        self._xack_head = ("XACK", self.keys.jobs, GROUP)
-        observers = list(observers)
+        self._turn = 0
         self.upkeep = Upkeep(self)
+        block_ms = min(settings.block_ms, 50) if burst else settings.block_ms
+        observers = list(observers)
+        observing = [self.tally, *observers]
         # Bound once, for every job: the wait observers (the tally counts outcomes only) and the field limit.
         self._job_started = [observer.job_started for observer in observers]
         self._max_field_bytes = settings.max_field_bytes
-        self.outcomes = Outcomes(
-            redis_client,
-            self.scripts,
-            settings,
-            [self.tally, *observers],
-            promote_soon=self.upkeep.promote_soon,
-            rng=self._rng,
-        )
-        self._succeeded = self.outcomes.succeeded  # bound once: called for every job
+        self.parts = []
+        for keys in partition_keys(settings):
+            scripts = Scripts(redis_client, keys, wait_replicas=settings.wait_replicas)
+            outcomes = Outcomes(
+                redis_client,
+                scripts,
+                settings,
+                observing,
+                promote_soon=functools.partial(self.upkeep.promote_soon, scripts),
+                rng=self._rng,
+            )
+            self.parts.append(PartitionReader(redis_client, outcomes, self.name, block_ms))
 
     # ------------------------------------------------------------------ loop
 
@@ -108,6 +122,13 @@ class Worker:
             self.settings.concurrency,
             ", ".join(sorted(self.registry.kinds)) or "none",
         )
+        if 1 < len(self.parts) > self.settings.concurrency:
+            log.warning(
+                "WORKER_CONCURRENCY=%d is below QUEUE_PARTITIONS=%d: an idle partition waits for new entries "
+                "in a read that holds a slot, so partitions take turns at the block time; give each a slot.",
+                self.settings.concurrency,
+                len(self.parts),
+            )
         chores = [asyncio.create_task(run_chore(c, self.stopping)) for c in self.chores()]
         try:
             await self._consume()
@@ -133,14 +154,19 @@ class Worker:
         return [*self.upkeep.chores(), *self.extra_chores]
 
     async def ensure_group(self) -> None:
-        """Create group ``workers`` on ``jobs`` (and the stream) unless it exists."""
-        try:
-            await self.redis.xgroup_create(self.keys.jobs, GROUP, id="0", mkstream=True)
-        except redis.exceptions.ResponseError as exc:
-            if "BUSYGROUP" not in str(exc):
-                raise
+        """Create group ``workers`` on each partition's ``jobs`` (and the stream) unless it exists."""
+        for part in self.parts:
+            try:
+                await self.redis.xgroup_create(part.keys.jobs, GROUP, id="0", mkstream=True)
+            except redis.exceptions.ResponseError as exc:
+                if "BUSYGROUP" not in str(exc):
+                    raise
 
     async def _consume(self) -> None:
+        if len(self.parts) > 1:
+            await self._consume_partitions()
+            return
+        part = self.parts[0]
         failures = 0
         while not self.stopping.is_set():
             free = self.settings.concurrency - len(self.inflight)
@@ -156,77 +182,160 @@ class Worker:
                 async with self._reading:
                     if self.stopping.is_set():
                         break
-                    entries = await self._read(free)
+                    entries = await part.read(free)
                     for entry_id, raw in entries:
-                        self._start(entry_id, raw)
-            except CONNECTION_ERRORS as exc:
-                failures += 1
-                if failures == 1:
-                    log.warning("Lost the connection to Redis (%s); reconnecting with backoff.", exc)
-                await sleep_or_stop(backoff_s(failures, rng=self._rng), self.stopping)
-                continue
-            except redis.exceptions.ResponseError as exc:
-                if "NOGROUP" not in str(exc):
-                    raise
-                log.warning("The consumer group is gone (Redis lost its data?); creating it again.")
-                await self.ensure_group()
+                        self._start(part, entry_id, raw)
+            except READ_ERRORS as exc:
+                failures = await self._read_failed(exc, failures)
                 continue
             if failures:
-                log.info("Reconnected to Redis.")
+                self._reconnected(part)
                 failures = 0
             if not entries and self.burst and await self._drained():
                 log.info("Burst mode: the queue is drained; exiting.")
                 return
 
-    async def _read(self, count: int) -> list[tuple[str, dict[bytes, bytes]]]:
-        """Acknowledge finished entries and read up to ``count`` new ones, in one round trip.
+    async def _consume_partitions(self) -> None:
+        """Consume every partition fairly.
 
-        The read loop owns one connection and writes XACK and XREADGROUP to it
-        together (a pipeline without redis-py's per-call pipeline object, which
-        costs more than the round trip at this rate). Replay outcomes, rare,
-        are flushed separately first.
+        The partitions that had entries are read in turn, without blocking,
+        each for all the free slots: a busy partition gets its turn and then
+        the next one does, so none starves another. A partition a read found
+        empty leaves the turn and waits in a blocking read of one entry (which
+        holds one slot, so that the entry it returns has a slot to run in); it
+        rejoins the turn when that read returns an entry, or, when the block
+        time passes, to be read once more. Only the transition costs a round
+        trip that returns nothing: an idle partition waits in its own read,
+        on its own connection (its node's, on a cluster), while the others
+        are served. A partition whose node is away rests out of the turn
+        with backoff (:meth:`_partition_failed`) while the others go on.
         """
-        outcomes = self.outcomes
-        if outcomes.replay_outcomes:
-            await outcomes.flush()
-        acks = outcomes.take_acks()
-        conn = self._read_conn
-        if conn is None:
-            conn = self._read_conn = await self.redis.connection_pool.get_connection()
-        try:
-            read = self._read_command(count)
-            if acks:
-                await conn.send_packed_command(resp_command(self._xack_head, *acks) + read, check_health=False)
-                await conn.read_response()
-            else:
-                await conn.send_packed_command(read, check_health=False)
-            reply = await conn.read_response()
-        except BaseException:
-            outcomes.give_back_acks(acks)
-            await conn.disconnect()
-            raise
-        if not reply:
-            return []
-        entries = next(iter(reply.values())) if isinstance(reply, dict) else reply[0][1]
-        return [(eid.decode(), pairs(flat)) for eid, flat in entries]
+        while not self.stopping.is_set():
+            self._slot_freed.clear()
+            quiet = await self._collect_waits()
+            if quiet and self.burst and not self.inflight and await self._drained():
+                log.info("Burst mode: the queue is drained; exiting.")
+                break
+            part = self._next_turn()
+            free = self.settings.concurrency - len(self.inflight) - self._waiting()
+            if part is None or free <= 0:
+                await self._slot_freed.wait()  # a slot freed, or a waiting read returned
+                await asyncio.sleep(0)
+                await asyncio.sleep(0)
+                continue
+            try:
+                async with self._reading:
+                    if self.stopping.is_set():
+                        break
+                    entries = await part.read(free, block=False)
+                    for entry_id, raw in entries:
+                        self._start(part, entry_id, raw)
+            except READ_ERRORS as exc:
+                await self._partition_failed(part, exc)
+                continue
+            if part.failures:
+                self._reconnected(part)
+                part.failures = 0
+            if not entries:
+                self._wait_in(part)
+        await self._end_waits()
 
-    def _read_command(self, count: int) -> bytes:
-        """The packed XREADGROUP for ``count`` entries (cached: it is sent thousands of times a second)."""
-        packed = self._read_commands.get(count)
-        if packed is None:
-            block_ms = min(self.settings.block_ms, 50) if self.burst else self.settings.block_ms
-            packed = resp_command(
-                ("XREADGROUP", "GROUP", GROUP, self.name, "COUNT", str(count), "BLOCK", str(block_ms)),
-                "STREAMS",
-                self.keys.jobs,
-                ">",
+    def _next_turn(self) -> PartitionReader | None:
+        """The next partition in turn that is not waiting in a blocking read (None: all are)."""
+        count = len(self.parts)
+        for step in range(count):
+            part = self.parts[(self._turn + step) % count]
+            if part.waiting is None:
+                self._turn = (self._turn + step + 1) % count
+                return part
+        return None
+
+    def _waiting(self) -> int:
+        """The slots held by waiting reads."""
+        return sum(part.waiting is not None for part in self.parts)
+
+    def _wait_in(self, part: PartitionReader) -> None:
+        """Start ``part``'s one-entry blocking read; the loop wakes when it returns."""
+        part.waiting = asyncio.create_task(part.read(1))
+        part.waiting.add_done_callback(lambda _task: self._slot_freed.set())
+
+    async def _collect_waits(self) -> bool:
+        """Start the entries of the waiting reads that returned; their partitions rejoin the turn.
+        True when one returned nothing (its block time passed)."""
+        quiet = False
+        for part in self.parts:
+            task = part.waiting
+            if task is None or not task.done():
+                continue
+            part.waiting = None
+            if task.cancelled():
+                continue
+            failed = task.exception()
+            if failed is not None:
+                await self._partition_failed(part, failed)
+                continue
+            entries = task.result()
+            quiet = quiet or not entries
+            for entry_id, raw in entries:
+                self._start(part, entry_id, raw)
+        return quiet
+
+    async def _partition_failed(self, part: PartitionReader, exc: BaseException) -> None:
+        """A read of ``part`` failed: recreate a lost group, or let the partition rest out of the turn
+        with backoff (its first loss logged) while the others are served. Another error is raised."""
+        if not isinstance(exc, READ_ERRORS):
+            raise exc
+        if isinstance(exc, redis.exceptions.ResponseError) and not isinstance(exc, REDIRECTIONS):
+            await self._read_failed(exc, 0)
+            return
+        part.failures += 1
+        if part.failures == 1:
+            log.warning(
+                "Lost the connection to Redis for %s (%s); reconnecting with backoff.", part.keys.jobs, describe(exc)
             )
-            self._read_commands[count] = packed
-        return packed
+        rest_s = backoff_s(part.failures, rng=self._rng)
 
-    def _start(self, entry_id: str, raw: dict[bytes, bytes], alone: bool = False) -> None:
-        self.inflight[entry_id] = asyncio.create_task(self.run_entry(entry_id, raw, alone=alone))
-        self.started_at[entry_id] = time.monotonic()
+        async def rest() -> list[Any]:
+            await sleep_or_stop(rest_s, self.stopping)
+            return []
+
+        part.waiting = asyncio.create_task(rest())
+        part.waiting.add_done_callback(lambda _task: self._slot_freed.set())
+
+    async def _end_waits(self) -> None:
+        """On the way out: let the waiting reads return (within the block time) and run what they got."""
+        waits = [part.waiting for part in self.parts if part.waiting is not None]
+        if waits:
+            await asyncio.wait(waits)
+            for part in self.parts:  # what they got runs; a failed read left its entries pending
+                task = part.waiting
+                part.waiting = None
+                if task is not None and not task.cancelled() and task.exception() is None:
+                    for entry_id, raw in task.result():
+                        self._start(part, entry_id, raw)
+
+    async def _read_failed(self, exc: BaseException, failures: int) -> int:
+        """A read failed: back off on a lost connection (logged once), recreate a lost group; the
+        failures so far. Another error is raised."""
+        if isinstance(exc, redis.exceptions.ResponseError) and not isinstance(exc, REDIRECTIONS):
+            if "NOGROUP" not in str(exc):
+                raise exc
+            log.warning("The consumer group is gone (Redis lost its data?); creating it again.")
+            await self.ensure_group()
+            return failures
+        failures += 1
+        if failures == 1:
+            log.warning("Lost the connection to Redis (%s); reconnecting with backoff.", describe(exc))
+        await sleep_or_stop(backoff_s(failures, rng=self._rng), self.stopping)
+        return failures
+
+    def _reconnected(self, part: PartitionReader) -> None:
+        log.info("Reconnected to Redis%s.", f" (node {part.node.where})" if part.node.where else "")
+
+    def _start(self, part: PartitionReader, entry_id: str, raw: dict[bytes, bytes], alone: bool = False) -> None:
+        slot = (part.index, entry_id)
+        self.inflight[slot] = asyncio.create_task(self.run_entry(part, entry_id, raw, alone=alone))
+        self.started_at[slot] = time.monotonic()
 
     async def _drained(self) -> bool:
         """Burst mode's exit test: nothing in flight, pending, undelivered or delayed,
@@ -241,16 +350,22 @@ class Worker:
         for check in self.more_work:
             if await check():
                 return False
-        await self.outcomes.flush()
+        for part in self.parts:
+            await part.outcomes.flush()
         pipe = self.redis.pipeline(transaction=False)
-        pipe.xpending(self.keys.jobs, GROUP)
-        pipe.zcard(self.keys.delayed)
-        pipe.xinfo_stream(self.keys.jobs)
-        pipe.xinfo_groups(self.keys.jobs)
-        pending, delayed, stream, groups = await pipe.execute()
-        delivered = next((g["last-delivered-id"] for g in groups if g["name"] in (GROUP, GROUP.encode())), None)
-        undelivered = stream["length"] > 0 and delivered != stream["last-generated-id"]
-        return int(pending["pending"]) == 0 and int(delayed) == 0 and not undelivered
+        for part in self.parts:
+            pipe.xpending(part.keys.jobs, GROUP)
+            pipe.zcard(part.keys.delayed)
+            pipe.xinfo_stream(part.keys.jobs)
+            pipe.xinfo_groups(part.keys.jobs)
+        replies = await pipe.execute()
+        for n in range(0, len(replies), 4):
+            pending, delayed, stream, groups = replies[n : n + 4]
+            delivered = next((g["last-delivered-id"] for g in groups if g["name"] in (GROUP, GROUP.encode())), None)
+            undelivered = stream["length"] > 0 and delivered != stream["last-generated-id"]
+            if int(pending["pending"]) or int(delayed) or undelivered:
+                return False
+        return True
 
     async def _drain(self) -> None:
         """On stop: let running jobs finish within the grace period, then flush acks."""
@@ -269,28 +384,31 @@ class Worker:
                 for task in left:
                     task.cancel()
                 await asyncio.wait(left, timeout=1.0)
-        try:
-            await with_backoff(self.outcomes.flush, attempts=5, base_s=0.1)
-        except CONNECTION_ERRORS:
-            log.warning(
-                "Could not acknowledge %d finished jobs; they will be reclaimed and run again.",
-                len(self.outcomes.acks),
-            )
+        for part in self.parts:
+            try:
+                await with_backoff(part.outcomes.flush, attempts=5, base_s=0.1)
+            except CONNECTION_ERRORS:
+                log.warning(
+                    "Could not acknowledge %d finished jobs; they will be reclaimed and run again.",
+                    len(part.outcomes.acks),
+                )
 
     async def _goodbye(self) -> None:
-        if self._read_conn is not None:
-            await self.redis.connection_pool.release(self._read_conn)
-            self._read_conn = None
+        for part in self.parts:
+            await part.node.release()
         await self.upkeep.stop_heartbeat()
 
     # ---------------------------------------------------------------- slots
 
-    async def run_entry(self, entry_id: str, raw: dict[bytes, bytes], *, alone: bool = False) -> None:
-        """Run one entry through its handler and record the outcome. Never raises."""
+    async def run_entry(
+        self, part: PartitionReader, entry_id: str, raw: dict[bytes, bytes], *, alone: bool = False
+    ) -> None:
+        """Run one entry of ``part`` through its handler and record the outcome. Never raises."""
+        outcomes = part.outcomes
         try:
             parsed = wire.parse_entry(entry_id, raw, self.registry, self._max_field_bytes)
             if isinstance(parsed, wire.Malformed):
-                await self.outcomes.malformed(parsed)
+                await outcomes.malformed(parsed)
                 return
             spec = self.registry.kinds[parsed.kind]
             if self._job_started:
@@ -304,19 +422,20 @@ class Worker:
                 else:
                     await self._call(spec, parsed)
             except (Exception, SystemExit) as exc:
-                await self.outcomes.failed(spec, parsed, exc, time.perf_counter() - started)
+                await outcomes.failed(spec, parsed, exc, time.perf_counter() - started)
                 return
-            self._succeeded(parsed, time.perf_counter() - started)
+            part.succeeded(parsed, time.perf_counter() - started)
             if alone:
-                await self.outcomes.flush()
+                await outcomes.flush()
         except asyncio.CancelledError:
             raise
         except Exception:
             # Only Redis being away can get here; the entry stays pending and is reclaimed.
             log.exception("Could not record the outcome of entry %s; it stays pending.", entry_id)
         finally:
-            self.inflight.pop(entry_id, None)
-            self.started_at.pop(entry_id, None)
+            slot = (part.index, entry_id)
+            self.inflight.pop(slot, None)
+            self.started_at.pop(slot, None)
             self._slot_freed.set()
 
     async def _call(self, spec: KindSpec, job: Job) -> None:
@@ -332,13 +451,16 @@ class Worker:
         except TimeoutError:
             raise JobTimeout(f"{spec.name} ran longer than its timeout of {spec.timeout_s} s") from None
 
-    async def run_alone(self, entry_id: str, idle_ms: int, previous: str, deliveries: int) -> None:
-        """Claim one idle entry and run it with nothing else in flight in this worker."""
+    async def run_alone(
+        self, part: PartitionReader, entry_id: str, idle_ms: int, previous: str, deliveries: int
+    ) -> None:
+        """Claim one idle entry of ``part`` and run it with nothing else in flight in this worker
+        (no job running, no read waiting that could return one)."""
         async with self._reading:
-            while self.inflight:
+            while self.inflight or any(p.waiting is not None and not p.waiting.done() for p in self.parts):
                 self._slot_freed.clear()
                 await self._slot_freed.wait()
-            claimed: list[Any] = await self.redis.xclaim(self.keys.jobs, GROUP, self.name, idle_ms, [entry_id])
+            claimed: list[Any] = await self.redis.xclaim(part.keys.jobs, GROUP, self.name, idle_ms, [entry_id])
             if not claimed or claimed[0] is None or claimed[0][1] is None:
                 return
             log.warning(
@@ -347,5 +469,5 @@ class Worker:
                 previous,
                 deliveries + 1,
             )
-            self._start(entry_id, claimed[0][1], alone=True)
-            await asyncio.shield(self.inflight[entry_id])
+            self._start(part, entry_id, claimed[0][1], alone=True)
+            await asyncio.shield(self.inflight[(part.index, entry_id)])

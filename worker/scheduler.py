@@ -2,7 +2,8 @@
 
 Exactly one enqueue per tick, whatever the number of workers: the lock belongs
 to the tick (``sched:<name>:<tick-epoch>``, taken with SET NX in the same Lua
-script as the XADD, ``worker/lua/schedule_tick.lua``). Its lifetime is longer
+script as the XADD, ``worker/lua/schedule_tick.lua``; with partitions, every worker
+puts a tick in the partition of ``<name>:<tick>``, lock and job alike). Its lifetime is longer
 than the catch-up window plus twice the tolerated clock skew plus one
 interval, so a worker whose clock is late, or that wakes late, finds the lock
 still there; nothing has to line up with the next tick (the chapter's
@@ -24,13 +25,14 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from worker.chores import Chore
 from worker.enqueue import job_fields
 from worker.errors import UnknownKind
-from worker.keys import Keys
+from worker.keys import Keys, partition_of
+from worker.partitions import partition_keys
 from worker.schedules import Schedule, iso_utc
 from worker.scripts import Scripts
 
@@ -63,7 +65,7 @@ class Scheduler:
     def __init__(
         self,
         redis: Any,
-        keys: Keys,
+        keys: Keys | Sequence[Keys],
         schedules: Iterable[Schedule],
         *,
         owner: str,
@@ -72,13 +74,13 @@ class Scheduler:
         observers: Iterable[TickObserver] = (),
     ) -> None:
         self.redis = redis
-        self.keys = keys
+        self.partitions = [keys] if isinstance(keys, Keys) else list(keys)
         self.schedules = sorted(schedules, key=lambda s: s.name)
         self.owner = owner
         self.default_tz = default_tz
         self.clock = clock
         self.observers = list(observers)
-        self.scripts = Scripts(redis, keys)
+        self.scripts = [Scripts(redis, k) for k in self.partitions]
         self._cursor: dict[str, float] = {}
         self._next: dict[str, float] = {}
 
@@ -117,7 +119,9 @@ class Scheduler:
     async def _enqueue(self, s: Schedule, tick: float, now: float) -> bool:
         scheduled_for = iso_utc(tick)
         fields = job_fields(s.kind, {**s.fields, "scheduled_for": scheduled_for, "schedule": s.name})
-        entry_id = await self.scripts.schedule_tick(s.name, int(tick), self.owner, self.lock_ttl_s(s, tick), fields)
+        # Every worker puts the tick (its lock and its job) in the same partition: one lock per tick.
+        scripts = self.scripts[partition_of(f"{s.name}:{int(tick)}", len(self.scripts))]
+        entry_id = await scripts.schedule_tick(s.name, int(tick), self.owner, self.lock_ttl_s(s, tick), fields)
         if not entry_id:
             return False
         late_s = now - tick
@@ -154,7 +158,7 @@ def scheduler_chore(app: WorkerApp, observers: Iterable[TickObserver] = ()) -> C
             )
     scheduler = Scheduler(
         app.redis,
-        Keys(app.settings.prefix),
+        partition_keys(app.settings),
         schedules,
         owner=app.settings.worker_name,
         default_tz=app.settings.schedule_tz,

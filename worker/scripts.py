@@ -6,6 +6,11 @@ this module builds their arguments, so the worker and opslib call the same
 moves the same way: schedule_tick, promote, retry, bury, replay, discard,
 replay_archived, trim, trim_dead, refresh_claims, forget_consumers, run_now,
 cancel_delayed.
+
+Every script starts with ``#!lua``, so that the server refuses a key the
+script did not declare, and every key it touches is passed in ``KEYS`` (none
+is built inside a script); the keys of one call share a hash tag, so each
+move runs whole on one Redis Cluster node (Redis >= 7.0 for the ``#!lua`` line).
 """
 
 from __future__ import annotations
@@ -15,8 +20,17 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+import redis.asyncio as aioredis
+import redis.asyncio.cluster as aiocluster
+import redis.cluster
+
+from worker.durable import write_and_wait, write_and_wait_async
 from worker.keys import ARCHIVE_GROUP, GROUP, REPLAY_OUTCOME_TTL_S, Keys
 from worker.vocabulary import RECORDED_QUEUED
+
+CLUSTER_PIPELINES = (redis.cluster.ClusterPipeline, aiocluster.ClusterPipeline)
+#: The moves that record a job's outcome; with ``WAIT_REPLICAS`` they wait for the replicas.
+OUTCOMES = frozenset({"retry", "bury"})
 
 NAMES = (
     "schedule_tick",
@@ -46,15 +60,33 @@ class Scripts:
 
     Each method returns what the client's script call returns: a value for a
     plain client, an awaitable for an asyncio client. Pass ``client=`` a
-    pipeline to queue the call in it.
+    pipeline to queue the call in it. With ``wait_replicas`` > 0 the outcome
+    moves (retry, bury) wait for that many replicas (:mod:`worker.durable`).
     """
 
-    def __init__(self, redis: Any, keys: Keys) -> None:
+    def __init__(self, redis: Any, keys: Keys, *, wait_replicas: int = 0) -> None:
         self.keys = keys
+        self.redis = redis
+        self.wait_replicas = wait_replicas
+        self._asyncio = isinstance(redis, aioredis.Redis | aiocluster.RedisCluster)
         self._scripts = {name: redis.register_script(source(name)) for name in NAMES}
 
     def _call(self, name: str, keys: list[str], args: list[Any], client: Any = None) -> Any:
-        return self._scripts[name](keys=keys, args=args, client=client)
+        script = self._scripts[name]
+        if self.wait_replicas and client is None and name in OUTCOMES:
+            command = ("EVAL", script.script, len(keys), *keys, *args)
+            wait = write_and_wait_async if self._asyncio else write_and_wait
+            return wait(self.redis, keys[0], command, self.wait_replicas)
+        if isinstance(client, CLUSTER_PIPELINES):
+            # redis-py blocks .evalsha() in a cluster pipeline and cannot load a script there:
+            # the caller runs load() first, and the pipeline sends the EVALSHA as it is.
+            return client.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
+        return script(keys=keys, args=args, client=client)
+
+    def load(self, client: Any) -> None:
+        """Load every script on every primary of a (sync) cluster, before a pipeline calls them."""
+        for script in self._scripts.values():
+            client.script_load(script.script)
 
     def schedule_tick(
         self, name: str, tick_epoch: int, owner: str, ttl_s: int, fields: dict[str, str], client: Any = None
@@ -126,18 +158,27 @@ class Scripts:
         return self._call("refresh_claims", [self.keys.jobs], [GROUP, consumer, *entry_ids], client)
 
     def forget_consumers(
-        self, min_idle_ms: int, *, stream: str | None = None, group: str = GROUP, client: Any = None
+        self,
+        min_idle_ms: int,
+        candidates: Iterable[str],
+        *,
+        stream: str | None = None,
+        group: str = GROUP,
+        client: Any = None,
     ) -> Any:
-        """Remove dead consumers of ``group`` on ``stream`` (default: group ``workers`` on ``jobs``)."""
-        return self._call(
-            "forget_consumers",
-            [stream or self.keys.jobs],
-            [group, self.keys.heartbeat_prefix, min_idle_ms],
-            client,
-        )
+        """Remove the ``candidates`` (consumers whose heartbeat is gone) of ``group`` on ``stream`` that own
+        nothing and are idle (default: group ``workers`` on ``jobs``)."""
+        return self._call("forget_consumers", [stream or self.keys.jobs], [group, min_idle_ms, *candidates], client)
 
     def run_now(self, member: str | bytes, client: Any = None) -> Any:
         return self._call("run_now", [self.keys.delayed, self.keys.jobs], [member], client)
 
-    def cancel_delayed(self, member: str | bytes, client: Any = None) -> Any:
-        return self._call("cancel_delayed", [self.keys.delayed], [member], client)
+    def cancel_delayed(
+        self, member: str | bytes, batch: str, *, by: str, reason: str, at: str, record: bool, client: Any = None
+    ) -> Any:
+        return self._call(
+            "cancel_delayed",
+            [self.keys.delayed, self.keys.dead_log],
+            [member, batch, by, reason, at, int(record)],
+            client,
+        )

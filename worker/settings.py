@@ -194,6 +194,12 @@ class Settings:
         url("redis", "rediss", "unix"),
         "Redis/Valkey URL (redis://, rediss://, unix://); empty: start the embedded server",
     )
+    redis_mode: str = setting(
+        "REDIS_MODE",
+        "auto",
+        choice("auto", "single", "cluster"),
+        "auto: ask the server whether it runs a Redis Cluster; single or cluster: insist, refusing the other",
+    )
     database_url: str = setting(
         "DATABASE_URL",
         "",
@@ -217,6 +223,20 @@ class Settings:
         "comma-separated modules that declare the job kinds, e.g. stagedoor.kinds (required to run)",
     )
     prefix: str = setting("QUEUE_PREFIX", "", as_is, "put in front of every key, e.g. {stagedoor}:")
+    partitions: int = setting(
+        "QUEUE_PARTITIONS",
+        "1",
+        positive_int,
+        "partitions of the queue, each with its own jobs, delayed and jobs:dead under a hash tag of its own "
+        "(spread over a cluster's primaries); every worker of a queue must use the same count",
+    )
+    wait_replicas: int = setting(
+        "WAIT_REPLICAS",
+        "0",
+        non_negative_int,
+        "replicas that must acknowledge an enqueue and each retry or dead-letter move (WAIT) before it counts "
+        "as done; 0: do not wait (asynchronous replication: a failover can lose the last writes)",
+    )
     max_deliveries: int = setting(
         "MAX_DELIVERIES", "3", positive_int, "deliveries after which a pending entry is dead-lettered as poison"
     )

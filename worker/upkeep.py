@@ -9,6 +9,9 @@
 | trim | 1 s | keeps ``jobs`` bounded without dropping undelivered or pending entries |
 | forget-consumers | 60 s | removes consumers of dead workers once they own nothing |
 | summary | 60 s | one log line: jobs processed per kind and outcome |
+
+Each chore that acts on ``jobs`` or ``delayed`` does so in every partition
+(:attr:`worker.runner.Worker.parts`); the heartbeat is the worker's, queue-wide.
 """
 
 from __future__ import annotations
@@ -21,8 +24,10 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from worker.chores import CONNECTION_ERRORS, Chore, sleep_or_stop
+from worker.consumers import forget_dead_consumers
 from worker.failures import now_iso
 from worker.keys import GROUP
+from worker.scripts import Scripts
 
 if TYPE_CHECKING:
     from worker.runner import Worker
@@ -43,7 +48,6 @@ class Upkeep:
         self.redis = worker.redis
         self.settings = worker.settings
         self.keys = worker.keys
-        self.scripts = worker.scripts
         self._side_tasks: set[asyncio.Task[None]] = set()
 
     def chores(self) -> list[Chore]:
@@ -60,49 +64,62 @@ class Upkeep:
         ]
 
     async def promote_due(self) -> float:
-        """Move due delayed jobs onto ``jobs``; sleep until the next one is due (at most 1 s)."""
-        while await self.scripts.promote(time.time(), 100) == 100:
+        """Move due delayed jobs onto ``jobs`` in every partition; sleep until the next one is due (at most 1 s)."""
+        wake_s = 1.0
+        for part in self.worker.parts:
+            wake_s = min(wake_s, await self.promote(part.scripts))
+        return wake_s
+
+    async def promote(self, scripts: Scripts) -> float:
+        """Move one partition's due delayed jobs onto its ``jobs``; how long until its next one is due."""
+        while await scripts.promote(time.time(), 100) == 100:
             pass
-        head = await self.redis.zrange(self.keys.delayed, 0, 0, withscores=True)
+        head = await self.redis.zrange(scripts.keys.delayed, 0, 0, withscores=True)
         if not head:
             return 1.0
         return max(0.01, min(1.0, float(head[0][1]) - time.time()))
 
-    def promote_soon(self, delay_s: float) -> None:
-        """Promote once more after ``delay_s``: a retry due sooner than the chore's next wake."""
+    def promote_soon(self, scripts: Scripts, delay_s: float) -> None:
+        """Promote ``scripts``' partition once more after ``delay_s``: a retry due sooner than the chore's
+        next wake."""
 
         async def later() -> None:
             if not await sleep_or_stop(delay_s, self.worker.stopping):
                 with contextlib.suppress(*CONNECTION_ERRORS):
-                    await self.promote_due()
+                    await self.promote(scripts)
 
         task = asyncio.create_task(later())
         self._side_tasks.add(task)
         task.add_done_callback(self._side_tasks.discard)
 
     async def reclaim(self) -> None:
-        """Dead-letter poison entries; claim other idle pending entries and run each alone."""
+        """Dead-letter poison entries; claim other idle pending entries and run each alone (every partition)."""
         idle_ms = self.settings.reclaim_idle_ms
-        pending: list[dict[str, Any]] = await self.redis.xpending_range(
-            self.keys.jobs, GROUP, min="-", max="+", count=100, idle=idle_ms
-        )
-        for item in pending:
-            if self.worker.stopping.is_set():
-                return
-            entry_id = item["message_id"].decode()
-            deliveries = int(item["times_delivered"])
-            consumer = item["consumer"].decode()
-            if deliveries >= self.settings.max_deliveries:
-                await self.worker.outcomes.poison(entry_id, deliveries, consumer, idle_ms)
-                continue
-            await self.worker.run_alone(entry_id, idle_ms, consumer, deliveries)
+        for part in self.worker.parts:
+            pending: list[dict[str, Any]] = await self.redis.xpending_range(
+                part.keys.jobs, GROUP, min="-", max="+", count=100, idle=idle_ms
+            )
+            for item in pending:
+                if self.worker.stopping.is_set():
+                    return
+                entry_id = item["message_id"].decode()
+                deliveries = int(item["times_delivered"])
+                consumer = item["consumer"].decode()
+                if deliveries >= self.settings.max_deliveries:
+                    await part.outcomes.poison(entry_id, deliveries, consumer, idle_ms)
+                    continue
+                await self.worker.run_alone(part, entry_id, idle_ms, consumer, deliveries)
 
     async def refresh_claims(self) -> None:
         """Reset the idle time of entries running longer than a third of RECLAIM_IDLE_MS."""
         horizon = time.monotonic() - self.settings.reclaim_idle_ms / 3000
-        old = [eid for eid, started in list(self.worker.started_at.items()) if started < horizon]
-        if old:
-            await self.scripts.refresh_claims(self.worker.name, old)
+        old: dict[int, list[str]] = {}
+        for (partition, entry_id), started in list(self.worker.started_at.items()):
+            if started < horizon:
+                old.setdefault(partition, []).append(entry_id)
+        for part in self.worker.parts:
+            if part.index in old:
+                await part.scripts.refresh_claims(self.worker.name, old[part.index])
 
     async def heartbeat(self) -> None:
         """Say this worker is alive (for health checks and consumer clean-up)."""
@@ -115,14 +132,22 @@ class Upkeep:
             await self.redis.delete(self.keys.heartbeat(self.worker.name))
 
     async def trim(self) -> None:
-        """Keep ``jobs`` bounded: drop acknowledged entries, never undelivered or pending ones."""
-        await self.scripts.trim()
+        """Keep each ``jobs`` bounded: drop acknowledged entries, never undelivered or pending ones."""
+        for part in self.worker.parts:
+            await part.scripts.trim()
 
     async def forget_consumers(self) -> None:
-        """Remove consumers of dead workers once they own nothing."""
-        removed = await self.scripts.forget_consumers(max(self.settings.reclaim_idle_ms, 60_000))
-        if removed:
-            log.info("Removed dead consumers from the group: %s.", ", ".join(n.decode() for n in removed))
+        """Remove consumers of dead workers once they own nothing (from each partition's group)."""
+        for part in self.worker.parts:
+            removed = await forget_dead_consumers(
+                self.redis,
+                part.scripts,
+                stream=part.keys.jobs,
+                group=GROUP,
+                min_idle_ms=max(self.settings.reclaim_idle_ms, 60_000),
+            )
+            if removed:
+                log.info("Removed dead consumers from the group on %s: %s.", part.keys.jobs, ", ".join(removed))
 
     async def summary(self) -> None:
         self.log_summary()

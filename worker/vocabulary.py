@@ -35,6 +35,8 @@ REASON_MALFORMED = "malformed"
 """The entry is not a job (no kind, bad attempts, not UTF-8, a field too big); never run."""
 REASON_UNKNOWN_KIND = "unknown_kind"
 """The entry names a kind this worker does not know; never run."""
+REASON_CANCELLED = "cancelled"
+"""Only in the archive: a delayed job cancelled before it ran (``opslib.cancel_delayed``); never in jobs:dead."""
 REASONS = (REASON_EXHAUSTED, REASON_PERMANENT, REASON_POISON, REASON_MALFORMED, REASON_UNKNOWN_KIND)
 REASONS_AFTER_A_RUN = (REASON_EXHAUSTED, REASON_PERMANENT)
 """Reasons of entries whose handler ran (their duration is measured); the others never ran."""

@@ -45,4 +45,7 @@ def refresh(paths: list[Path]) -> None:
 
 
 if __name__ == "__main__":
-    refresh([Path(arg).resolve() for arg in sys.argv[1:]] or sorted({p for p in NOTEBOOKS.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts} - {PANEL}))
+    refresh(
+        [Path(arg).resolve() for arg in sys.argv[1:]]
+        or sorted({p for p in NOTEBOOKS.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts} - {PANEL})
+    )

@@ -6,7 +6,8 @@
 loads the demo night into them as ``make run`` does (``stagedoor.demo``,
 with next week's reminders), starts one worker, and waits until the night
 has settled: the outbox published, nothing pending, undelivered or due within
-the hour, and the 40 render_tickets dead letters in ``jobs:dead``. The worker
+the hour, and the 40 render_tickets dead letters in ``jobs:dead`` and in the
+archive (the runbook and the stories read both). The worker
 keeps running beside the notebook, so that a replay's jobs run. It is named
 ``worker-1``, its scheduler is off and the mail stand-in fails no send, so the
 numbers a notebook shows are the same on every run. :meth:`NightStack.env` is
@@ -30,12 +31,13 @@ import psycopg
 import redis
 
 import opslib
+from stagedoor.demo import DemoNight
 from tests.helpers import with_schema
 from worker.embedded import EmbeddedServer, die_with_parent, start_postgres, start_redis
 from worker.keys import Keys
-from stagedoor.demo import DemoNight
 
 WORKER_NAME = "worker-1"
+ARCHIVED = "SELECT count(*) FROM dead_letters WHERE queue = %s"
 
 
 class Servers:
@@ -106,6 +108,7 @@ class NightStack:
         with psycopg.connect(self.database_url) as conn:
             unpublished = conn.execute("SELECT count(*) FROM outbox WHERE published_at IS NULL").fetchone()
         return {
+            "archived dead letters": self.archived(),
             "dead": stats.dead,
             "pending": stats.pending,
             "lag": stats.lag,
@@ -113,8 +116,18 @@ class NightStack:
             "unpublished outbox rows": int(unpublished[0]) if unpublished else 0,
         }
 
+    def archived(self) -> int:
+        """The night's rows in the archive the worker writes (``ARCHIVE_URL``, else the night's database)."""
+        url = os.environ.get("ARCHIVE_URL") or self.database_url
+        with psycopg.connect(url) as conn:
+            found = conn.execute("SELECT to_regclass('dead_letters') IS NOT NULL").fetchone()
+            counted = conn.execute(ARCHIVED, (self.prefix,)).fetchone() if found and found[0] else None
+        return int(counted[0]) if counted else 0
+
     def wait_until_settled(self, timeout_s: float = 120.0) -> None:
-        settled = {"dead": len(self.night.bad_orders), "pending": 0, "lag": 0}
+        dead = len(self.night.bad_orders)
+        archived = 0 if os.environ.get("ARCHIVE_URL") == "off" else dead
+        settled = {"archived dead letters": archived, "dead": dead, "pending": 0, "lag": 0}
         settled |= {"delayed within the hour": 0, "unpublished outbox rows": 0}
         deadline = time.monotonic() + timeout_s
         while (state := self.state()) != settled:

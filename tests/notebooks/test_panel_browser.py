@@ -1,10 +1,15 @@
-"""The dead-letter panel in a real browser, on the demo night.
+"""The dead-letter panel in a real browser, on the demo night (and one send_email dead letter with HTML in it).
 
-Voilà serves ``notebooks/dead_letter_panel.ipynb`` on 127.0.0.1; Debian's
-headless Chromium, driven by Playwright, selects the barcode group, clicks
-Replay, confirms, and reads the replayed count and the status on the page.
-Every request that is not to loopback is aborted (Voilà's page asks CDNs for
-fonts). On failure a screenshot is saved in ``test-artifacts/``.
+Voilà serves ``notebooks/dead_letter_panel.ipynb`` on 127.0.0.1 (times in
+Europe/Prague); Debian's headless Chromium, driven by Playwright, uses every
+control once: the kind selector (the groups table follows), the search, the
+time range, the barcode group, one entry selected (its traceback read), that
+entry discarded with a reason, then the rest of the group replayed, and reads
+the results and the status on the page. Every request that is not to
+loopback is aborted (Voilà's page asks CDNs for fonts). The page with the
+entry selected is saved as ``test-artifacts/panel.png``, and with
+``UPDATE_SCREENSHOTS=1`` as ``docs/images/panel.png`` (what docs/opslib.md
+shows); on failure, a screenshot and the worker's log go to ``test-artifacts/``.
 
 ``make test`` installs Chromium where it can (root and apt-get); elsewhere
 this test skips and says why, except under ``CI=true``, where it must run.
@@ -13,6 +18,7 @@ this test skips and says why, except under ``CI=true``, where it must run.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -21,15 +27,21 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import psycopg
 import pytest
+import redis
 
 from tests.helpers import ROOT
 from tests.notebooks.refresh_outputs import PANEL
 from tests.notebooks.stack import NightStack
 from worker.embedded import free_port
+from worker.keys import Keys
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Locator, Page
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = ROOT / "test-artifacts"
@@ -65,6 +77,7 @@ def is_loopback(url: str) -> bool:
 @pytest.fixture
 def night(redis_url: str, database_url: str, tmp_path: Path) -> Iterator[NightStack]:
     stack = NightStack(redis_url, database_url, tmp_path / "worker.log")
+    add_other_kind(stack)
     yield stack
     stack.stop()
 
@@ -77,6 +90,7 @@ def voila(night: NightStack, tmp_path: Path) -> Iterator[str]:
     env = {
         **os.environ,
         **night.env(),
+        "OPSLIB_TZ": "Europe/Prague",
         "PYTHONPATH": str(ROOT),
         "JUPYTER_CONFIG_DIR": str(home / "config"),
         "JUPYTER_DATA_DIR": str(home / "data"),
@@ -119,17 +133,115 @@ def voila(night: NightStack, tmp_path: Path) -> Iterator[str]:
             proc.wait()
 
 
-def test_replay_the_barcode_group_from_the_panel(chromium: Path, night: NightStack, voila: str) -> None:
+EVIL = "<img src=x onerror=alert(1)>"
+MAIL_TRACEBACK = f"""Traceback (most recent call last):
+  File "stagedoor/mail.py", line 57, in send_email
+    await smtp.send_message(message)
+  File "aiosmtplib/smtp.py", line 400, in send_message
+    raise SMTPRecipientsRefused(refused)
+SMTPRecipientsRefused: {EVIL}"""
+SCREENSHOT = ROOT / "docs" / "images" / "panel.png"
+"""The screenshot docs/opslib.md shows; this test rewrites it when ``UPDATE_SCREENSHOTS=1``."""
+
+
+def add_other_kind(night: NightStack) -> None:
+    """One send_email dead letter beside the night's 40, with HTML in its error and traceback."""
+    client = redis.Redis.from_url(night.redis_url)
+    try:
+        fields = {
+            "kind": "send_email",
+            "order_id": "4471",
+            "attempts": "4",
+            "reason": "exhausted",
+            "error": f"SMTPRecipientsRefused: {EVIL}",
+            "traceback": MAIL_TRACEBACK,
+        }
+        client.xadd(Keys(night.prefix).dead, fields)  # type: ignore[arg-type]
+    finally:
+        client.close()
+
+
+def labelled(page: Page, kind: str, label: str) -> Locator:
+    """The control of one ipywidget (``kind``: its class, e.g. widget-text) whose description is ``label``."""
+    exact = re.compile(f"^{re.escape(label)}$")
+    return page.locator(f".{kind}").filter(has=page.locator("label", has_text=exact)).locator("input, select")
+
+
+def type_in(page: Page, label: str, value: str) -> None:
+    field = labelled(page, "widget-text", label)
+    field.fill(value)
+    field.press("Enter")  # the filters' texts update on Enter (continuous_update=False)
+
+
+def wait_text(locator: Locator, text: str, timeout_s: float = 30) -> None:
+    locator.get_by_text(text).first.wait_for(timeout=timeout_s * 1000)
+
+
+def drive(page: Page, voila: str) -> None:
+    """Every control of the panel, in the order an analyst would use them."""
+    from playwright.sync_api import expect
+
+    page.goto(voila, timeout=90_000)
+    page.wait_for_selector(".opslib-groups table", timeout=90_000)
+    groups = page.locator(".opslib-groups")
+    assert "SeatLabelInvalid: &lt;str&gt;" in groups.inner_html()
+    assert "&lt;img src=x onerror=alert(" in groups.inner_html()  # escaped: shown as text, no element
+    assert page.locator(".opslib-groups img").count() == 0
+    labelled(page, "widget-dropdown", "Kind").select_option(label="render_tickets")  # the table follows the kind
+    page.wait_for_function("!document.querySelector('.opslib-groups').innerText.includes('SMTPRecipientsRefused')")
+    type_in(page, "Search", "14-C")  # the error, or a payload field
+    wait_text(page.locator(".opslib-preview"), "A replay would take 1 entries")
+    type_in(page, "Search", "")
+    type_in(page, "To", "2h")  # dead more than 2 h ago: none
+    wait_text(groups, "No dead letters of render_tickets match the filters.")
+    type_in(page, "To", "")
+    type_in(page, "From", "2h")
+    wait_text(page.locator(".opslib-preview"), "A replay would take 40 entries")
+    group = labelled(page, "widget-dropdown", "Group")
+    entries = labelled(page, "widget-select-multiple", "Entries")
+    labelled(page, "widget-dropdown", "Kind").select_option(label="all kinds")
+    wait_text(groups, "SMTPRecipientsRefused")
+    group.select_option(label="1 × SMTPRecipientsRefused: <img src=x onerror=alert(<num>)>")
+    entries.select_option(index=0)  # one row: its traceback, line breaks kept, its HTML shown as text
+    traceback = page.locator(".opslib-entry pre")
+    assert traceback.inner_text() == MAIL_TRACEBACK and page.locator(".opslib-entry img").count() == 0
+    page.screenshot(path=str(ARTIFACTS / "panel.png"), full_page=True)
+    labelled(page, "widget-dropdown", "Kind").select_option(label="render_tickets")
+    group.select_option(label="40 × SeatLabelInvalid: <str> is not a row letter and a seat number")
+    expect(entries.locator("option")).to_have_count(40)
+    assert " CET · render_tickets · " in entries.locator("option").first.inner_text().replace("\xa0", " ")
+    entries.select_option(index=0)
+    wait_text(page.locator(".opslib-preview"), "A replay would take 1 selected entries")
+    assert "Traceback (most recent call last):\n" in traceback.inner_text()
+    type_in(page, "Reason", "order refunded, INC-2211")
+    page.get_by_role("button", name="Discard…").click()
+    page.get_by_role("button", name="Confirm discard").click()
+    wait_text(page.locator(".opslib-result"), "Discarded 1 of 1", 60)
+    wait_text(page.locator(".opslib-preview"), "A replay would take 39 entries")  # none selected: the whole group
+    page.get_by_role("button", name="Replay…").click()
+    page.get_by_role("button", name="Confirm replay").click()
+    wait_text(page.locator(".opslib-result"), "Replayed 39 of 39", 60)
+    status = page.locator(".opslib-status")
+    deadline = time.monotonic() + 90
+    while "succeeded: 39" not in status.inner_text():
+        assert time.monotonic() < deadline, f"the status did not reach succeeded: 39: {status.inner_text()}"
+        page.get_by_role("button", name="Refresh status").click()
+        time.sleep(0.5)
+    assert "1 dead letters" in page.inner_text(".opslib-counts")  # send_email's is left
+
+
+def test_every_control_of_the_panel_in_a_browser(chromium: Path, night: NightStack, voila: str) -> None:
     from playwright.sync_api import sync_playwright
 
     # The organizer fixed the seat map (14-C -> 14C), so the replayed renders succeed.
     with psycopg.connect(night.database_url, autocommit=True) as conn:
         conn.execute("UPDATE seats SET label = replace(label, '-', '') WHERE label LIKE '%-%'")
+    ARTIFACTS.mkdir(exist_ok=True)
     blocked: list[str] = []
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(chromium), args=CHROMIUM_ARGS, headless=True)
         try:
-            context = browser.new_context(viewport={"width": 1400, "height": 1000})
+            context = browser.new_context(viewport={"width": 1400, "height": 1150})
 
             def only_loopback(route, request):  # type: ignore[no-untyped-def]
                 if is_loopback(request.url):
@@ -141,30 +253,14 @@ def test_replay_the_barcode_group_from_the_panel(chromium: Path, night: NightSta
             context.route("**/*", only_loopback)
             page = context.new_page()
             try:
-                page.goto(voila, timeout=90_000)
-                page.wait_for_selector(".opslib-groups table", timeout=90_000)
-                assert "SeatLabelInvalid: &lt;str&gt;" in page.inner_html(".opslib-groups")
-                group = page.locator(".widget-dropdown", has_text="Group").locator("select")
-                barcode = "40 × SeatLabelInvalid: <str> is not a row letter and a seat number"
-                group.select_option(label=barcode)
-                page.wait_for_selector(".opslib-preview >> text=A replay would take 40 entries")
-                page.get_by_role("button", name="Replay…").click()
-                page.get_by_role("button", name="Confirm replay").click()
-                result = page.locator(".opslib-result")
-                result.get_by_text("Replayed 40 of 40").wait_for(timeout=60_000)
-                status = page.locator(".opslib-status")
-                deadline = time.monotonic() + 90
-                while "succeeded: 40" not in status.inner_text():
-                    assert time.monotonic() < deadline, f"the status did not reach succeeded: 40: {status.inner_text()}"
-                    page.get_by_role("button", name="Refresh status").click()
-                    time.sleep(0.5)
-                assert "0 dead letters" in page.inner_text(".opslib-counts")
+                drive(page, voila)
             except BaseException:
-                ARTIFACTS.mkdir(exist_ok=True)
-                shot = ARTIFACTS / "panel_browser_failure.png"
-                page.screenshot(path=str(shot), full_page=True)
+                page.screenshot(path=str(ARTIFACTS / "panel_browser_failure.png"), full_page=True)
                 shutil.copy(night.log_path, ARTIFACTS / "panel_browser_worker.log")
                 raise
         finally:
             browser.close()
     assert all(not is_loopback(url) for url in blocked)
+    if os.environ.get("UPDATE_SCREENSHOTS") == "1":
+        SCREENSHOT.parent.mkdir(exist_ok=True)
+        shutil.copy(ARTIFACTS / "panel.png", SCREENSHOT)

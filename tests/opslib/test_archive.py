@@ -44,7 +44,9 @@ def test_an_empty_archive_frame_has_every_column_and_dtype() -> None:
     frame = archive_to_frame([])
     assert dtypes(frame) == ARCHIVE_COLUMNS
     assert frame.index.name == "dead_id" and str(frame.index.dtype) == "str"
-    assert list(frame.columns[:15]) == [name.replace("replay_batch", "replay_of_batch") for name in DEAD_COLUMNS]
+    assert list(frame.columns[: len(DEAD_COLUMNS)]) == [
+        name.replace("replay_batch", "replay_of_batch") for name in DEAD_COLUMNS
+    ]
 
 
 def test_an_archive_frame_decodes_the_wire_fields_and_the_life_after_death() -> None:
@@ -291,6 +293,18 @@ def test_plot_history_draws_the_four_counts_in_one_call(conn: psycopg.Connection
     assert heights(read, 2) == [1]
     empty = opslib.plot_history(since=at(9, day=1), until=at(10, day=1), conn=conn, prefix="")
     assert "nothing in the archive" in empty.texts[0].get_text()
+    assert ax.get_xlabel() == "period (times in UTC)"
+    ax.figure.canvas.draw()
+    assert [label.get_text() for label in ax.get_xticklabels()][:2] == ["20:00", "21:00"]
+    opslib.set_display_tz("Europe/Prague")  # the same bars, the axis an hour later (CET)
+    try:
+        prague = opslib.plot_history(frame)
+        prague.figure.canvas.draw()
+        assert prague.get_xlabel() == "period (times in Europe/Prague)"
+        assert [label.get_text() for label in prague.get_xticklabels()][:2] == ["21:00", "22:00"]
+        assert heights(prague, 0) == heights(ax, 0)
+    finally:
+        opslib.set_display_tz(None)
     with pytest.raises(opslib.OpslibError, match="got a frame and history\\(\\)'s arguments \\['freq'\\]"):
         opslib.plot_history(frame, freq="1D")
     with pytest.raises(opslib.OpslibError, match="needs a history\\(\\) frame; this one lacks"):

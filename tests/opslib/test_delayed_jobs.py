@@ -6,6 +6,8 @@ import io
 import time
 from typing import Any
 
+import pandas as pd
+import psycopg
 import pytest
 import redis
 
@@ -14,8 +16,11 @@ from opslib.cli import EXIT_NOT_CONFIRMED, EXIT_OK, main
 from opslib.delayed_jobs import MOVE_COLUMNS
 from tests.helpers import Workers, queue_state, wait_for
 from tests.opslib.seed import KINDS
+from worker.archive_table import migrate
+from worker.dead_log import CANCELLED_SUFFIX
 from worker.enqueue import enqueue
 from worker.keys import Keys
+from worker.vocabulary import REASON_CANCELLED
 
 
 def later(r: redis.Redis, keys: Keys, count: int, *, first_s: float = 3600, step_s: float = 0.0) -> list[str]:
@@ -128,3 +133,33 @@ def test_racing_a_promoting_worker_each_job_runs_once_or_is_cancelled(
         ran = settle(r, keys, len(job_ids) - len(taken))
         assert set(ran.values()) == {1}
         assert set(ran) == set(job_ids) - taken
+
+
+def test_a_cancelled_job_is_archived_as_discarded_with_its_reason_and_never_runs(
+    r: redis.Redis, keys: Keys, workers: Workers, at: dict[str, Any], archive_url: str
+) -> None:
+    """The cancel script's own ``discarded`` record reaches the archive through the worker's archiver."""
+    later(r, keys, 3, first_s=1.0)
+    done = opslib.cancel_delayed(["t0", "t2"], reason="order 4471 was refunded", by="ana", **at)
+    records = [{k.decode(): v.decode() for k, v in f.items()} for _, f in r.xrange(keys.dead_log)]
+    assert [record["f.job_id"] for record in records] == ["t0", "t2"]
+    dead_ids = [record["dead_id"] for record in records]
+    assert len(set(dead_ids)) == 2 and all(dead_id.endswith(CANCELLED_SUFFIX) for dead_id in dead_ids)
+    assert all(r.xrange(keys.dead, d.removesuffix(CANCELLED_SUFFIX)) == [] for d in dead_ids)
+    record = records[0]
+    assert (record["event"], record["batch"], record["f.reason"]) == ("discarded", done.attrs["batch"], "cancelled")
+    with psycopg.connect(archive_url, autocommit=True) as conn:
+        migrate(conn)  # as the worker does when it starts: the table exists before the first poll
+    workers.start(KINDS, WORKER_NAME="archiver")
+
+    def archived() -> bool:
+        return len(opslib.archive(status="discarded", prefix=keys.prefix)) == 2
+
+    wait_for(lambda: archived() and runs(r, keys).get("t1") == 1, timeout_s=60, what="t1 to run and the archive's rows")
+    rows = opslib.archive(status="discarded", prefix=keys.prefix)
+    assert sorted(rows.index) == sorted(dead_ids)
+    row = rows.loc[record["dead_id"]]
+    assert (row["kind"], row["job_id"], row["reason"]) == ("tally", "t0", REASON_CANCELLED)
+    assert (row["discard_reason"], row["discarded_by"]) == ("order 4471 was refunded", "ana")
+    assert row["dead_at"] <= row["discarded_at"] + pd.Timedelta("1s")
+    assert runs(r, keys) == {"t1": 1} and r.zcard(keys.delayed) == 0

@@ -31,7 +31,7 @@ def archive_only(r: redis.Redis, keys: Keys, archive_url: str, fields: dict[str,
     [(_, wire)] = r.xrange(keys.dead, dead_id, dead_id)
     with psycopg.connect(archive_url, autocommit=True) as conn:
         migrate(conn)
-        conn.execute(INSERT_ROW, dead_row(keys.prefix, dead_id, list(wire.items())))
+        conn.execute(INSERT_ROW, dead_row(keys.prefix, keys.partition, dead_id, list(wire.items())))
     r.xdel(keys.dead, dead_id)
     return dead_id
 
@@ -143,7 +143,7 @@ def test_a_move_from_the_archive_applies_the_log_first(
     [(_, wire)] = r.xrange(keys.dead, dead_id, dead_id)
     with psycopg.connect(archive_url, autocommit=True) as conn:
         migrate(conn)
-        conn.execute(INSERT_ROW, dead_row(keys.prefix, dead_id, list(wire.items())))
+        conn.execute(INSERT_ROW, dead_row(keys.prefix, keys.partition, dead_id, list(wire.items())))
     assert opslib.discard(dead_id, reason="refunded", by="ana", **at)["status"].tolist() == ["discarded"]
     assert r.xlen(keys.dead_log) == 1 and row(archive_url, keys, dead_id, "status") == ("dead",)
     assert opslib.replay(dead_id, dry_run=True, **at)["status"].tolist() == ["missing"]  # the log is read

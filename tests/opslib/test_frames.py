@@ -149,6 +149,7 @@ def test_replay_frames() -> None:
         "new_id": ["9-0", ""],
         "status": ["replayed", "missing"],
         "batch": ["B1", "B1"],
+        "partition": [0, 0],
     }
     assert done.attrs["batch"] == "B1"
     plan = frames.replay_to_frame(["1-0", "2-0"], [True, False], "", dry_run=True)

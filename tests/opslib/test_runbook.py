@@ -9,9 +9,10 @@ import nbformat
 import pytest
 import redis
 
+import opslib
 from opslib.cli import EXIT_FAILED, EXIT_OK, main
-from tests.helpers import Workers
-from tests.opslib.seed import seat_dead_letters
+from tests.helpers import Workers, wait_for
+from tests.opslib.seed import KINDS, seat_dead_letters
 from worker.enqueue import enqueue
 from worker.keys import GROUP, Keys
 
@@ -34,6 +35,16 @@ def test_the_runbook_runs_for_a_kind_and_holds_its_counts(
     r: redis.Redis, keys: Keys, workers: Workers, env: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     dead = seat_dead_letters(r, keys, workers)
+    # A job cancelled before it ran is in the archive as discarded once a worker's archiver applied the record.
+    enqueue(r, "seat_label", {"seat": "7C", "job_id": "s-7C"}, run_at=time.time() + 3600, prefix=keys.prefix)
+    assert opslib.cancel_delayed("s-7C", reason="order refunded", client=r, prefix=keys.prefix).status[0] == "cancelled"
+    workers.burst(KINDS)  # nothing to run: its archiver's final run applies the log
+
+    def archived() -> dict[str, int]:
+        statuses = opslib.archive("seat_label", prefix=keys.prefix)["status"]
+        return {str(status): int(count) for status, count in statuses.value_counts().items()}
+
+    wait_for(lambda: archived() == {"dead": 3, "discarded": 1}, timeout_s=30, what="the archive to hold the night")
     enqueue(r, "seat_label", {"seat": "9A"}, run_at=time.time() + 3600, prefix=keys.prefix)
     enqueue(r, "seat_label", {"seat": "8B"}, prefix=keys.prefix)
     r.xreadgroup(GROUP, "ghost", {keys.jobs: ">"}, count=1)  # a worker that died holding it
@@ -63,6 +74,10 @@ def test_the_runbook_runs_for_a_kind_and_holds_its_counts(
     assert "CET" in output_of(executed, "groups = ")
     assert f"Dead letter {dead[-1]} · seat_label · exhausted" in output_of(executed, "for example_id")
     assert "would replay 3 dead letters" in output_of(executed, "if groups.empty")
+    history = output_of(executed, "try:\n    archived = ").split()
+    at = history.index("dead")
+    assert history[at : at + 6] == ["dead", "3", "replayed", "0", "discarded", "1"]
+    assert output_of(executed, "import matplotlib").startswith("<Figure")
     page = html_path.read_text()
     assert "Traceback (most recent call last)" in page and "<script>alert" not in page
 

@@ -7,16 +7,21 @@ from collections.abc import Iterator
 
 import ipywidgets as w
 import pandas as pd
+import pytest
 import redis
 
+import opslib
 from opslib.frames import replay_status_to_frame
+from opslib.panel_filters import panel_time
+from opslib.panel_html import status_html
 from opslib.signatures import signature
-from opslib.widgets import DeadLetterPanel, status_html
+from opslib.widgets import DeadLetterPanel
 from tests.opslib.seed import bury
 from worker.keys import Keys
 
 SCRIPT = "<script>alert('dead')</script>"
 IMG = "<img src=x onerror=alert(1)>"
+TRACEBACK = f"Traceback:\n  line 1\n{SCRIPT}"
 RAW = ("<script", "<img", "<b onmouseover")
 
 
@@ -120,3 +125,95 @@ def test_the_panel_discards_what_it_previews_only_with_a_reason_and_escapes_it(r
         (dead_id, f"refunded {SCRIPT}") for dead_id in seat_ids
     ]
     assert panel.reason.value == ""
+
+
+def seat_and_mail(r: redis.Redis, keys: Keys) -> tuple[list[str], str]:
+    """Three seat_label dead letters (one order 4471 with a script in its traceback) and one mailer's."""
+    seat_ids = [
+        bury(
+            r,
+            keys,
+            {"kind": "seat_label", "seat": seat, "order_id": order},
+            {"attempts": "2", "error": f"SeatLabelInvalid: {seat!r} is bad", "traceback": TRACEBACK},
+        )
+        for seat, order in (("1-A", "4470"), ("2-B", "4471"), ("3-C", "4472"))
+    ]
+    mail_id = bury(r, keys, {"kind": "mailer", "email": "a@b"}, {"attempts": "4", "error": "ConnectionError: 503"})
+    return seat_ids, mail_id
+
+
+def test_the_kind_filters_the_groups_table_and_the_search_finds_payloads(r: redis.Redis, keys: Keys) -> None:
+    seat_ids, mail_id = seat_and_mail(r, keys)
+    panel = DeadLetterPanel(client=r, prefix=keys.prefix)
+    assert "SeatLabelInvalid" in panel.table.value and "ConnectionError" in panel.table.value
+    panel.kind.value = "mailer"
+    assert "ConnectionError" in panel.table.value and "SeatLabelInvalid" not in panel.table.value
+    panel.kind.value = ""
+    panel.search.value = "4471"  # a payload field
+    assert list(panel.taken.index) == [seat_ids[1]] and "ConnectionError" not in panel.table.value
+    panel.search.value = "CONNECTIONERROR"  # the error, any case
+    assert list(panel.taken.index) == [mail_id]
+    panel.search.value = "nothing like this"
+    assert "No dead letters match the filters." in panel.table.value
+    assert panel.replay_button.disabled and panel.discard_button.disabled
+
+
+def test_a_time_range_in_the_display_zone_keeps_the_entries_that_died_in_it(r: redis.Redis, keys: Keys) -> None:
+    seat_and_mail(r, keys)
+    opslib.set_display_tz("Europe/Prague")
+    try:
+        panel = DeadLetterPanel(client=r, prefix=keys.prefix)
+        newest = panel.dead["dead_at"].max()
+        panel.since.value = "1h"
+        assert len(panel.shown) == 4
+        panel.until.value = (newest - pd.Timedelta("1D")).tz_convert("Europe/Prague").strftime("%Y-%m-%d %H:%M")
+        assert "must be after From" in panel.filter_message.value  # the range is refused, the table kept
+        panel.since.value = ""
+        assert panel.shown.empty and "No dead letters match" in panel.table.value
+        prague = (newest - pd.Timedelta("30min")).tz_convert("Europe/Prague").strftime("%Y-%m-%d %H:%M:%S")
+        panel.until.value = prague  # read in Prague's time: half an hour before the newest (as UTC, after it)
+        assert panel.shown.empty
+        prague = (newest + pd.Timedelta("1s")).tz_convert("Europe/Prague").strftime("%Y-%m-%d %H:%M:%S")
+        panel.until.value = prague
+        assert len(panel.shown) == 4 and panel.filter_message.value == ""
+        panel.until.value = "soon"
+        assert "To &#x27;soon&#x27; is not a time" in panel.filter_message.value
+        assert " CET · " in panel.entries.options[0][0]  # entry labels in the display zone
+    finally:
+        opslib.set_display_tz(None)
+
+
+def test_single_rows_are_selected_read_and_replayed_or_discarded(r: redis.Redis, keys: Keys) -> None:
+    seat_ids, mail_id = seat_and_mail(r, keys)
+    panel = DeadLetterPanel(client=r, prefix=keys.prefix)
+    assert [value for _label, value in panel.entries.options] == seat_ids[::-1]  # newest first
+    assert "Select an entry" in panel.entry.value and len(panel.taken) == 3
+    panel.entries.value = (seat_ids[1],)
+    assert f"<b>{seat_ids[1]} · " in panel.entry.value
+    assert "Traceback:\n  line 1\n&lt;script&gt;" in panel.entry.value and "<script" not in panel.entry.value
+    assert "A replay would take <b>1</b> selected entries" in panel.preview.value
+    panel.replay_button.click()
+    assert "Replay 1 selected dead letters" in panel.question.value
+    panel.confirm.click()
+    assert "Replayed <b>1</b> of 1" in panel.result.value
+    assert sorted(e.decode() for e, _ in r.xrange(keys.dead)) == sorted([seat_ids[0], seat_ids[2], mail_id])
+    panel.entries.value = (seat_ids[2],)
+    panel.reason.value = "order 4472 refunded"
+    panel.discard_button.click()
+    assert "Discard 1 selected dead letters" in panel.question.value
+    panel.confirm.click()
+    assert "Discarded <b>1</b> of 1" in panel.result.value
+    assert sorted(e.decode() for e, _ in r.xrange(keys.dead)) == sorted([seat_ids[0], mail_id])
+    assert [value for _label, value in panel.entries.options] == [seat_ids[0]]
+
+
+def test_a_typed_time_without_an_offset_is_read_in_the_display_zone() -> None:
+    opslib.set_display_tz("Europe/Prague")
+    try:
+        assert panel_time("2026-11-30 21:00", "From") == pd.Timestamp("2026-11-30 20:00", tz="UTC")
+        assert panel_time("2026-11-30T21:00+00:00", "From") == pd.Timestamp("2026-11-30 21:00", tz="UTC")
+        assert panel_time("  ", "To") is None
+        with pytest.raises(opslib.OpslibError, match=r"From .yesterday. is not a time; .* \(read in Europe/Prague"):
+            panel_time("yesterday", "From")
+    finally:
+        opslib.set_display_tz(None)

@@ -230,8 +230,8 @@ def test_forget_consumers_removes_only_dead_consumers_that_own_nothing(r: redis.
         [[_, [(entry_id, _)]]] = r.xreadgroup(GROUP, name, {keys.jobs: ">"}, count=1)
         if name != "dead-with-work":
             r.xack(keys.jobs, GROUP, entry_id)
-    r.set(keys.heartbeat("alive-idle"), "{}", ex=30)
-    assert sorted(scripts.forget_consumers(0)) == [b"dead-idle"]
+    # The caller names the consumers whose heartbeat is gone (alive-idle has one).
+    assert sorted(scripts.forget_consumers(0, ["dead-with-work", "dead-idle"])) == [b"dead-idle"]
     names = {c["name"] for c in r.xinfo_consumers(keys.jobs, GROUP)}
     assert names == {b"dead-with-work", b"alive-idle"}
     assert r.xpending(keys.jobs, GROUP)["pending"] == 1
@@ -243,5 +243,5 @@ def test_forget_consumers_cleans_the_archive_group_on_the_dead_stream_too(r: red
     r.xgroup_create(keys.dead, ARCHIVE_GROUP, id="0")
     [[_, [(entry_id, _)]]] = r.xreadgroup(ARCHIVE_GROUP, "gone", {keys.dead: ">"}, count=1)
     r.xack(keys.dead, ARCHIVE_GROUP, entry_id)
-    assert scripts.forget_consumers(0, stream=keys.dead, group=ARCHIVE_GROUP) == [b"gone"]
+    assert scripts.forget_consumers(0, ["gone"], stream=keys.dead, group=ARCHIVE_GROUP) == [b"gone"]
     assert r.xinfo_consumers(keys.dead, ARCHIVE_GROUP) == []

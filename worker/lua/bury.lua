@@ -1,3 +1,4 @@
+#!lua
 --[[ Move a job to the dead-letter stream and acknowledge it, atomically.
 
 KEYS[1]  jobs        stream

@@ -1,3 +1,4 @@
+#!lua
 --[[ Take a dead entry out of the dead-letter stream for good, atomically, and record why.
 
 KEYS[1]  dead      dead-letter stream

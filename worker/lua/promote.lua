@@ -1,3 +1,4 @@
+#!lua
 --[[ Promote due delayed jobs onto the jobs stream, atomically.
 
 KEYS[1]  delayed   sorted set; score = run time (epoch s), member = job fields as JSON

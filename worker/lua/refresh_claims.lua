@@ -1,3 +1,4 @@
+#!lua
 --[[ Keep a live worker's claims fresh so the reclaim loop never takes them.
 
 KEYS[1]  jobs      stream

@@ -1,3 +1,4 @@
+#!lua
 --[[ Put a dead entry back on the jobs stream, atomically, and record the move.
 
 KEYS[1]  dead      dead-letter stream

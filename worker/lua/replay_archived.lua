@@ -1,3 +1,4 @@
+#!lua
 --[[ Re-add a job that only the archive still holds (jobs:dead was trimmed of it).
 
 KEYS[1]  jobs      stream

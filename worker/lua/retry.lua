@@ -1,3 +1,4 @@
+#!lua
 --[[ Schedule a failed job's next attempt and acknowledge the failed entry.
 
 KEYS[1]  delayed   sorted set

@@ -1,3 +1,4 @@
+#!lua
 --[[ Run one delayed job now: move its member from delayed onto the jobs stream, atomically.
 
 KEYS[1]  delayed   sorted set; member = the job's fields as JSON

@@ -1,3 +1,4 @@
+#!lua
 --[[ Enqueue one tick of a schedule, once, whatever the number of workers.
 
 KEYS[1]  lock      sched:<name>:<tick-epoch>, the tick's own lock

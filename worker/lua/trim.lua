@@ -1,3 +1,4 @@
+#!lua
 --[[ Trim the jobs stream below the oldest entry anyone may still need.
 
 KEYS[1]  jobs     stream

@@ -1,3 +1,4 @@
+#!lua
 --[[ Trim jobs:dead to about DEAD_MAXLEN, removing only entries already archived.
 
 KEYS[1]  dead      dead-letter stream (consumer group `archive`)

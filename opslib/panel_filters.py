@@ -1,0 +1,119 @@
+"""What the dead-letter panel's filters keep: a kind, a text search, a time range, a group, chosen rows.
+
+Pure functions on a ``dead_letters()`` frame, so the panel's widgets only
+read their values and call these (tested without a browser). The frame is
+never changed: each function returns a selection of its rows.
+
+* The **search** is a case-insensitive literal substring (no regex to
+  escape) looked for in the error, the job's ids and every payload field.
+* The **time range** is two texts, as people type them in the panel: a
+  duration back from now (``2h``, ``30min``, ``3d``) or a time; a time
+  without an offset is read in the display time zone (what the panel shows),
+  one with an offset as written. Both become UTC; an empty text is open.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+
+from opslib.checks import DURATION, parse_since
+from opslib.display import cut, display_tz, local_time
+from opslib.errors import OpslibError
+from opslib.frames import DEAD_COLUMNS, select_dead
+
+ALL_KINDS = ""
+"""The kind selector's value for every kind."""
+SEARCHED_COLUMNS = ("error", "job_id", "outbox_id")
+"""Searched besides the payload's own fields."""
+ENTRY_LABEL_CHARS = 100
+
+
+@dataclass(frozen=True)
+class Filters:
+    """The panel's filters as values: ``since`` / ``until`` already in UTC (None: open)."""
+
+    kind: str = ALL_KINDS
+    search: str = ""
+    since: pd.Timestamp | None = None
+    until: pd.Timestamp | None = None
+
+
+def panel_time(value: str, name: str) -> pd.Timestamp | None:
+    """A time typed in the panel as UTC: empty, a duration back from now, or a time (naive: the display zone)."""
+    typed = value.strip()
+    if not typed:
+        return None
+    if DURATION.match(typed):
+        return parse_since(typed, name)
+    try:
+        when = pd.Timestamp(typed)
+    except ValueError:
+        when = pd.NaT
+    if when is pd.NaT:
+        raise OpslibError(
+            f"{name} {typed!r} is not a time; type a duration back from now such as 2h, 30min or 3d, "
+            f"or a time such as 2026-11-30 21:00 (read in {display_tz()} unless it has an offset)"
+        )
+    return (when.tz_localize(display_tz()) if when.tzinfo is None else when).tz_convert("UTC")
+
+
+def read_filters(kind: str, search: str, since: str, until: str) -> Filters:
+    """The filters from the widgets' values; an :class:`OpslibError` when the range is not one."""
+    start, end = panel_time(since, "From"), panel_time(until, "To")
+    if start is not None and end is not None and end <= start:
+        raise OpslibError(f"To ({local_time(end)}) must be after From ({local_time(start)})")
+    return Filters(kind=kind, search=search.strip(), since=start, until=end)
+
+
+def payload_columns(dead: pd.DataFrame) -> list[str]:
+    return [name for name in dead.columns if name not in DEAD_COLUMNS]
+
+
+def search_mask(dead: pd.DataFrame, search: str) -> pd.Series:
+    """Rows whose error, ids or payload contain ``search`` (any case); every row when it is empty."""
+    if not search:
+        return pd.Series(True, index=dead.index)
+    needle = search.casefold()
+    found = pd.Series(False, index=dead.index)
+    for name in [*SEARCHED_COLUMNS, *payload_columns(dead)]:
+        values = dead[name].astype("object").where(dead[name].notna(), "").astype(str)
+        found |= values.str.casefold().str.contains(needle, regex=False)
+    return found
+
+
+def filter_dead(dead: pd.DataFrame, filters: Filters) -> pd.DataFrame:
+    """The rows the filters keep (kind, search, time range), payload columns left empty dropped."""
+    if dead.empty:
+        return dead
+    mask = search_mask(dead, filters.search)
+    if filters.kind != ALL_KINDS:
+        mask &= dead["kind"] == filters.kind
+    if filters.since is not None:
+        mask &= dead["dead_at"] >= filters.since
+    if filters.until is not None:
+        mask &= dead["dead_at"] < filters.until
+    return select_dead(dead, mask)
+
+
+def in_group(shown: pd.DataFrame, signature: str | None) -> pd.DataFrame:
+    """The rows of one failure group (none when no group is chosen)."""
+    if shown.empty or signature is None:
+        return shown.iloc[0:0]
+    return select_dead(shown, shown["signature"] == signature)
+
+
+def chosen_rows(group: pd.DataFrame, selected: Sequence[str]) -> pd.DataFrame:
+    """The rows an action takes: the selected entries of the group, or the whole group when none is."""
+    if not selected:
+        return group
+    return select_dead(group, group.index.isin(list(selected)))
+
+
+def entry_label(dead_id: str, row: pd.Series) -> str:
+    """One entry as a line of the entry list (plain text: a select's options are not HTML)."""
+    job = row.get("job_id") or row.get("outbox_id") or "no job id"
+    error = cut(str(row["error"]), ENTRY_LABEL_CHARS)
+    return f"{dead_id} · {local_time(row['dead_at'])} · {row['kind'] or '(none)'} · {job} · {error}"

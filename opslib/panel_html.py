@@ -1,0 +1,142 @@
+"""The HTML the dead-letter panel shows: counts, tables, the selected entry, questions and results.
+
+Pure functions from frames to HTML strings. Every untrusted string (errors,
+tracebacks, payload fields and their names, kinds, reasons) goes through
+:func:`html.escape` or ``DataFrame.to_html(escape=True)``; nothing from the
+queue reaches the page as raw HTML. Times are shown in the display time
+zone (:func:`opslib.display.readable`), while the frames keep UTC.
+"""
+
+from __future__ import annotations
+
+import html
+
+import pandas as pd
+
+from opslib.display import display_tz, local_time, readable
+from opslib.frames import DEAD_COLUMNS
+from opslib.queries import QueueStats
+from worker.vocabulary import REPLAY_MISSING, REPLAY_REPLAYED, STATUS_SUCCEEDED
+
+PREVIEW_ROWS = 20
+"""The preview shows this many entries (the action takes all of them)."""
+TRACEBACK_CHARS = 20_000
+"""The selected entry's traceback is shown up to this many characters (its last ones, where the error is)."""
+
+
+TABLE_STYLE = (
+    "<style>.opslib-table td,.opslib-table th{padding:2px 12px 2px 0;text-align:left;vertical-align:top}</style>"
+)
+PRE_STYLE = (
+    "white-space:pre-wrap;max-height:24em;overflow:auto;font-family:monospace;font-size:12px;"
+    "line-height:1.35;background:#f6f6f6;padding:6px"
+)
+
+
+def counts_html(stats: QueueStats) -> str:
+    parts = [
+        f"<b>{stats.dead}</b> dead letters",
+        f"{stats.dead_evicted} evicted by the cap",
+        f"{stats.pending} pending",
+        f"{stats.delayed} delayed ({stats.delayed_due} due)",
+        f"lag {stats.lag}",
+        f"{len(stats.consumers)} consumers",
+    ]
+    return "<p>" + " · ".join(parts) + "</p>"
+
+
+def table_html(frame: pd.DataFrame) -> str:
+    """A frame as an HTML table, every cell and header escaped, as :func:`~opslib.display.readable` shows it:
+    times in the display zone, long text cut but signatures and ids whole."""
+    table = readable(frame).to_html(escape=True, index=False, border=0, na_rep="", classes="opslib-table")
+    return TABLE_STYLE + table
+
+
+def times_note() -> str:
+    return f'<p style="color:#666;font-size:small">times in {html.escape(display_tz())}</p>'
+
+
+def groups_html(groups: pd.DataFrame, kind: str = "") -> str:
+    """The failure groups of the entries the filters keep (``kind``: the kind selector's, for the sentence)."""
+    if groups.empty:
+        where = f" of {html.escape(kind)}" if kind else ""
+        return f"<p>No dead letters{where} match the filters.</p>"
+    return table_html(groups[["count", "kinds", "error_type", "signature", "last_seen"]]) + times_note()
+
+
+def preview_html(taken: pd.DataFrame, *, selected: bool = False) -> str:
+    """The entries an action would take: how many, and the first :data:`PREVIEW_ROWS`."""
+    if taken.empty:
+        return "<p>No dead letters match: nothing to replay or discard.</p>"
+    fixed = ["dead_at", "kind", "job_id", "outbox_id", "attempts", "error"]
+    payload = [name for name in taken.columns if name not in DEAD_COLUMNS]
+    shown = taken.head(PREVIEW_ROWS).reset_index()[["dead_id", *fixed, *payload]]
+    more = f" (showing the first {PREVIEW_ROWS})" if len(taken) > PREVIEW_ROWS else ""
+    which = " selected" if selected else ""
+    head = f"<p>A replay would take <b>{len(taken)}</b>{which} entries{more}:</p>"
+    return head + table_html(shown) + times_note()
+
+
+def entry_html(dead_id: str | None, row: pd.Series | None) -> str:
+    """The selected entry: what it is, its error, and its traceback with its line breaks (escaped)."""
+    if dead_id is None or row is None:
+        return "<p><i>Select an entry in the list to read its traceback.</i></p>"
+    about = " · ".join(
+        html.escape(str(part))
+        for part in (dead_id, local_time(row["dead_at"]), row["kind"], row["reason"], f"{row['attempts']} attempts")
+    )
+    traceback = str(row["traceback"] or "")
+    cut_note = ""
+    if len(traceback) > TRACEBACK_CHARS:
+        traceback, cut_note = "…" + traceback[-TRACEBACK_CHARS:], f" (its last {TRACEBACK_CHARS} characters)"
+    body = (
+        f'<pre style="{PRE_STYLE}">{html.escape(traceback)}</pre>'
+        if traceback
+        else "<p><i>This entry has no traceback.</i></p>"
+    )
+    return (
+        f"<p><b>{about}</b></p><p><code>{html.escape(str(row['error']))}</code></p>"
+        f"<p>Traceback{cut_note} · the whole entry: <code>opslib.show({html.escape(repr(dead_id))})</code></p>" + body
+    )
+
+
+def result_html(done: pd.DataFrame) -> str:
+    counts = done["status"].value_counts()
+    batch = html.escape(str(done.attrs.get("batch", "")))
+    return (
+        f"<p>Replayed <b>{counts.get(REPLAY_REPLAYED, 0)}</b> of {len(done)}"
+        f" ({counts.get(REPLAY_MISSING, 0)} missing: taken by someone else since) · batch <code>{batch}</code></p>"
+    )
+
+
+def discard_result_html(done: pd.DataFrame) -> str:
+    counts = done["status"].value_counts()
+    batch = html.escape(str(done.attrs.get("batch", "")))
+    return (
+        f"<p>Discarded <b>{counts.get('discarded', 0)}</b> of {len(done)}"
+        f" ({counts.get('missing', 0)} missing: taken by someone else since) · batch <code>{batch}</code></p>"
+    )
+
+
+def status_html(status: pd.DataFrame) -> str:
+    counts = status["status"].value_counts()
+    summary = ", ".join(f"{html.escape(str(name))}: <b>{count}</b>" for name, count in counts.items())
+    unfinished = status[status["status"] != STATUS_SUCCEEDED]
+    details = table_html(unfinished.drop(columns=["batch"]).head(PREVIEW_ROWS)) if len(unfinished) else ""
+    return f"<p>Status: {summary}</p>{details}"
+
+
+def error_html(exc: Exception) -> str:
+    return f'<p style="color:#b00020">{html.escape(str(exc))}</p>'
+
+
+def question_html(action: str, count: int, kind: str, signature: str, *, selected: bool, reason: str = "") -> str:
+    """The confirmation question of a replay or a discard (``reason``: the discard's)."""
+    what = f"{count} selected dead letters" if selected else f"{count} dead letters"
+    question = (
+        f"<b>{action.capitalize()} {what}</b> of {html.escape(kind or 'every kind')}"
+        f" with the error <code>{html.escape(signature)}</code>"
+    )
+    if reason:
+        return f"{question} for good, because: <i>{html.escape(reason)}</i>?"
+    return f"{question}?"
