@@ -12,7 +12,7 @@ export UV_PROJECT_ENVIRONMENT := $(VENV)
 export UV_COMPILE_BYTECODE := 1
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: run test lint typecheck bench lab clean venv container-test compose-test chromium
+.PHONY: run test lint typecheck bench profile lab clean venv container-test compose-test chromium
 
 $(UV):
 	$(PYTHON) -m venv .tools
@@ -61,6 +61,11 @@ BENCH_PEERS := arq saq rq dramatiq celery
 bench: venv $(foreach p,$(BENCH_PEERS),benchmarks/.venv/$(p)/.installed) benchmarks/bullmq/node_modules/.installed
 	$(PY) benchmarks/bench.py
 	$(PY) benchmarks/cluster_bench.py
+
+# Where one worker process spends its CPU on 20,000 no-op jobs: cProfile's top entries and a
+# py-spy flame graph (py-spy, benchmark-only, in benchmarks/.venv/profile) in benchmarks/results/.
+profile: venv benchmarks/.venv/profile/.installed
+	$(PY) benchmarks/profile_noop.py
 
 benchmarks/.venv/%/.installed: benchmarks/requirements/%.txt | $(UV)
 	$(UV) venv --quiet --allow-existing benchmarks/.venv/$* --python $(PYTHON)

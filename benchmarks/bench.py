@@ -8,10 +8,13 @@ the system's bulk call (or its plain one where it has none), spawn one worker
 process, stop the clock at its N-th finished job (recorded in the process by
 ``probe.py``). Figures and how each is taken: docs/performance.md.
 
-Also, for this worker alone: enqueue-to-start latency at a steady 500 jobs/s,
-the lateness of 1,000 delayed jobs due within 10 s, and resident memory over
-100,000 jobs. The table is printed and written, with every run's raw figures,
-to ``benchmarks/results/`` (ignored by git).
+Also, for this worker alone: its start-up (spawn to first job), no-op jobs
+with a synchronous handler (threads), one process against ``--processes N``
+on N cores (with the share of the cores that the worker processes and the
+server used), enqueue-to-start latency at a steady 500 jobs/s, the lateness
+of 1,000 delayed jobs due within 10 s, and resident memory over 100,000 jobs.
+The table is printed and written, with every run's raw figures, to
+``benchmarks/results/`` (ignored by git).
 """
 
 from __future__ import annotations
@@ -133,7 +136,7 @@ def peer_env(system: System, server: BenchRedis) -> dict[str, str]:
     return child_env(REDIS_URL=server.url, PYTHONPATH=str(BENCH_DIR), **system.env)
 
 
-def work(system: System, server: BenchRedis, kind: str, count: int, log: Path) -> WorkerRun:
+def work(system: System, server: BenchRedis, kind: str, count: int, log: Path, processes: int = 1) -> WorkerRun:
     if system.ours:
         return run_worker(
             OURS_ARGV,
@@ -143,6 +146,7 @@ def work(system: System, server: BenchRedis, kind: str, count: int, log: Path) -
             timeout_s=300,
             log_path=log,
             exit_at_target=False,
+            processes=processes,
         )
     return run_worker(
         [*system.argv, "work", kind],
@@ -208,6 +212,94 @@ def results_table(results: dict[str, list[dict[str, float]]], figures: list[tupl
         rate = median_range([r["per_s_from_start"] for r in runs])[0]
         ratio = f"{rate / ours:.3f}" if ours else "–"
         cells = [name, f"{runs[0]['jobs']:,.0f}", *(fmt([r[key] for r in runs]) for _, key in figures), ratio]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def startup_line(runs: list[dict[str, float]]) -> str:
+    """This worker's start-up in the no-op rounds: spawn to its first job's finish."""
+    return (
+        "Start-up of this worker (spawn to first job finished, bytecode caches written by the warm-up): "
+        + fmt([r["startup_s"] for r in runs], 3)
+        + " s"
+    )
+
+
+def sync_handlers(server: BenchRedis, logs: Path, count: int, jobs: int) -> list[dict[str, float]]:
+    """``count`` runs of ``jobs`` no-op jobs whose handler is a plain function (run in a thread)."""
+    ours = SYSTEMS[0]
+    figures = []
+    for round_no in range(count):
+        server.flush()
+        enqueue_ours(server.client, "noop_sync", jobs)
+        run = work(ours, server, "noop_sync", jobs, logs / f"sync-{round_no}.log")
+        figures.append(
+            {
+                "per_s_from_start": run.rate_from_start,
+                "per_s_from_first": run.rate_from_first,
+                "worker_cpu_us": run.cpu_us_per_job,
+                "redis_cpu_us": run.redis_cpu_us_per_job,
+            }
+        )
+        print(f"  round {round_no + 1} sync    {run.rate_from_start:>9,.0f} jobs/s ({jobs} jobs)", flush=True)
+    return figures
+
+
+def processes_rounds(
+    server: BenchRedis, logs: Path, count: int, jobs: int, processes: int
+) -> dict[int, list[dict[str, float]]]:
+    """One worker process against ``--processes N``, interleaved, on ``jobs`` no-op jobs each run.
+
+    The shares are of all the machine's cores from the first job's finish to
+    the last's: the CPU time of the worker processes (the supervisor and its
+    children, sampled from /proc every few milliseconds) and of the server,
+    each divided by that wall time x cores.
+    """
+    ours = SYSTEMS[0]
+    cores = os.cpu_count() or 1
+    results: dict[int, list[dict[str, float]]] = {1: [], processes: []}
+    for round_no in range(count):
+        for n in results:
+            server.flush()
+            enqueue_ours(server.client, "noop", jobs)
+            run = work(ours, server, "noop", jobs, logs / f"processes-{n}-{round_no}.log", processes=n)
+            worker_share, server_share = run.core_shares(cores)
+            results[n].append(
+                {
+                    "per_s_from_start": run.rate_from_start,
+                    "per_s_from_first": run.rate_from_first,
+                    "startup_s": run.first - run.spawned,
+                    "worker_cpu_us": run.cpu_us_per_job,
+                    "worker_share": worker_share,
+                    "redis_share": server_share,
+                }
+            )
+            rate = run.rate_from_start
+            print(f"  round {round_no + 1} {n} process(es) {rate:>9,.0f} jobs/s ({jobs} jobs)", flush=True)
+    return results
+
+
+def processes_table(results: dict[int, list[dict[str, float]]]) -> list[str]:
+    one = median_range([r["per_s_from_start"] for r in results[1]])[0]
+    one_first = median_range([r["per_s_from_first"] for r in results[1]])[0]
+    lines = [
+        "| worker processes | jobs/s from start | jobs/s from 1st job | ÷ one process (start / 1st job) "
+        "| start-up s | worker CPU µs/job | share of the cores: workers | share: server |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for n, runs in results.items():
+        rate = median_range([r["per_s_from_start"] for r in runs])[0]
+        rate_first = median_range([r["per_s_from_first"] for r in runs])[0]
+        cells = [
+            str(n),
+            fmt([r["per_s_from_start"] for r in runs]),
+            fmt([r["per_s_from_first"] for r in runs]),
+            f"{rate / one:.2f} / {rate_first / one_first:.2f}",
+            fmt([r["startup_s"] for r in runs], 3),
+            fmt([r["worker_cpu_us"] for r in runs]),
+            fmt([r["worker_share"] * 100 for r in runs]) + " %",
+            fmt([r["redis_share"] * 100 for r in runs]) + " %",
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
@@ -305,7 +397,18 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--server", default="valkey", help="'valkey' (the wheel's) or a redis-server path")
     parser.add_argument("--only", default="", help="comma-separated words; run the systems whose name has one")
-    parser.add_argument("--skip", default="", help="comma-separated parts to skip: noop, io, latency, lateness, memory")
+    parser.add_argument(
+        "--skip",
+        default="",
+        help="comma-separated parts to skip: noop, sync, processes, io, latency, lateness, memory",
+    )
+    parser.add_argument(
+        "--processes",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="worker processes to set against one (--processes of the worker; default: the machine's cores)",
+    )
+    parser.add_argument("--processes-jobs", type=int, default=100_000, help="no-op jobs a run of that part")
     args = parser.parse_args()
     words = [w.strip().lower() for w in args.only.split(",") if w.strip()]
     systems = [s for s in SYSTEMS if s.ours or not words or any(w in s.name.lower() for w in words)]
@@ -338,7 +441,27 @@ def main() -> None:
             noop = rounds(systems, server, "noop", "noop_jobs", args.rounds, logs)
             report["noop"] = noop
             title = f"No-op jobs, one worker process, medians of {args.rounds} (min–max):"
-            lines += ["", title, *results_table(noop, TABLE_FIGURES)]
+            lines += ["", title, *results_table(noop, TABLE_FIGURES), "", startup_line(noop[OURS])]
+        if "sync" not in skip:
+            print("No-op jobs with a synchronous handler (threads), this worker:", flush=True)
+            sync = sync_handlers(server, logs, args.rounds, SYSTEMS[0].noop_jobs)
+            report["sync"] = sync
+            lines.append(
+                f"No-op jobs with a synchronous handler (run in a thread), this worker, {SYSTEMS[0].noop_jobs:,} "
+                f"jobs: {fmt([r['per_s_from_start'] for r in sync])} jobs/s from start, "
+                f"{fmt([r['per_s_from_first'] for r in sync])} from the 1st job, "
+                f"{fmt([r['worker_cpu_us'] for r in sync])} µs of worker CPU a job"
+            )
+        if "processes" not in skip and args.processes > 1:
+            print(f"One worker process against {args.processes}:", flush=True)
+            procs = processes_rounds(server, logs, args.rounds, args.processes_jobs, args.processes)
+            report["processes"] = {str(n): runs for n, runs in procs.items()}
+            title = (
+                f"One worker process against --processes {args.processes} on {os.cpu_count()} cores (the server on "
+                f"the same cores), {args.processes_jobs:,} no-op jobs, medians of {args.rounds} (min–max); "
+                "shares of all the cores from the first job to the last:"
+            )
+            lines += ["", title, *processes_table(procs)]
         if "io" not in skip:
             print("I/O-bound jobs (10 ms sleep):", flush=True)
             io = rounds(systems, server, "sleep10", "io_jobs", args.rounds, logs)

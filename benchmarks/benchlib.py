@@ -8,6 +8,7 @@ rounds and read its CPU time from ``/proc/<pid>/stat``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -40,6 +41,16 @@ def proc_cpu_s(pid: int) -> float:
         stat = f.read()
     after_name = stat[stat.rindex(")") + 2 :].split()
     return (int(after_name[11]) + int(after_name[12])) / CLOCK_TICKS
+
+
+def tree_cpu_s(pid: int) -> float:
+    """CPU seconds of a live process and of its live children (a supervisor's worker processes)."""
+    total = proc_cpu_s(pid)
+    for children in Path(f"/proc/{pid}/task").glob("*/children"):
+        for child in children.read_text().split():
+            with contextlib.suppress(OSError):  # it may have exited since
+                total += proc_cpu_s(int(child))
+    return total
 
 
 class BenchRedis:
@@ -103,6 +114,8 @@ class WorkerRun:
     cpu_s: float
     redis_cpu_s: float
     probe: dict[str, Any] = field(default_factory=dict)
+    samples: list[tuple[float, float, float]] = field(default_factory=list)
+    """(epoch s, CPU s of the worker process and its children, CPU s of the server), every few ms."""
 
     @property
     def rate_from_start(self) -> float:
@@ -122,6 +135,15 @@ class WorkerRun:
     def redis_cpu_us_per_job(self) -> float:
         return self.redis_cpu_s / self.jobs * 1e6
 
+    def core_shares(self, cores: int) -> tuple[float, float]:
+        """The shares of ``cores`` that the worker processes and the server used from the first job's
+        finish to the last's (the samples nearest inside that window); (0, 0) for a run too short to tell."""
+        inside = [s for s in self.samples if self.first <= s[0] <= self.last]
+        if len(inside) < 2 or inside[-1][0] - inside[0][0] < 0.05:
+            return 0.0, 0.0
+        (t0, worker0, server0), (t1, worker1, server1) = inside[0], inside[-1]
+        return (worker1 - worker0) / ((t1 - t0) * cores), (server1 - server0) / ((t1 - t0) * cores)
+
 
 class BenchError(RuntimeError):
     """A benchmarked worker failed or did not finish in time."""
@@ -137,30 +159,41 @@ def run_worker(
     log_path: Path,
     exit_at_target: bool,
     extra_env: dict[str, str] | None = None,
+    processes: int = 1,
 ) -> WorkerRun:
     """Spawn a worker process, wait for its probe's N-th job and its exit, and measure it.
 
-    The worker's CPU is its own resource usage from ``wait4``; the server's is
-    the difference of its /proc/<pid>/stat times over the run.
+    The worker's CPU is its own resource usage from ``wait4`` (with
+    ``processes`` > 1, ours under ``--processes``: the supervisor's, which
+    includes the children it waited for); the server's is the difference of
+    its /proc/<pid>/stat times over the run. Several processes each write
+    their probe's figures as they exit (``PROBE_AT_EXIT``), added up here.
     """
     probe_file = log_path.with_suffix(".probe.json")
-    probe_file.unlink(missing_ok=True)
+    for stale in [probe_file, *probe_file.parent.glob(probe_file.name + ".[0-9]*")]:
+        stale.unlink(missing_ok=True)
     full_env = {
         **env,
         "PROBE_FILE": str(probe_file),
-        "PROBE_JOBS": str(jobs),
+        "PROBE_JOBS": str(jobs if processes == 1 else 0),
         "PROBE_EXIT": "1" if exit_at_target else "0",
+        **({"PROBE_AT_EXIT": "1"} if processes > 1 else {}),
         **(extra_env or {}),
     }
+    if processes > 1:
+        argv = [*argv, "--processes", str(processes)]
     redis_cpu_before = server.cpu_s()
     with open(log_path, "w") as log:
         spawned = time.time()
         proc = subprocess.Popen(argv, env=full_env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + timeout_s
+    samples: list[tuple[float, float, float]] = []
     while True:
         pid, status, rusage = os.wait4(proc.pid, os.WNOHANG)
         if pid:
             break
+        with contextlib.suppress(OSError):  # the worker may be exiting
+            samples.append((time.time(), tree_cpu_s(proc.pid), server.cpu_s()))
         if time.monotonic() > deadline:
             proc.kill()
             proc.wait()
@@ -169,10 +202,10 @@ def run_worker(
     exited = time.time()
     proc.returncode = os.waitstatus_to_exitcode(status)
     redis_cpu = server.cpu_s() - redis_cpu_before
-    if proc.returncode != 0 or not probe_file.exists():
+    probe = json.loads(probe_file.read_text()) if probe_file.exists() else merged_probes(probe_file)
+    if proc.returncode != 0 or probe.get("count", 0) < jobs:
         tail = log_path.read_text(errors="replace")[-3000:]
         raise BenchError(f"{argv[1:3]} exited {proc.returncode} before its probe saw {jobs} jobs:\n{tail}")
-    probe = json.loads(probe_file.read_text())
     return WorkerRun(
         jobs=jobs,
         spawned=spawned,
@@ -182,7 +215,22 @@ def run_worker(
         cpu_s=rusage.ru_utime + rusage.ru_stime,
         redis_cpu_s=redis_cpu,
         probe=probe,
+        samples=samples,
     )
+
+
+def merged_probes(probe_file: Path) -> dict[str, Any]:
+    """The figures of several processes' probes (``<probe_file>.<pid>``): jobs added up, the first
+    job's finish the earliest, the last's the latest; {} when there are none."""
+    probes = [json.loads(p.read_text()) for p in sorted(probe_file.parent.glob(probe_file.name + ".[0-9]*"))]
+    if not probes:
+        return {}
+    return {
+        "count": sum(p["count"] for p in probes),
+        "first": min(p["first"] for p in probes),
+        "last": max(p["last"] for p in probes),
+        "processes": [p["count"] for p in probes],
+    }
 
 
 def child_env(**extra: str) -> dict[str, str]:
@@ -198,9 +246,15 @@ def child_env(**extra: str) -> dict[str, str]:
 
 
 def ours_env(redis_url: str, prefix: str = "", **extra: str) -> dict[str, str]:
-    """The environment of a benchmarked ``python -m worker`` with the benchmark's kinds."""
+    """The environment of a benchmarked ``python -m worker`` with the benchmark's kinds.
+
+    The dead-letter archive is off (``ARCHIVE_URL=off``): no job dies in these
+    runs, and with it on and no ``DATABASE_URL`` each worker process would start
+    an embedded PostgreSQL of its own, which no deployment does.
+    """
     return child_env(
         REDIS_URL=redis_url,
+        ARCHIVE_URL="off",
         QUEUE_PREFIX=prefix,
         WORKER_KINDS="ours_kinds",
         PYTHONPATH=os.pathsep.join([str(BENCH_DIR), str(ROOT)]),

@@ -2,7 +2,8 @@
 
 The same three jobs every peer runs: ``noop``; ``sleep10``, an I/O-bound job
 that waits 10 ms; ``stamped``, a no-op that records how long after its ``t``
-field (enqueue time or due time, epoch seconds) it started.
+field (enqueue time or due time, epoch seconds) it started. And ``noop_sync``,
+a plain function: the no-op as a synchronous handler, which runs in a thread.
 """
 
 from __future__ import annotations
@@ -28,4 +29,9 @@ async def sleep10(job: Job) -> None:
 @job_kind("stamped")
 async def stamped(job: Job) -> None:
     PROBE.started(float(job.fields["t"]))
+    PROBE.done()
+
+
+@job_kind("noop_sync")
+def noop_sync(job: Job) -> None:
     PROBE.done()

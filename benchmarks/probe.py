@@ -5,7 +5,11 @@ job finishes, and :meth:`Probe.started` with the job's reference time (when it
 was enqueued, or when it was due) when the figure is a latency. At the N-th job
 (``PROBE_JOBS``) the probe writes what it saw to ``PROBE_FILE`` as JSON, and
 with ``PROBE_EXIT=1`` ends the process at once: the peers have no burst mode,
-so that is how their run ends; ours (``--burst``) exits by itself.
+so that is how their run ends; ours (``--burst``) exits by itself. Where
+several processes share the jobs (ours with ``--processes N``), none knows
+when the N-th job ends: with ``PROBE_AT_EXIT=1`` each process that ran jobs
+writes what it saw to ``PROBE_FILE.<pid>`` as it exits, and the benchmark adds
+them up.
 
 Standard library only: it is imported by our worker and by the peers' scripts
 (``benchmarks/peers``), which run in virtual environments of their own;
@@ -14,6 +18,7 @@ Standard library only: it is imported by our worker and by the peers' scripts
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import sys
@@ -43,6 +48,8 @@ class Probe:
         self.delays: list[float] = []
         self.rss: list[tuple[int, int]] = []
         self._lock = threading.Lock()
+        if os.environ.get("PROBE_AT_EXIT") == "1":
+            atexit.register(self._write, f"{self.path}.{os.getpid()}")
 
     def started(self, reference_epoch: float) -> None:
         """A job started: record how long after ``reference_epoch`` (seconds)."""
@@ -66,21 +73,20 @@ class Probe:
 
     def _report(self) -> None:
         if self.path:
-            data = {
-                "count": self.count,
-                "first": self.first,
-                "last": self.last,
-                "delays": self.delays,
-                "rss": self.rss,
-            }
-            tmp = f"{self.path}.tmp"
-            with open(tmp, "w") as f:
-                json.dump(data, f)
-            os.replace(tmp, self.path)
+            self._write(self.path)
         if self.exit_at_target:
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(0)
+
+    def _write(self, path: str) -> None:
+        if not self.count:
+            return  # e.g. the supervisor of several worker processes, which imports the kinds but runs none
+        data = {"count": self.count, "first": self.first, "last": self.last, "delays": self.delays, "rss": self.rss}
+        tmp = f"{path}.tmp"
+        with open(tmp, "w") as f:
+            json.dump(data, f)
+        os.replace(tmp, path)
 
 
 PROBE = Probe()

@@ -35,9 +35,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Iterable, Mapping
-from typing import Any
-
-import psycopg
+from typing import TYPE_CHECKING, Any
 
 from worker.vocabulary import (
     ARCHIVED_DEAD,
@@ -46,6 +44,9 @@ from worker.vocabulary import (
     STATUS_FAILED_AGAIN,
     STATUS_SUCCEEDED,
 )
+
+if TYPE_CHECKING:
+    import psycopg  # imported where a connection is made: the worker's outcomes use this module's names only
 
 TABLE = "dead_letters"
 
@@ -116,6 +117,8 @@ async def migrate_async(conn: psycopg.AsyncConnection[Any]) -> None:
 
 def migrate_url(database_url: str) -> None:
     """:func:`migrate` on a new connection to ``database_url`` (``python -m worker migrate``)."""
+    import psycopg
+
     with psycopg.connect(database_url, autocommit=True) as conn:
         migrate(conn)
 

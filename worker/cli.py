@@ -19,29 +19,31 @@ import sys
 from collections.abc import Coroutine, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import psycopg
 import redis
 from redis.crc import key_slot
 
 from worker import logs
 from worker.app import WorkerApp
-from worker.archive_table import migrate_url
-from worker.archiver import Archiver
 from worker.connection import connect, connect_async
 from worker.embedded import EmbeddedServerError, embedded_stack
 from worker.enqueue import enqueue
 from worker.errors import SettingsError, WorkerError
 from worker.keys import GROUP, Keys
 from worker.kinds import REGISTRY, import_kind_modules
-from worker.metrics import worker_metrics
 from worker.partitions import check_recorded, keys_for, partition_keys, record_count, recorded_count
 from worker.queue_state import glob_escape, live_workers
 from worker.runner import HEARTBEAT_TTL_S, Worker
 from worker.scheduler import scheduler_chore
 from worker.settings import Settings, settings_help
-from worker.supervisor import Supervisor
+
+if TYPE_CHECKING:
+    from worker.archiver import Archiver
+    from worker.metrics import Metrics
+
+# The archive (psycopg), the metrics endpoint (prometheus_client) and the supervisor are imported where
+# they are switched on: psycopg alone adds about 55 ms to every start, of a worker or of `health`.
 
 log = logging.getLogger("worker")
 
@@ -195,6 +197,10 @@ def cmd_migrate(settings: Settings) -> int:
     if not settings.archive_on:
         print("nothing to migrate: the archive is off (ARCHIVE_URL=off)")
         return EXIT_OK
+    import psycopg
+
+    from worker.archive_table import migrate_url
+
     configured = settings.archive_url or settings.database_url
     try:
         with embedded_stack("", configured, data_dir=Path(settings.data_dir), need_postgres=True, need_redis=False) as (
@@ -217,15 +223,21 @@ async def serve(settings: Settings, redis_url: str, database_url: str, burst: bo
     try:
         await record_count(client, settings)
         async with contextlib.AsyncExitStack() as stack:
-            archiver = None
+            archiver: Archiver | None = None
             if settings.archive_on:
+                from worker.archiver import Archiver
+
                 archiver = Archiver(client, settings, settings.archive_url or database_url)
                 stack.push_async_callback(archiver.close)
                 await archiver.start()
                 for chore in archiver.chores():
                     app.add_chore(chore)
                 app.add_more_work(archiver.has_work)
-            observers = await stack.enter_async_context(worker_metrics(app, archiver))
+            observers: list[Metrics] = []
+            if settings.metrics_port:
+                from worker.metrics import worker_metrics
+
+                observers = await stack.enter_async_context(worker_metrics(app, archiver))
             for lifespan in REGISTRY.lifespans:
                 await stack.enter_async_context(lifespan(app))
             scheduler = scheduler_chore(app, observers)
@@ -272,6 +284,8 @@ def cmd_run(settings: Settings, burst: bool) -> int:
             if database_url and not settings.database_url:
                 log.info("DATABASE_URL is unset: started the embedded PostgreSQL at %s.", database_url)
             if settings.processes > 1:
+                from worker.supervisor import Supervisor
+
                 return Supervisor(settings, redis_url, database_url, burst=burst).run()
             run_loop(serve(settings, redis_url, database_url, burst))
     except KeyboardInterrupt:

@@ -384,11 +384,12 @@ class Metrics:
 
 @contextlib.asynccontextmanager
 async def worker_metrics(app: WorkerApp, archiver: Archiver | None = None) -> AsyncIterator[list[Metrics]]:
-    """Serve metrics while the worker runs, when METRICS_PORT is set; yield the observers to pass to
-    the loop and the scheduler (none when off). With ``archiver``, the archive's metrics too."""
-    if not app.settings.metrics_port:
-        yield []
-        return
+    """Serve metrics on METRICS_PORT while the worker runs; yield the observers to pass to the loop and
+    the scheduler. With ``archiver``, the archive's metrics too.
+
+    The caller enters it only when METRICS_PORT is set, so that a worker without metrics never
+    imports this module (prometheus_client).
+    """
     metrics = Metrics(app.settings, app.redis, app.registry, archiver)
     metrics.serve()
     app.add_chore(metrics.chore())

