@@ -39,10 +39,14 @@ def fill_dead(r: redis.Redis, keys: Keys, count: int) -> list[str]:
 
 
 def archived(url: str, prefix: str) -> tuple[int, int]:
+    """Rows and distinct dead ids archived for the queue; (0, 0) before a worker created the table."""
     with psycopg.connect(url) as conn:
-        found = conn.execute(
-            "SELECT count(*), count(DISTINCT dead_id) FROM dead_letters WHERE queue = %s", (prefix,)
-        ).fetchone()
+        try:
+            found = conn.execute(
+                "SELECT count(*), count(DISTINCT dead_id) FROM dead_letters WHERE queue = %s", (prefix,)
+            ).fetchone()
+        except psycopg.errors.UndefinedTable:
+            return 0, 0
     assert found is not None
     return int(found[0]), int(found[1])
 
