@@ -61,8 +61,9 @@ def test_a_replay_and_a_discard_racing_leave_each_entry_in_exactly_one_state(
     assert len(rows) == DEAD
     assert {dead_id for dead_id, status, _, _ in rows if status == "replayed"} == replayed
     assert {dead_id for dead_id, status, _, _ in rows if status == "discarded"} == discarded
-    assert {outcome for _, status, outcome, _ in rows if status == "replayed"} == {"succeeded"}
-    assert {by for _, status, _, by in rows if status == "discarded"} == {"racer"}
+    # Either side may win every entry (a race); whatever each took carries its outcome or its author.
+    assert {outcome for _, status, outcome, _ in rows if status == "replayed"} == ({"succeeded"} if replayed else set())
+    assert {by for _, status, _, by in rows if status == "discarded"} == ({"racer"} if discarded else set())
     in_stream = set(dead_ids[-KEPT:])
     print(
         f"\nreplay/discard race figures: {DEAD} dead entries ({KEPT} in jobs:dead, {DEAD - KEPT} only archived); "
