@@ -7,8 +7,8 @@ partition's :class:`~worker.outcomes.Outcomes` (its scripts and keys, the
 acknowledgements gathered for it) and a connection to the node that owns its
 stream, on which the loop writes the gathered XACK and the next XREADGROUP in
 one round trip. With one partition the worker has one reader and its loop is
-exactly the single-stream loop; with more, :mod:`worker.runner` turns over
-them (see ``Worker._consume_partitions``).
+exactly the single-stream loop; with more, :mod:`worker.rotation` turns over
+them.
 """
 
 from __future__ import annotations
@@ -16,12 +16,18 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import redis.exceptions
+
 from worker.keys import GROUP
-from worker.node_connection import NodeConnection
+from worker.node_connection import REDIRECTIONS, NodeConnection
 from worker.outcomes import Outcomes
+from worker.reconnect import CONNECTION_ERRORS
 from worker.resp import pairs, resp_command
 
 Entries = list[tuple[str, dict[bytes, bytes]]]
+
+#: What a read may raise that the loop rides out: a lost connection, a moved slot, a lost group.
+READ_ERRORS: tuple[type[BaseException], ...] = (*CONNECTION_ERRORS, *REDIRECTIONS, redis.exceptions.ResponseError)
 
 
 class PartitionReader:

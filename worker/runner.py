@@ -41,9 +41,10 @@ from worker.kinds import Job, KindSpec, Registry
 from worker.node_connection import REDIRECTIONS, describe
 from worker.observe import Observer, Tally, entry_epoch_s
 from worker.outcomes import Outcomes
-from worker.partition_reader import PartitionReader
+from worker.partition_reader import READ_ERRORS, PartitionReader
 from worker.partitions import partition_keys
 from worker.reconnect import backoff_s, with_backoff
+from worker.rotation import Rotation
 from worker.scripts import Scripts
 from worker.settings import Settings
 from worker.upkeep import HEARTBEAT_TTL_S as HEARTBEAT_TTL_S
@@ -52,7 +53,6 @@ from worker.upkeep import Upkeep
 log = logging.getLogger("worker")
 
 #: What a read can raise that the loop survives (:meth:`Worker._read_failed`).
-READ_ERRORS: tuple[type[BaseException], ...] = (*CONNECTION_ERRORS, *REDIRECTIONS, redis.exceptions.ResponseError)
 
 
 class Worker:
@@ -90,8 +90,8 @@ class Worker:
         self._reading = asyncio.Lock()
         self._threads = ThreadPoolExecutor(settings.concurrency, thread_name_prefix="job")
         self._rng = random.Random()
-        self._turn = 0
         self.upkeep = Upkeep(self)
+        self.rotation = Rotation(self)
         block_ms = min(settings.block_ms, 50) if burst else settings.block_ms
         observers = list(observers)
         observing = [self.tally, *observers]
@@ -164,7 +164,7 @@ class Worker:
 
     async def _consume(self) -> None:
         if len(self.parts) > 1:
-            await self._consume_partitions()
+            await self.rotation.consume()
             return
         part = self.parts[0]
         failures = 0
@@ -194,125 +194,6 @@ class Worker:
             if not entries and self.burst and await self._drained():
                 log.info("Burst mode: the queue is drained; exiting.")
                 return
-
-    async def _consume_partitions(self) -> None:
-        """Consume every partition fairly.
-
-        The partitions that had entries are read in turn, without blocking,
-        each for all the free slots: a busy partition gets its turn and then
-        the next one does, so none starves another. A partition a read found
-        empty leaves the turn and waits in a blocking read of one entry (which
-        holds one slot, so that the entry it returns has a slot to run in); it
-        rejoins the turn when that read returns an entry, or, when the block
-        time passes, to be read once more. Only the transition costs a round
-        trip that returns nothing: an idle partition waits in its own read,
-        on its own connection (its node's, on a cluster), while the others
-        are served. A partition whose node is away rests out of the turn
-        with backoff (:meth:`_partition_failed`) while the others go on.
-        """
-        while not self.stopping.is_set():
-            self._slot_freed.clear()
-            quiet = await self._collect_waits()
-            if quiet and self.burst and not self.inflight and await self._drained():
-                log.info("Burst mode: the queue is drained; exiting.")
-                break
-            part = self._next_turn()
-            free = self.settings.concurrency - len(self.inflight) - self._waiting()
-            if part is None or free <= 0:
-                await self._slot_freed.wait()  # a slot freed, or a waiting read returned
-                await asyncio.sleep(0)
-                await asyncio.sleep(0)
-                continue
-            try:
-                async with self._reading:
-                    if self.stopping.is_set():
-                        break
-                    entries = await part.read(free, block=False)
-                    for entry_id, raw in entries:
-                        self._start(part, entry_id, raw)
-            except READ_ERRORS as exc:
-                await self._partition_failed(part, exc)
-                continue
-            if part.failures:
-                self._reconnected(part)
-                part.failures = 0
-            if not entries:
-                self._wait_in(part)
-        await self._end_waits()
-
-    def _next_turn(self) -> PartitionReader | None:
-        """The next partition in turn that is not waiting in a blocking read (None: all are)."""
-        count = len(self.parts)
-        for step in range(count):
-            part = self.parts[(self._turn + step) % count]
-            if part.waiting is None:
-                self._turn = (self._turn + step + 1) % count
-                return part
-        return None
-
-    def _waiting(self) -> int:
-        """The slots held by waiting reads."""
-        return sum(part.waiting is not None for part in self.parts)
-
-    def _wait_in(self, part: PartitionReader) -> None:
-        """Start ``part``'s one-entry blocking read; the loop wakes when it returns."""
-        part.waiting = asyncio.create_task(part.read(1))
-        part.waiting.add_done_callback(lambda _task: self._slot_freed.set())
-
-    async def _collect_waits(self) -> bool:
-        """Start the entries of the waiting reads that returned; their partitions rejoin the turn.
-        True when one returned nothing (its block time passed)."""
-        quiet = False
-        for part in self.parts:
-            task = part.waiting
-            if task is None or not task.done():
-                continue
-            part.waiting = None
-            if task.cancelled():
-                continue
-            failed = task.exception()
-            if failed is not None:
-                await self._partition_failed(part, failed)
-                continue
-            entries = task.result()
-            quiet = quiet or not entries
-            for entry_id, raw in entries:
-                self._start(part, entry_id, raw)
-        return quiet
-
-    async def _partition_failed(self, part: PartitionReader, exc: BaseException) -> None:
-        """A read of ``part`` failed: recreate a lost group, or let the partition rest out of the turn
-        with backoff (its first loss logged) while the others are served. Another error is raised."""
-        if not isinstance(exc, READ_ERRORS):
-            raise exc
-        if isinstance(exc, redis.exceptions.ResponseError) and not isinstance(exc, REDIRECTIONS):
-            await self._read_failed(exc, 0)
-            return
-        part.failures += 1
-        if part.failures == 1:
-            log.warning(
-                "Lost the connection to Redis for %s (%s); reconnecting with backoff.", part.keys.jobs, describe(exc)
-            )
-        rest_s = backoff_s(part.failures, rng=self._rng)
-
-        async def rest() -> list[Any]:
-            await sleep_or_stop(rest_s, self.stopping)
-            return []
-
-        part.waiting = asyncio.create_task(rest())
-        part.waiting.add_done_callback(lambda _task: self._slot_freed.set())
-
-    async def _end_waits(self) -> None:
-        """On the way out: let the waiting reads return (within the block time) and run what they got."""
-        waits = [part.waiting for part in self.parts if part.waiting is not None]
-        if waits:
-            await asyncio.wait(waits)
-            for part in self.parts:  # what they got runs; a failed read left its entries pending
-                task = part.waiting
-                part.waiting = None
-                if task is not None and not task.cancelled() and task.exception() is None:
-                    for entry_id, raw in task.result():
-                        self._start(part, entry_id, raw)
 
     async def _read_failed(self, exc: BaseException, failures: int) -> int:
         """A read failed: back off on a lost connection (logged once), recreate a lost group; the
