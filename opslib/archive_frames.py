@@ -19,7 +19,7 @@ import pandas as pd
 
 from opslib.columns import COUNT, TEXT, TIME, typed_frame
 from opslib.errors import OpslibError
-from opslib.frames import DEAD_COLUMNS, DEAD_WIRE_FIELDS
+from opslib.frames import DEAD_COLUMNS, add_payload_columns
 
 #: ``archive()``: index ``dead_id`` (str), then these, then the payload's own fields (str, NaN where absent).
 #: The first columns are ``dead_letters()``'s, except that its ``replay_batch`` (the batch of the replay this
@@ -114,10 +114,7 @@ def archive_to_frame(rows: Iterable[Sequence[Any]]) -> pd.DataFrame:
             columns[name] = ["" if value is None else value for value in table[name]]
         else:
             columns[name] = table[name]
-    payload = sorted({name for entry in fields for name in entry} - DEAD_WIRE_FIELDS)
-    for name in payload:
-        shown = f"field:{name}" if name in ARCHIVE_COLUMNS else name
-        columns[shown] = [entry.get(name) for entry in fields]
+    add_payload_columns(columns, fields, ARCHIVE_COLUMNS)
     return typed_frame(columns, ARCHIVE_COLUMNS, index=pd.Index(ids, dtype=TEXT, name="dead_id"))
 
 

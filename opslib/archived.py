@@ -27,7 +27,7 @@ import pandas as pd
 import psycopg
 
 from opslib.checks import parse_since
-from opslib.connection import archive_url, hide_password, settings
+from opslib.connection import archive_url, connect_postgres, settings
 from opslib.errors import OpslibError
 from worker.archive_rows import LOG_LOCK, TAKE_LOG_LOCK, record_statements, runs
 from worker.archive_table import STATUS_DEAD, STATUS_DISCARDED, STATUS_REPLAYED, TABLE, fields_from_json
@@ -79,15 +79,15 @@ class Archive:
         elif self._own is not None:
             conn = self._own
         else:
-            url = self._url or archive_url() or ""
-            try:
-                conn = self._own = psycopg.connect(url, connect_timeout=5, autocommit=True)
-            except psycopg.OperationalError as exc:
-                raise OpslibError(
-                    f"the archive's PostgreSQL at {hide_password(url)} does not answer ({one_line(exc)}); "
+            conn = self._own = connect_postgres(
+                self._url or archive_url() or "",
+                autocommit=True,
+                failure=lambda shown, exc: (
+                    f"the archive's PostgreSQL at {shown} does not answer ({one_line(exc)}); "
                     "nothing was changed. Set ARCHIVE_URL (or DATABASE_URL) to the archive the workers use, "
                     "or pass conn="
-                ) from None
+                ),
+            )
         if self._has_table is None:
             found = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (TABLE,)).fetchone()
             self._has_table = bool(found and found[0])

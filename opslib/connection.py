@@ -105,6 +105,18 @@ def readable_archive_url() -> str:
     return url
 
 
+def connect_postgres(
+    url: str, *, autocommit: bool, failure: Callable[[str, psycopg.Error], str]
+) -> psycopg.Connection[Any]:
+    """A new psycopg connection to ``url``; when the server cannot be reached (or the URL is not one),
+    an :class:`OpslibError` with ``failure(url without its password, the error)`` as its message, each
+    caller saying what to do in its own words."""
+    try:
+        return psycopg.connect(url, connect_timeout=5, autocommit=autocommit)
+    except psycopg.Error as exc:
+        raise OpslibError(failure(hide_password(url), exc)) from None
+
+
 @contextlib.contextmanager
 def pg_session(conn: Any, default_url: Callable[[], str], setting: str) -> Iterator[psycopg.Connection[Any]]:
     """Yield a psycopg connection: ``conn`` itself, or one opened on a URL (``conn``, else ``default_url()``).
@@ -122,14 +134,13 @@ def pg_session(conn: Any, default_url: Callable[[], str], setting: str) -> Itera
             conn.rollback()
             raise
         return
-    url = conn or default_url()
-    try:
-        connection = psycopg.connect(url, connect_timeout=5, autocommit=True)
-    except psycopg.Error as exc:
-        raise OpslibError(
-            f"cannot reach PostgreSQL at {hide_password(url)} ({str(exc).strip()}); "
-            f"start the stack with `make run` or set {setting}"
-        ) from None
+    connection = connect_postgres(
+        conn or default_url(),
+        autocommit=True,
+        failure=lambda shown, exc: (
+            f"cannot reach PostgreSQL at {shown} ({str(exc).strip()}); start the stack with `make run` or set {setting}"
+        ),
+    )
     with connection:
         yield connection
 

@@ -40,14 +40,13 @@ from typing import Any
 import pandas as pd
 import redis
 
+from opslib.batches import new_batch_id, partition_scripts
 from opslib.columns import TEXT, typed_frame
 from opslib.connection import partitions, redis_session, settings
 from opslib.discard import check_reason, who
 from opslib.errors import OpslibError
 from opslib.frames import job_id_of
 from opslib.locate import CHUNK
-from opslib.replay import new_batch_id
-from worker.connection import is_cluster
 from worker.failures import now_iso
 from worker.keys import Keys
 from worker.scripts import Scripts
@@ -142,9 +141,7 @@ def _move(
             rows += [(job_id, MISSING) for job_id in job_ids if not members[job_id]]
             return moves_to_frame(rows, "")
         batch = new_batch_id()
-        scripts = [Scripts(redis_client, part) for part in parts]
-        if is_cluster(redis_client):
-            scripts[0].load(redis_client)
+        scripts = partition_scripts(redis_client, parts)
         results: list[Any] = []
         for start in range(0, len(plan), CHUNK):
             pipe = redis_client.pipeline(transaction=False)

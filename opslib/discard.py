@@ -34,13 +34,12 @@ from typing import Any
 import pandas as pd
 import redis
 
-from opslib.archived import discard_from_archive, open_archive
-from opslib.connection import partitions, redis_session
+from opslib.archived import discard_from_archive
+from opslib.dead_moves import move_dead
 from opslib.errors import OpslibError
 from opslib.frames import discard_to_frame
-from opslib.locate import Progress, dead_ids_of, locate, pipelined
-from opslib.replay import as_frame, dead_ids_of_kind, new_batch_id, partition_scripts
-from worker.failures import now_iso
+from opslib.locate import Progress, dead_ids_of
+from opslib.replay import as_frame, dead_ids_of_kind
 
 MAX_REASON_CHARS = 2000
 NEEDS_WRITE = (
@@ -93,41 +92,23 @@ def discard(
     """
     why = check_reason(reason)
     by_whom = who(by)
-    targets = dead_ids_of(ids)
-    action = "look up dead letters" if dry_run else "discard dead letters"
-    with (
-        redis_session(client, prefix, action, needs="" if dry_run else NEEDS_WRITE) as (redis_client, keys),
-        open_archive(conn) as archive,
-    ):
-        parts = partitions(redis_client, keys)
-        found = locate(redis_client, parts, targets, archive)
-        if dry_run:
-            return discard_to_frame(found.dead_ids, found.found(), "", dry_run=True, partitions=found.where)
-        batch, at = new_batch_id(), now_iso()
-        scripts = partition_scripts(redis_client, parts)
-        streamed = found.streamed()
-        done = pipelined(
-            redis_client,
-            streamed,
-            lambda pipe, n: scripts[found.where[n]].discard(
-                found.dead_ids[n], batch, by=by_whom, reason=why, at=at, record=archive.enabled, client=pipe
-            ),
-            "discard",
-            on_progress,
-        )
-        taken: dict[int, Any] = {n: hit for n, hit in zip(streamed, done, strict=True) if hit}
-        missed = found.from_archive(taken)
-        pg = archive.connection() if missed and archive.enabled else None
-        if pg is not None:
-            for p, numbers in missed.items():
-                ids = [found.dead_ids[n] for n in numbers]
-                marked = discard_from_archive(pg, redis_client, parts[p], ids, batch, by=by_whom, reason=why, at=at)
-                taken.update({n: True for n in numbers if found.dead_ids[n] in marked})
-                for n in numbers:
-                    if n in taken:
-                        found.where[n] = p  # the archive held it
-        results = [bool(taken.get(n)) for n in range(len(found.dead_ids))]
-        return discard_to_frame(found.dead_ids, results, batch, dry_run=False, partitions=found.where)
+    return move_dead(
+        dead_ids_of(ids),
+        verb="discard",
+        needs=NEEDS_WRITE,
+        take=lambda scripts, dead_id, batch, at, record, pipe: scripts.discard(
+            dead_id, batch, by=by_whom, reason=why, at=at, record=record, client=pipe
+        ),
+        take_archived=lambda pg, redis_client, keys, dead_ids, batch, at: dict.fromkeys(
+            discard_from_archive(pg, redis_client, keys, dead_ids, batch, by=by_whom, reason=why, at=at), True
+        ),
+        to_frame=discard_to_frame,
+        dry_run=dry_run,
+        client=client,
+        prefix=prefix,
+        conn=conn,
+        on_progress=on_progress,
+    )
 
 
 def discard_kind(

@@ -64,6 +64,16 @@ DEAD_WIRE_FIELDS = frozenset(DEAD_COLUMNS) - {"dead_at", "error_type", "signatur
 _DEAD_TEXT_FIELDS = [name for name in DEAD_COLUMNS if name in DEAD_WIRE_FIELDS and name != "attempts"]
 
 
+def add_payload_columns(
+    columns: dict[str, Sequence[Any]], rows: Sequence[Mapping[str, Any]], fixed: Mapping[str, Any]
+) -> None:
+    """Add a column per payload field of the dead letters ``rows`` (the fields not on the dead-letter
+    wire), in name order; one named like a ``fixed`` column is shown as ``field:<name>``."""
+    for name in sorted({name for row in rows for name in row} - DEAD_WIRE_FIELDS):
+        shown = f"field:{name}" if name in fixed else name
+        columns[shown] = [row.get(name) for row in rows]
+
+
 def whole_number(value: str) -> int:
     """A decimal field as an int; 0 when it is missing or not a whole number."""
     return int(value) if value.isascii() and value.isdigit() and len(value) < 19 else 0
@@ -111,10 +121,7 @@ def dead_to_frame(raw: Iterable[RawEntry], partition: int = 0) -> pd.DataFrame:
     columns["signature"] = [signatures[error] for error in columns["error"]]
     columns["error_type"] = [error_type(error) for error in columns["error"]]
     columns["partition"] = [partition] * len(ids)
-    payload = sorted({name for row in rows for name in row} - DEAD_WIRE_FIELDS)
-    for name in payload:
-        shown = f"field:{name}" if name in DEAD_COLUMNS else name
-        columns[shown] = [row.get(name) for row in rows]
+    add_payload_columns(columns, rows, DEAD_COLUMNS)
     return typed_frame(columns, DEAD_COLUMNS, index=pd.Index(ids, dtype=TEXT, name="dead_id"))
 
 

@@ -16,7 +16,7 @@ import pandas as pd
 from opslib.display import display_tz, local_time, readable
 from opslib.frames import DEAD_COLUMNS
 from opslib.queries import QueueStats
-from worker.vocabulary import REPLAY_MISSING, REPLAY_REPLAYED, STATUS_SUCCEEDED
+from worker.vocabulary import DISCARD_DISCARDED, REPLAY_MISSING, REPLAY_REPLAYED, STATUS_SUCCEEDED
 
 PREVIEW_ROWS = 20
 """The preview shows this many entries (the action takes all of them)."""
@@ -101,20 +101,20 @@ def entry_html(dead_id: str | None, row: pd.Series | None) -> str:
 
 
 def result_html(done: pd.DataFrame) -> str:
-    counts = done["status"].value_counts()
-    batch = html.escape(str(done.attrs.get("batch", "")))
-    return (
-        f"<p>Replayed <b>{counts.get(REPLAY_REPLAYED, 0)}</b> of {len(done)}"
-        f" ({counts.get(REPLAY_MISSING, 0)} missing: taken by someone else since) · batch <code>{batch}</code></p>"
-    )
+    return _moved_html(done, "Replayed", REPLAY_REPLAYED)
 
 
 def discard_result_html(done: pd.DataFrame) -> str:
+    return _moved_html(done, "Discarded", DISCARD_DISCARDED)
+
+
+def _moved_html(done: pd.DataFrame, verb: str, moved: str) -> str:
+    """How many rows of a replay or discard frame have status ``moved``, how many were missing, and the batch."""
     counts = done["status"].value_counts()
     batch = html.escape(str(done.attrs.get("batch", "")))
     return (
-        f"<p>Discarded <b>{counts.get('discarded', 0)}</b> of {len(done)}"
-        f" ({counts.get('missing', 0)} missing: taken by someone else since) · batch <code>{batch}</code></p>"
+        f"<p>{verb} <b>{counts.get(moved, 0)}</b> of {len(done)}"
+        f" ({counts.get(REPLAY_MISSING, 0)} missing: taken by someone else since) · batch <code>{batch}</code></p>"
     )
 
 

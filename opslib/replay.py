@@ -44,7 +44,6 @@ Example::
 
 from __future__ import annotations
 
-import secrets
 import time
 from datetime import UTC, datetime
 from typing import Any
@@ -53,17 +52,16 @@ import pandas as pd
 import redis
 
 from opslib.archived import archived_dead, open_archive, replay_from_archive
+from opslib.batches import BATCH_TIME
 from opslib.checks import check_batch, parse_since
 from opslib.connection import partitions, queue_keys, redis_session
+from opslib.dead_moves import move_dead
 from opslib.errors import OpslibError
 from opslib.frames import combine, entry_order, parse_outcome, replay_status_to_frame, replay_to_frame
-from opslib.locate import NOWHERE, Progress, Target, dead_ids_of, locate, pipelined
+from opslib.locate import NOWHERE, Progress, Target, dead_ids_of
 from opslib.queries import dead_letters, entry_floor
 from worker.archive_table import TABLE
-from worker.connection import is_cluster
-from worker.failures import now_iso
 from worker.keys import GROUP, Keys
-from worker.scripts import Scripts
 from worker.vocabulary import FINAL_STATUSES, RECORDED_QUEUED, WHERE_JOBS, WHERE_RUNNING
 from worker.wire import DEAD_FIELDS, decode_member, text
 
@@ -71,21 +69,6 @@ NEEDS_WRITE = (
     "replay needs a user that may run scripts and write the queue's keys (EVALSHA of the replay script: "
     "XRANGE, XADD, XDEL, HSET, EXPIRE); a read-only user can run replay(..., dry_run=True) and every query"
 )
-BATCH_TIME = "%Y%m%dT%H%M%SZ"
-
-
-def new_batch_id() -> str:
-    """A batch id that sorts by time and says when it was made: ``20261130T211400Z-3f9a1c2e``."""
-    return f"{datetime.now(UTC):{BATCH_TIME}}-{secrets.token_hex(4)}"
-
-
-def partition_scripts(client: Any, parts: list[Keys]) -> list[Scripts]:
-    """Each partition's scripts, loaded on every primary first on a cluster (whose pipelines send
-    EVALSHA as it is)."""
-    scripts = [Scripts(client, keys) for keys in parts]
-    if is_cluster(client):
-        scripts[0].load(client)
-    return scripts
 
 
 def replay(
@@ -105,42 +88,21 @@ def replay(
     (pass the ``dead_letters()`` rows instead). ``on_progress(done, total)``
     is called after each chunk.
     """
-    targets = dead_ids_of(ids)
-    action = "look up dead letters" if dry_run else "replay dead letters"
-    with (
-        redis_session(client, prefix, action, needs="" if dry_run else NEEDS_WRITE) as (redis_client, keys),
-        open_archive(conn) as archive,
-    ):
-        parts = partitions(redis_client, keys)
-        found = locate(redis_client, parts, targets, archive)
-        if dry_run:
-            return replay_to_frame(found.dead_ids, found.found(), "", dry_run=True, partitions=found.where)
-        batch, at = new_batch_id(), now_iso()
-        scripts = partition_scripts(redis_client, parts)
-        streamed = found.streamed()
-        moved_ids = pipelined(
-            redis_client,
-            streamed,
-            lambda pipe, n: scripts[found.where[n]].replay(
-                found.dead_ids[n], batch, DEAD_FIELDS, at=at, record=archive.enabled, client=pipe
-            ),
-            "replay",
-            on_progress,
-        )
-        moved: dict[int, Any] = dict(zip(streamed, moved_ids, strict=True))
-        missed = found.from_archive(moved)
-        pg = archive.connection() if missed and archive.enabled else None
-        if pg is not None:
-            for p, numbers in missed.items():
-                readded = replay_from_archive(
-                    pg, redis_client, parts[p], [found.dead_ids[n] for n in numbers], batch, at
-                )
-                moved.update({n: readded[found.dead_ids[n]] for n in numbers if found.dead_ids[n] in readded})
-                for n in numbers:
-                    if n in moved:
-                        found.where[n] = p  # the archive held it
-        results = [moved.get(n) for n in range(len(found.dead_ids))]
-        return replay_to_frame(found.dead_ids, results, batch, dry_run=False, partitions=found.where)
+    return move_dead(
+        dead_ids_of(ids),
+        verb="replay",
+        needs=NEEDS_WRITE,
+        take=lambda scripts, dead_id, batch, at, record, pipe: scripts.replay(
+            dead_id, batch, DEAD_FIELDS, at=at, record=record, client=pipe
+        ),
+        take_archived=replay_from_archive,
+        to_frame=replay_to_frame,
+        dry_run=dry_run,
+        client=client,
+        prefix=prefix,
+        conn=conn,
+        on_progress=on_progress,
+    )
 
 
 def dead_ids_of_kind(

@@ -24,7 +24,7 @@ from typing import Any
 import pandas as pd
 import psycopg
 
-from opslib.connection import database_url, hide_password
+from opslib.connection import connect_postgres, database_url
 from opslib.errors import OpslibError
 from opslib.queries import sql
 
@@ -69,14 +69,14 @@ def transaction(*, conn: str | None = None) -> Iterator[Transaction]:
             f"transaction(conn=...) takes a PostgreSQL URL, got {type(conn).__name__}; "
             "on a connection of your own use `with conn.transaction():` and opslib.sql(..., conn=conn)"
         )
-    url = conn or database_url()
-    try:
-        connection = psycopg.connect(url, connect_timeout=5, autocommit=False)
-    except psycopg.OperationalError as exc:
-        raise OpslibError(
-            f"cannot reach PostgreSQL at {hide_password(url)} ({str(exc).strip()}); "
+    connection = connect_postgres(
+        conn or database_url(),
+        autocommit=False,
+        failure=lambda shown, exc: (
+            f"cannot reach PostgreSQL at {shown} ({str(exc).strip()}); "
             "start the stack with `make run` or set DATABASE_URL"
-        ) from None
+        ),
+    )
     tx = Transaction(connection)
     try:
         yield tx

@@ -1,5 +1,5 @@
 """Shared parts of the fault suite: the kinds module, settings that make reclaim quick, bulk enqueue,
-PostgreSQL stopped and started again."""
+dead letters added directly, the archive's row counts, PostgreSQL stopped and started again."""
 
 from __future__ import annotations
 
@@ -29,6 +29,32 @@ def enqueue_many(client: redis.Redis, keys: Keys, kind: str, count: int, **field
             pipe.xadd(keys.jobs, job_fields(kind, {"job_id": job_id, **fields}))
         pipe.execute()
     return ids
+
+
+def add_dead(client: redis.Redis, keys: Keys, count: int) -> list[str]:
+    """Add ``count`` dead letters of kind ``record`` (job ids ``d0``, ``d1``, ...) to ``jobs:dead`` in one
+    pipeline; return their dead ids."""
+    pipe = client.pipeline(transaction=False)
+    for i in range(count):
+        pipe.xadd(
+            keys.dead,
+            {"kind": "record", "job_id": f"d{i}", "attempts": "1", "error": "ValueError: on purpose",
+             "traceback": "", "reason": "exhausted", "failed_at": "2026-11-30T21:14:00.000Z", "worker": "w"},
+        )  # fmt: skip
+    return [entry_id.decode() for entry_id in pipe.execute()]
+
+
+def archived(url: str, prefix: str) -> tuple[int, int]:
+    """Rows and distinct dead ids archived for the queue; (0, 0) before a worker created the table."""
+    with psycopg.connect(url) as conn:
+        try:
+            found = conn.execute(
+                "SELECT count(*), count(DISTINCT dead_id) FROM dead_letters WHERE queue = %s", (prefix,)
+            ).fetchone()
+        except psycopg.errors.UndefinedTable:
+            return 0, 0
+    assert found is not None
+    return int(found[0]), int(found[1])
 
 
 def restart(server: EmbeddedServer, log: Path) -> EmbeddedServer:

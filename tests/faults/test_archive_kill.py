@@ -15,7 +15,7 @@ import psycopg
 import pytest
 import redis
 
-from tests.faults.support import FAST_RECLAIM, KINDS
+from tests.faults.support import FAST_RECLAIM, KINDS, archived
 from tests.helpers import Workers, wait_for
 from worker.keys import ARCHIVE_GROUP, Keys
 
@@ -36,19 +36,6 @@ def fill_dead(r: redis.Redis, keys: Keys, count: int) -> list[str]:
             )  # fmt: skip
         ids += [entry_id.decode() for entry_id in pipe.execute()]
     return ids
-
-
-def archived(url: str, prefix: str) -> tuple[int, int]:
-    """Rows and distinct dead ids archived for the queue; (0, 0) before a worker created the table."""
-    with psycopg.connect(url) as conn:
-        try:
-            found = conn.execute(
-                "SELECT count(*), count(DISTINCT dead_id) FROM dead_letters WHERE queue = %s", (prefix,)
-            ).fetchone()
-        except psycopg.errors.UndefinedTable:
-            return 0, 0
-    assert found is not None
-    return int(found[0]), int(found[1])
 
 
 @pytest.mark.timeout(180)

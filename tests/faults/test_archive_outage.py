@@ -20,7 +20,7 @@ import psycopg
 import pytest
 import redis
 
-from tests.faults.support import KINDS, enqueue_many, restart
+from tests.faults.support import KINDS, archived, enqueue_many, restart
 from tests.helpers import Workers, wait_for
 from worker.archive_table import migrate_url
 from worker.embedded import start_postgres
@@ -29,16 +29,6 @@ from worker.keys import ARCHIVE_GROUP, Keys
 OUTAGE_S = 30.0
 DEAD = 5_000
 CAP = 1_000
-
-
-def archived(url: str, prefix: str) -> tuple[int, int]:
-    """(rows of this queue, distinct dead ids among them)."""
-    with psycopg.connect(url) as conn:
-        found = conn.execute(
-            "SELECT count(*), count(DISTINCT dead_id) FROM dead_letters WHERE queue = %s", (prefix,)
-        ).fetchone()
-    assert found is not None
-    return int(found[0]), int(found[1])
 
 
 @pytest.mark.timeout(240)

@@ -16,7 +16,7 @@ import psycopg
 import pytest
 import redis
 
-from tests.faults.support import KINDS
+from tests.faults.support import KINDS, add_dead
 from tests.helpers import Workers, move_at_once
 from worker.keys import Keys
 from worker.scripts import Scripts
@@ -29,14 +29,7 @@ KEPT = 500
 def test_a_replay_and_a_discard_racing_leave_each_entry_in_exactly_one_state(
     r: redis.Redis, keys: Keys, prefix: str, redis_url: str, workers: Workers, archive_url: str, tmp_path: Path
 ) -> None:
-    pipe = r.pipeline(transaction=False)
-    for i in range(DEAD):
-        pipe.xadd(
-            keys.dead,
-            {"kind": "record", "job_id": f"d{i}", "attempts": "1", "error": "ValueError: on purpose",
-             "traceback": "", "reason": "exhausted", "failed_at": "2026-11-30T21:14:00.000Z", "worker": "w"},
-        )  # fmt: skip
-    dead_ids = [entry_id.decode() for entry_id in pipe.execute()]
+    dead_ids = add_dead(r, keys, DEAD)
     workers.burst(KINDS)  # archives the 1,000
     assert Scripts(r, keys).trim_dead(KEPT, DEAD) == [DEAD - KEPT, 0]  # as the trim-dead chore would
     assert r.xlen(keys.dead) == KEPT

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import redis
 
+from tests.faults.support import add_dead
 from tests.helpers import replay_at_once
 from worker.keys import Keys
 
@@ -17,14 +18,7 @@ DEAD = 1_000
 def test_two_processes_replaying_the_same_dead_entries_re_add_each_once(
     r: redis.Redis, keys: Keys, prefix: str, redis_url: str, tmp_path: Path
 ) -> None:
-    pipe = r.pipeline(transaction=False)
-    for i in range(DEAD):
-        pipe.xadd(
-            keys.dead,
-            {"kind": "record", "job_id": f"d{i}", "attempts": "1", "error": "ValueError: on purpose",
-             "traceback": "", "reason": "exhausted", "failed_at": "2026-11-30T21:14:00.000Z", "worker": "w"},
-        )  # fmt: skip
-    dead_ids = [entry_id.decode() for entry_id in pipe.execute()]
+    dead_ids = add_dead(r, keys, DEAD)
     results = replay_at_once(r, redis_url, prefix, dead_ids, ("forward", "shuffled"), tmp_path)
     counts = [result["counts"] for result in results]
     replayed = [c.get("replayed", 0) for c in counts]

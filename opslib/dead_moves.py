@@ -1,0 +1,80 @@
+"""A move out of ``jobs:dead``: what replay and discard share, so each states only what differs.
+
+Both look each id up in its partition's ``jobs:dead`` (or the archive, for ids
+the stream was trimmed of: :mod:`opslib.locate`), return the plan in a dry run,
+take the streamed entries with a script per entry (pipelined), take the rest
+from the archive under the log lock, and report one row per id. A replay's
+script returns the new entry id, a discard's a truthy mark; a falsy result is
+an entry someone else took first (``missing``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import pandas as pd
+
+from opslib.archived import open_archive
+from opslib.batches import new_batch_id, partition_scripts
+from opslib.connection import partitions, redis_session
+from opslib.locate import Progress, Target, locate, pipelined
+from worker.failures import now_iso
+from worker.keys import Keys
+from worker.scripts import Scripts
+
+TakeFromStream = Callable[[Scripts, str, str, str, bool, Any], Any]
+"""(partition's scripts, dead id, batch, at, record in the archive, pipeline) -> the script's result."""
+TakeFromArchive = Callable[[Any, Any, Keys, list[str], str, str], Mapping[str, Any]]
+"""(archive connection, Redis client, partition's keys, dead ids, batch, at) -> dead id -> result, for those taken."""
+ToFrame = Callable[..., pd.DataFrame]
+"""(dead ids, results, batch, dry_run=, partitions=) -> the caller's frame."""
+
+
+def move_dead(
+    targets: list[Target],
+    *,
+    verb: str,
+    needs: str,
+    take: TakeFromStream,
+    take_archived: TakeFromArchive,
+    to_frame: ToFrame,
+    dry_run: bool,
+    client: Any,
+    prefix: str | None,
+    conn: Any,
+    on_progress: Progress | None,
+) -> pd.DataFrame:
+    """Move ``targets`` out of ``jobs:dead`` (``verb``: ``"replay"`` or ``"discard"``) and return
+    ``to_frame`` of each id's result; ``dry_run`` writes nothing and needs no write rights."""
+    action = "look up dead letters" if dry_run else f"{verb} dead letters"
+    with (
+        redis_session(client, prefix, action, needs="" if dry_run else needs) as (redis_client, keys),
+        open_archive(conn) as archive,
+    ):
+        parts = partitions(redis_client, keys)
+        found = locate(redis_client, parts, targets, archive)
+        if dry_run:
+            return to_frame(found.dead_ids, found.found(), "", dry_run=True, partitions=found.where)
+        batch, at = new_batch_id(), now_iso()
+        scripts = partition_scripts(redis_client, parts)
+        streamed = found.streamed()
+        results = pipelined(
+            redis_client,
+            streamed,
+            lambda pipe, n: take(scripts[found.where[n]], found.dead_ids[n], batch, at, archive.enabled, pipe),
+            verb,
+            on_progress,
+        )
+        done: dict[int, Any] = {n: result for n, result in zip(streamed, results, strict=True) if result}
+        missed = found.from_archive(done)
+        pg = archive.connection() if missed and archive.enabled else None
+        if pg is not None:
+            for p, numbers in missed.items():
+                taken = take_archived(pg, redis_client, parts[p], [found.dead_ids[n] for n in numbers], batch, at)
+                for n in numbers:
+                    if found.dead_ids[n] in taken:
+                        done[n] = taken[found.dead_ids[n]]
+                        found.where[n] = p  # the archive held it
+        results = [done.get(n) for n in range(len(found.dead_ids))]
+        return to_frame(found.dead_ids, results, batch, dry_run=False, partitions=found.where)
