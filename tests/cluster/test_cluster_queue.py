@@ -83,14 +83,13 @@ def test_an_entry_that_kills_its_worker_becomes_poison(
         assert_clean(cluster_workers.log(proc))
 
 
-def test_three_workers_enqueue_each_tick_once(cluster_workers: Workers, tmp_path: Path, node_urls: list[str]) -> None:
-    ticks = tmp_path / "ticks.log"
+def tickers_on_every_node(pool: Workers, node_urls: list[str], ticks: Path, **env: str) -> collections.Counter[str]:
+    """One ticking worker per node (each given that node's URL) until four ticks ran, then stopped
+    cleanly: how many times each tick was enqueued and run."""
     procs = []
     for i, url in enumerate(node_urls):
-        cluster_workers.redis_url = url
-        procs.append(
-            cluster_workers.start("tests.scheduler.tick_kinds", WORKER_NAME=f"ticker-{i}", TICK_LOG=str(ticks))
-        )
+        pool.redis_url = url
+        procs.append(pool.start("tests.scheduler.tick_kinds", WORKER_NAME=f"ticker-{i}", TICK_LOG=str(ticks), **env))
 
     def seen() -> collections.Counter[str]:
         lines = ticks.read_text().splitlines() if ticks.exists() else []
@@ -101,8 +100,12 @@ def test_three_workers_enqueue_each_tick_once(cluster_workers: Workers, tmp_path
         proc.send_signal(signal.SIGTERM)
     for proc in procs:
         assert proc.wait(30) == 0
-        assert_clean(cluster_workers.log(proc))
-    counts = seen()
+        assert_clean(pool.log(proc))
+    return seen()
+
+
+def test_three_workers_enqueue_each_tick_once(cluster_workers: Workers, tmp_path: Path, node_urls: list[str]) -> None:
+    counts = tickers_on_every_node(cluster_workers, node_urls, tmp_path / "ticks.log")
     assert set(counts.values()) == {1}, counts
     stamps = sorted(time.mktime(time.strptime(t[:19], "%Y-%m-%dT%H:%M:%S")) for t in counts)
     assert all(b - a == 1 for a, b in itertools.pairwise(stamps)), stamps

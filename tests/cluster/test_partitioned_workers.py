@@ -8,7 +8,6 @@ busy partition that must not starve another.
 
 from __future__ import annotations
 
-import collections
 import signal
 import time
 from pathlib import Path
@@ -21,7 +20,7 @@ import redis.cluster
 import opslib
 import worker
 from tests.cluster.test_cluster_mode import KINDS, assert_clean
-from tests.cluster.test_cluster_queue import opslib_cli
+from tests.cluster.test_cluster_queue import opslib_cli, tickers_on_every_node
 from tests.helpers import Workers, wait_for
 from worker.keys import Keys, partition_of, queue_partitions
 
@@ -119,27 +118,9 @@ def test_poison_in_a_partition_is_dead_lettered_there(
 def test_three_partitioned_workers_enqueue_each_tick_once(
     cluster: object, plain_prefix: str, tmp_path: Path, node_urls: list[str]
 ) -> None:
-    ticks = tmp_path / "ticks.log"
     pool = Workers(node_urls[0], plain_prefix, tmp_path)
     try:
-        procs = []
-        for i, url in enumerate(node_urls):
-            pool.redis_url = url
-            procs.append(
-                pool.start("tests.scheduler.tick_kinds", WORKER_NAME=f"ticker-{i}", TICK_LOG=str(ticks), **ENV)
-            )
-
-        def seen() -> collections.Counter[str]:
-            lines = ticks.read_text().splitlines() if ticks.exists() else []
-            return collections.Counter(line.split()[0] for line in lines)
-
-        wait_for(lambda: len(seen()) >= 4, timeout_s=60, what="four ticks to run")
-        for proc in procs:
-            proc.send_signal(signal.SIGTERM)
-        for proc in procs:
-            assert proc.wait(30) == 0
-            assert_clean(pool.log(proc))
-        counts = seen()
+        counts = tickers_on_every_node(pool, node_urls, tmp_path / "ticks.log", **ENV)
         assert set(counts.values()) == {1}, counts
     finally:
         pool.stop_all()
