@@ -4,7 +4,7 @@ Measures, on a dedicated embedded valkey-server and PostgreSQL (or
 ``--redis-url`` / ``--database-url``, under a key prefix and a schema of its
 own, removed afterwards):
 
-- archiving: one worker's archiver (``worker.archiver.Archiver``, the chore's
+- archiving: one worker's archiver (``worker.archive.archiver.Archiver``, the chore's
   own code, run back to back) reads 10,000 dead entries through group
   ``archive`` and writes them to ``dead_letters``, 500 per transaction, each
   batch acknowledged after its commit (target < 2 s);
@@ -39,10 +39,10 @@ sys.path.insert(0, str(ROOT))
 import opslib  # noqa: E402
 from tests.helpers import with_schema  # noqa: E402
 from tests.opslib.seed import buried_many  # noqa: E402
-from worker.archiver import Archiver  # noqa: E402
-from worker.embedded import start_postgres, start_redis  # noqa: E402
-from worker.keys import Keys  # noqa: E402
+from worker.archive.archiver import Archiver  # noqa: E402
+from worker.embedded.servers import start_postgres, start_redis  # noqa: E402
 from worker.settings import Settings  # noqa: E402
+from worker.store.keys import Keys  # noqa: E402
 
 ENTRIES = 10_000
 TRACEBACK_BYTES = 2048

@@ -3,7 +3,7 @@ over 1,000,000 archived rows (part of ``benchmarks/opslib_bench.py``).
 
 The rows are made by one ``INSERT ... SELECT FROM generate_series`` in a
 schema of the benchmark's own (dropped afterwards), in the table
-``worker.archive_table.migrate`` creates with its indexes: 30 days of dead
+``worker.archive.table.migrate`` creates with its indexes: 30 days of dead
 letters of 5 kinds, one every 2.6 s, each with a 2 KB traceback that varies
 by row; one in ten replayed an hour after it died (nine in ten of those
 succeeded), one in twenty discarded two hours after. ``archive()`` then asks
@@ -22,7 +22,7 @@ import pandas as pd
 import psycopg
 
 import opslib
-from worker.archive_table import migrate
+from worker.archive.table import migrate
 
 ROWS = 1_000_000
 DAYS = 30

@@ -46,8 +46,8 @@ from benchlib import (
     run_worker,
 )
 
-from worker.enqueue import enqueue
-from worker.keys import Keys
+from worker.store.enqueue import enqueue
+from worker.store.keys import Keys
 
 RESULTS = BENCH_DIR / "results"
 OURS = "stagedoor (this worker)"

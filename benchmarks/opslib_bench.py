@@ -46,8 +46,8 @@ from benchmarks.archive_reads import ROWS as ARCHIVE_ROWS  # noqa: E402
 from benchmarks.archive_reads import TARGETS_S as ARCHIVE_TARGETS_S  # noqa: E402
 from benchmarks.archive_reads import measure_archive_reads  # noqa: E402
 from tests.opslib.seed import buried_many  # noqa: E402
-from worker.embedded import start_postgres, start_redis  # noqa: E402
-from worker.keys import Keys  # noqa: E402
+from worker.embedded.servers import start_postgres, start_redis  # noqa: E402
+from worker.store.keys import Keys  # noqa: E402
 
 ENTRIES = 10_000
 TRACEBACK_BYTES = 2048

@@ -23,8 +23,8 @@ from pathlib import Path
 import redis.asyncio as aioredis
 
 from stagedoor.outbox import OutboxRelay, OutboxRow
-from worker.embedded import start_redis
-from worker.keys import Keys
+from worker.embedded.servers import start_redis
+from worker.store.keys import Keys
 
 BATCH = 100
 

@@ -67,7 +67,7 @@ from opslib.checks import check_kind, check_limit, parse_since
 from opslib.connection import pg_session, queue_keys, readable_archive_url
 from opslib.errors import OpslibError
 from opslib.signatures import check_signature
-from worker.archive_table import OUTCOME_SUCCEEDED, STATUS_DEAD, STATUS_DISCARDED, STATUS_REPLAYED, TABLE
+from worker.archive.table import OUTCOME_SUCCEEDED, STATUS_DEAD, STATUS_DISCARDED, STATUS_REPLAYED, TABLE
 
 STATUSES = (STATUS_DEAD, STATUS_REPLAYED, STATUS_DISCARDED)
 

@@ -96,7 +96,7 @@ def archive_to_frame(rows: Iterable[Sequence[Any]]) -> pd.DataFrame:
     """The ``archive()`` frame of rows holding the columns of :data:`ARCHIVE_SELECT`, in that order.
 
     ``fields`` is the stored ``[[name, value], ...]`` list (see
-    ``worker.archive_table.fields_to_json``). NULL text is ``""``, NULL
+    ``worker.archive.table.fields_to_json``). NULL text is ``""``, NULL
     ``attempts`` 0, NULL times NaT. A payload field named like a column is
     shown as ``field:<name>``, as in ``dead_letters()``.
     """

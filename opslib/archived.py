@@ -29,12 +29,12 @@ import psycopg
 from opslib.checks import parse_since
 from opslib.connection import archive_url, connect_postgres, settings
 from opslib.errors import OpslibError
-from worker.archive_rows import LOG_LOCK, TAKE_LOG_LOCK, record_statements, runs
-from worker.archive_table import STATUS_DEAD, STATUS_DISCARDED, STATUS_REPLAYED, TABLE, fields_from_json
-from worker.dead_log import EVENT_DISCARDED, EVENT_REPLAYED, next_id, parse_record
-from worker.keys import Keys
-from worker.scripts import Scripts
-from worker.wire import DEAD_FIELDS, text
+from worker.archive.dead_log import EVENT_DISCARDED, EVENT_REPLAYED, next_id, parse_record
+from worker.archive.rows import LOG_LOCK, TAKE_LOG_LOCK, record_statements, runs
+from worker.archive.table import STATUS_DEAD, STATUS_DISCARDED, STATUS_REPLAYED, TABLE, fields_from_json
+from worker.store.keys import Keys
+from worker.store.scripts import Scripts
+from worker.store.wire import DEAD_FIELDS, text
 
 LOG_PAGE = 500
 

@@ -11,9 +11,9 @@ import secrets
 from datetime import UTC, datetime
 from typing import Any
 
-from worker.connection import is_cluster
-from worker.keys import Keys
-from worker.scripts import Scripts
+from worker.store.connection import is_cluster
+from worker.store.keys import Keys
+from worker.store.scripts import Scripts
 
 BATCH_TIME = "%Y%m%dT%H%M%SZ"
 

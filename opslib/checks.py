@@ -17,8 +17,8 @@ import numpy as np
 import pandas as pd
 
 from opslib.errors import OpslibError
-from worker.keys import Keys
-from worker.wire import text
+from worker.store.keys import Keys
+from worker.store.wire import text
 
 ENTRY_ID = re.compile(r"^\d{1,20}-\d{1,20}$")
 BATCH_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,100}$")

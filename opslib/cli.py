@@ -50,7 +50,7 @@ from opslib.queries import dead_letters, delayed, failure_groups, pending, queue
 from opslib.replay import replay, replay_kind, replay_status
 from opslib.runbook import DEFAULT_OUT, RunbookFailed, run_runbook
 from opslib.show import show
-from worker.vocabulary import (
+from worker.store.vocabulary import (
     DISCARD_DISCARDED,
     DISCARD_WOULD_DISCARD,
     REPLAY_MISSING,

@@ -5,7 +5,7 @@ Every public function takes an explicit client (``client=`` a
 (``prefix=``). With none, opslib reads the environment the way the worker
 does (``REDIS_URL``, ``DATABASE_URL``, ``QUEUE_PREFIX``, through
 :class:`worker.settings.Settings`), and when no URL is set it looks for the
-servers that ``make run`` started: ``worker.embedded.find_running_stack`` of the
+servers that ``make run`` started: ``worker.store.dev_stack.find_running_stack`` of the
 data folder (``STAGEDOOR_DATA_DIR``, ``.data`` by default), searched from the
 current folder upwards, so a notebook in ``notebooks/`` finds the stack of the
 project folder without the analyst typing a URL.
@@ -27,13 +27,13 @@ from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
 from opslib.errors import OpslibError
-from worker.archive_table import TABLE as ARCHIVE_TABLE
-from worker.connection import ClusterStateError, connect, hide_password, is_cluster
-from worker.embedded import configured_or_running
+from worker.archive.table import TABLE as ARCHIVE_TABLE
 from worker.errors import SettingsError
-from worker.keys import Keys
-from worker.partitions import keys_for, recorded_count
 from worker.settings import Settings
+from worker.store.connection import ClusterStateError, connect, hide_password, is_cluster
+from worker.store.dev_stack import configured_or_running
+from worker.store.keys import Keys
+from worker.store.partitions import keys_for, recorded_count
 
 #: A blip is retried twice within a second; a server that is away is reported at once, not after
 #: redis-py's default of ten retries with backoff.

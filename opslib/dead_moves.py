@@ -19,9 +19,9 @@ from opslib.archived import open_archive
 from opslib.batches import new_batch_id, partition_scripts
 from opslib.connection import partitions, redis_session
 from opslib.locate import Progress, Target, locate, pipelined
-from worker.failures import now_iso
-from worker.keys import Keys
-from worker.scripts import Scripts
+from worker.store.failures import now_iso
+from worker.store.keys import Keys
+from worker.store.scripts import Scripts
 
 TakeFromStream = Callable[[Scripts, str, str, str, bool, Any], Any]
 """(partition's scripts, dead id, batch, at, record in the archive, pipeline) -> the script's result."""

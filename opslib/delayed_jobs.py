@@ -10,7 +10,7 @@
     it, ``archive(status="discarded")`` holds the job with reason
     ``cancelled``, its ``discard_reason``, ``discarded_by`` and
     ``discard_batch``, under a dead id ``<ms>-<seq>-cancelled`` that no
-    ``jobs:dead`` entry can have (see :mod:`worker.dead_log`).
+    ``jobs:dead`` entry can have (see :mod:`worker.archive.dead_log`).
 
 ``job_ids`` is one job id, a list of them, or a ``delayed()`` frame (its
 ``job_id`` column). A job id names every member of ``delayed`` with that
@@ -47,10 +47,10 @@ from opslib.discard import check_reason, who
 from opslib.errors import OpslibError
 from opslib.frames import job_id_of
 from opslib.locate import CHUNK
-from worker.failures import now_iso
-from worker.keys import Keys
-from worker.scripts import Scripts
-from worker.wire import decode_member, text
+from worker.store.failures import now_iso
+from worker.store.keys import Keys
+from worker.store.scripts import Scripts
+from worker.store.wire import decode_member, text
 
 QUEUED, CANCELLED, MISSING = "queued", "cancelled", "missing"
 WOULD_QUEUE, WOULD_CANCEL = "would queue", "would cancel"

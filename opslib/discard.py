@@ -1,6 +1,6 @@
 """Discard dead letters that must never run (a refunded or duplicate order), with a reason on record.
 
-Each entry leaves ``jobs:dead`` by the discard script (``worker/lua/discard.lua``:
+Each entry leaves ``jobs:dead`` by the discard script (``worker/store/lua/discard.lua``:
 XDEL + a ``discarded`` record in ``jobs:dead:log`` carrying the entry, who and
 why, in one step); the archiver marks its row ``discarded`` with
 ``discarded_at``, ``discarded_by``, ``discard_reason`` and ``discard_batch``.

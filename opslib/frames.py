@@ -14,9 +14,9 @@ from typing import Any
 import pandas as pd
 
 from opslib.columns import COUNT, DURATION, FLAG, OBJECT, TEXT, TIME, entry_times, typed_frame
-from worker.queue_state import Consumer
-from worker.signatures import error_type, signature
-from worker.vocabulary import (
+from worker.observability.queue_state import Consumer
+from worker.store.signatures import error_type, signature
+from worker.store.vocabulary import (
     DISCARD_DISCARDED,
     DISCARD_WOULD_DISCARD,
     RECORDED_FAILED,
@@ -33,7 +33,7 @@ from worker.vocabulary import (
     WHERE_DELAYED,
     WHERE_JOBS,
 )
-from worker.wire import decode_member, job_id_of, text
+from worker.store.wire import decode_member, job_id_of, text
 
 Entry = tuple[bytes | str, Mapping[Any, Any]]
 """A stream entry as redis-py returns it: its id and its fields."""
@@ -91,7 +91,7 @@ def dead_to_frame(raw: Iterable[RawEntry], partition: int = 0) -> pd.DataFrame:
     reply's ``[id, [field, value, ...]]``.
 
     ``job_id`` is the job's identity as the worker reads it
-    (:func:`worker.wire.job_id_of`: its ``job_id``, else its ``outbox_id``),
+    (:func:`worker.store.wire.job_id_of`: its ``job_id``, else its ``outbox_id``),
     as ``pending()`` and ``delayed()`` show it; ``outbox_id`` is the wire
     field itself. Absent wire fields are ``""``; ``attempts`` is 0 when
     absent or not a number; a payload field that an entry lacks is NaN. A

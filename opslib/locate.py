@@ -20,7 +20,7 @@ from tqdm.auto import tqdm
 from opslib.archived import Archive, dead_anywhere, still_dead
 from opslib.checks import check_entry_id
 from opslib.errors import OpslibError
-from worker.keys import Keys
+from worker.store.keys import Keys
 
 CHUNK = 500
 PROGRESS_FROM = 1000

@@ -16,7 +16,7 @@ import pandas as pd
 from opslib.display import display_tz, local_time, readable
 from opslib.frames import DEAD_COLUMNS
 from opslib.queries import QueueStats
-from worker.vocabulary import DISCARD_DISCARDED, REPLAY_MISSING, REPLAY_REPLAYED, STATUS_SUCCEEDED
+from worker.store.vocabulary import DISCARD_DISCARDED, REPLAY_MISSING, REPLAY_REPLAYED, STATUS_SUCCEEDED
 
 PREVIEW_ROWS = 20
 """The preview shows this many entries (the action takes all of them)."""

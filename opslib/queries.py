@@ -89,10 +89,10 @@ from opslib.frames import (
     select_dead,
 )
 from opslib.signatures import check_signature, failure_groups_to_frame
-from worker.connection import on_owner
-from worker.keys import GROUP, Keys
-from worker.queue_state import read_partitions_state
-from worker.wire import text
+from worker.observability.queue_state import read_partitions_state
+from worker.store.connection import on_owner
+from worker.store.keys import GROUP, Keys
+from worker.store.wire import text
 
 PAGE = 1000
 
@@ -268,7 +268,7 @@ class QueueStats:
     the pending entries idle beyond ``RECLAIM_IDLE_MS`` (their worker died).
     ``dead_evicted`` counts dead letters the ``DEAD_MAXLEN`` cap removed.
     ``consumers`` counts the group's consumer list, ``consumers_live`` the
-    workers whose heartbeat is fresh (see :mod:`worker.queue_state`). Each metric is also
+    workers whose heartbeat is fresh (see :mod:`worker.observability.queue_state`). Each metric is also
     an attribute (``queue_stats().dead``), except ``consumers``: that
     attribute is the consumers' table.
     """

@@ -1,9 +1,9 @@
 """Replay dead letters after a fix, and follow what became of them.
 
-A replay moves each entry with the replay script (``worker/lua/replay.lua``,
+A replay moves each entry with the replay script (``worker/store/lua/replay.lua``,
 one atomic XRANGE + XADD ``jobs`` + XDEL ``jobs:dead`` + HSET
 ``replay:<batch>`` + XADD ``jobs:dead:log``): the job goes back with its
-original fields, attempts 0, the error fields (``worker.wire.DEAD_FIELDS``)
+original fields, attempts 0, the error fields (``worker.store.wire.DEAD_FIELDS``)
 dropped, ``replay_of`` = the dead id and ``replay_batch`` = the batch id; the
 log record marks the archive's row ``replayed`` with the batch and the new
 id. An id that ``jobs:dead`` no longer holds (trimmed once archived) but the
@@ -60,10 +60,10 @@ from opslib.errors import OpslibError
 from opslib.frames import combine, entry_order, parse_outcome, replay_status_to_frame, replay_to_frame
 from opslib.locate import NOWHERE, Progress, Target, dead_ids_of
 from opslib.queries import dead_letters, entry_floor
-from worker.archive_table import TABLE
-from worker.keys import GROUP, Keys
-from worker.vocabulary import FINAL_STATUSES, RECORDED_QUEUED, WHERE_JOBS, WHERE_RUNNING
-from worker.wire import DEAD_FIELDS, decode_member, text
+from worker.archive.table import TABLE
+from worker.store.keys import GROUP, Keys
+from worker.store.vocabulary import FINAL_STATUSES, RECORDED_QUEUED, WHERE_JOBS, WHERE_RUNNING
+from worker.store.wire import DEAD_FIELDS, decode_member, text
 
 NEEDS_WRITE = (
     "replay needs a user that may run scripts and write the queue's keys (EVALSHA of the replay script: "

@@ -38,7 +38,7 @@ from opslib.connection import archive_url, partitions, redis_session
 from opslib.display import cut, local_time
 from opslib.errors import OpslibError
 from opslib.signatures import error_type, signature
-from worker.archive_table import TABLE, fields_from_json
+from worker.archive.table import TABLE, fields_from_json
 
 PAYLOAD_CHARS = 500
 """A payload field is shown up to this many characters (``.fields`` keeps it whole)."""

@@ -1,6 +1,6 @@
 """Error signatures checked and grouped: :func:`check_signature` and :func:`failure_groups_to_frame`.
 
-:func:`signature` and :func:`error_type` live in :mod:`worker.signatures`
+:func:`signature` and :func:`error_type` live in :mod:`worker.store.signatures`
 (the archiver fills the archive's columns with them) and are re-exported
 here. A signature is a fixed point (``signature(s) == s``), which is how
 :func:`check_signature` tells a signature from a raw error message pasted by
@@ -17,7 +17,7 @@ import pandas as pd
 
 from opslib.errors import OpslibError
 from opslib.frames import TEXT, TIME, typed_frame
-from worker.signatures import error_type, signature
+from worker.store.signatures import error_type, signature
 
 __all__ = ["check_signature", "error_type", "failure_groups_to_frame", "signature"]
 

@@ -59,7 +59,7 @@ step() { printf '\n== [%3ds] %s\n' "$SECONDS" "$*"; }
 fail() { printf 'FAILED: %s\n' "$*" >&2; exit 1; }
 # shellcheck source=scripts/container-base.sh
 source "$ROOT/scripts/container-base.sh"
-free_port() { "$PY" -c 'from worker.embedded import free_port; print(free_port())'; }
+free_port() { "$PY" -c 'from worker.embedded.servers import free_port; print(free_port())'; }
 compose() { "${ENGINE[@]}" -p "$PROJECT" -f compose.yaml -f "$OVERRIDE" "$@"; }
 # compose, its output (every podman command it runs) into $LOG; the last lines on failure.
 quietly() {
@@ -217,7 +217,7 @@ mapfile -t workers < <(containers_of "$WORKER")
 consumers() {
     py "$@" <<'EOF'
 import os, sys, redis
-from worker.keys import GROUP, Keys
+from worker.store.keys import GROUP, Keys
 client = redis.Redis.from_url(os.environ["REDIS_URL"], decode_responses=True)
 names = {c["name"] for c in client.xinfo_consumers(Keys(os.environ["QUEUE_PREFIX"]).jobs, GROUP)}
 wanted = {f"{hostname}-1" for hostname in sys.argv[1:]}
@@ -229,7 +229,7 @@ hostnames=()
 for name in "${workers[@]}"; do hostnames+=("$(podman inspect --format '{{.Config.Hostname}}' "$name")"); done
 py "$MAIL_KIND" "$MAIL_TEMPLATE" <<'EOF'
 import os, sys, redis
-from worker.enqueue import enqueue
+from worker.store.enqueue import enqueue
 client = redis.Redis.from_url(os.environ["REDIS_URL"])
 kind, template = sys.argv[1:]
 for i in range(200):
@@ -308,7 +308,7 @@ step "8. compose stop while 8 jobs of 5 s run: they finish within stop_grace_per
 "$PY" -c 'import httpx, sys; httpx.post(sys.argv[1] + "/_stand-in/slow-next", json={"count": 8, "seconds": 5}, trust_env=False).raise_for_status()' "$MAIL_URL"
 py "$MAIL_KIND" "$MAIL_TEMPLATE" <<'EOF'
 import os, sys, redis
-from worker.enqueue import enqueue
+from worker.store.enqueue import enqueue
 client = redis.Redis.from_url(os.environ["REDIS_URL"])
 for i in range(8):
     enqueue(client, sys.argv[1], {"email": f"late{i}@example.test", "template": sys.argv[2], "order_id": str(20_000 + i)},

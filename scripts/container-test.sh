@@ -52,7 +52,7 @@ step() { printf '\n== [%3ds] %s\n' "$SECONDS" "$*"; }
 fail() { printf 'FAILED: %s\n' "$*" >&2; exit 1; }
 # shellcheck source=scripts/container-base.sh
 source "$ROOT/scripts/container-base.sh"
-free_port() { "$PY" -c 'from worker.embedded import free_port; print(free_port())'; }
+free_port() { "$PY" -c 'from worker.embedded.servers import free_port; print(free_port())'; }
 # podman prints two errors per container here: without systemd it cannot add the
 # HEALTHCHECK's timer. The check itself runs with `podman healthcheck run`.
 quiet_systemd() { grep -v 'unable to get systemd connection' >&2 || true; }
@@ -144,7 +144,7 @@ print("worker image: worker, opslib, stagedoor.kinds; no stagedoor.demo, no stag
 # ---------------------------------------------------------------------------- 4
 step "4. two worker containers against a Valkey of this test's own"
 REDIS_PORT=$(free_port)
-VALKEY=$("$PY" -c 'from worker.embedded import valkey_binary; print(valkey_binary())')
+VALKEY=$("$PY" -c 'from worker.embedded.servers import valkey_binary; print(valkey_binary())')
 "$VALKEY" --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no --dir "$WORK" \
     --logfile "$WORK/valkey.log" &
 VALKEY_PID=$!

@@ -24,9 +24,9 @@ import httpx
 import redis
 from prometheus_client.parser import text_string_to_metric_families
 
-from worker.enqueue import enqueue
-from worker.keys import Keys
-from worker.queue_state import QueueState, read_queue_state
+from worker.observability.queue_state import QueueState, read_queue_state
+from worker.store.enqueue import enqueue
+from worker.store.keys import Keys
 
 
 def queue_state() -> QueueState:

@@ -16,7 +16,7 @@ import psycopg
 
 from stagedoor.schema import migrate_url
 from stagedoor.settings import StagedoorSettings
-from worker.embedded import EmbeddedServerError, embedded_stack
+from worker.embedded.servers import EmbeddedServerError, embedded_stack
 from worker.errors import SettingsError
 from worker.settings import Settings, settings_help
 

@@ -32,10 +32,8 @@ from stagedoor.context import open_context
 from stagedoor.outbox import RELAY_INTERVAL_S, OutboxRelay
 from stagedoor.schema import migrate_url
 from stagedoor.settings import StagedoorSettings
-from worker import lifespan
-from worker.app import WorkerApp
-from worker.chores import Chore
-from worker.keys import Keys
+from worker import Chore, WorkerApp, lifespan
+from worker.store.keys import Keys
 
 
 @lifespan(needs_database=True)

@@ -28,8 +28,8 @@ import psycopg
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from worker.enqueue import NewJob, enqueue_many_async
-from worker.keys import Keys
+from worker.store.enqueue import NewJob, enqueue_many_async
+from worker.store.keys import Keys
 
 log = logging.getLogger("stagedoor.outbox")
 

@@ -21,8 +21,8 @@ import pytest
 import redis
 
 from tests.helpers import Workers, with_schema
-from worker.embedded import EmbeddedServer, start_postgres, start_redis
-from worker.keys import Keys
+from worker.embedded.servers import EmbeddedServer, start_postgres, start_redis
+from worker.store.keys import Keys
 
 
 @pytest.fixture(scope="session")

@@ -4,20 +4,23 @@ Public names (DESIGN.md): :func:`job_kind`, :class:`RetryPolicy`, :class:`Job`,
 :func:`connect` (the client the settings call for: single server or cluster),
 :func:`enqueue` (and :func:`enqueue_async`; :func:`enqueue_many` and
 :func:`enqueue_many_async` for a batch of :class:`NewJob`), :func:`lifespan`, :func:`schedule`
-(declared in :mod:`worker.schedules`, run by :mod:`worker.scheduler`). ``python -m worker --help``
+(declared in :mod:`worker.schedules`, run by :mod:`worker.loop.scheduler`). ``python -m worker --help``
 lists the commands and every setting.
 """
 
-from worker.connection import connect
-from worker.enqueue import NewJob, enqueue, enqueue_async, enqueue_many, enqueue_many_async
+from worker.app import Chore, WorkerApp
 from worker.kinds import Job, job_kind, lifespan
 from worker.retry import RetryPolicy
 from worker.schedules import schedule
+from worker.store.connection import connect
+from worker.store.enqueue import NewJob, enqueue, enqueue_async, enqueue_many, enqueue_many_async
 
 __all__ = [
+    "Chore",
     "Job",
     "NewJob",
     "RetryPolicy",
+    "WorkerApp",
     "connect",
     "enqueue",
     "enqueue_async",

@@ -1,7 +1,7 @@
-"""``python -m worker``: see :mod:`worker.cli`."""
+"""``python -m worker``: see :mod:`worker.cli.main`."""
 
 import sys
 
-from worker.cli import main
+from worker.cli.main import main
 
 sys.exit(main())

@@ -7,9 +7,18 @@ from dataclasses import dataclass, field
 
 import redis.asyncio as aioredis
 
-from worker.chores import Chore
 from worker.kinds import Registry
 from worker.settings import Settings
+
+
+@dataclass(frozen=True)
+class Chore:
+    """A named periodic task: ``run()`` every ``interval_s`` seconds, ±``jitter`` of it."""
+
+    name: str
+    interval_s: float
+    run: Callable[[], Awaitable[float | None]]
+    jitter: float = 0.1
 
 
 @dataclass

@@ -14,7 +14,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from worker.vocabulary import REASON_EXHAUSTED, REASON_PERMANENT
+from worker.store.vocabulary import REASON_EXHAUSTED, REASON_PERMANENT
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ A module declares a schedule beside the kind it enqueues::
 
 This module is pure (no Redis, no clock of its own): it knows which instants
 are a schedule's ticks, so the DST days and the catch-up windows are tested
-without waiting. :mod:`worker.scheduler` is the chore that enqueues them.
+without waiting. :mod:`worker.loop.scheduler` is the chore that enqueues them.
 
 - ``every_s`` ticks fall on multiples of ``every_s`` since the Unix epoch
   (``every_s=60``: each minute at :00 UTC).

@@ -28,8 +28,8 @@ import redis
 from stagedoor.demo.night import Night, clear_night, load_night
 from stagedoor.schema import migrate_url
 from stagedoor.standins import start_mail, start_payrail
-from worker.embedded import die_with_parent
-from worker.enqueue import enqueue
+from worker.embedded.servers import die_with_parent
+from worker.store.enqueue import enqueue
 
 #: How many sends the mail stand-in answers 503 to at the start of the night.
 MAIL_FAILURES = 3

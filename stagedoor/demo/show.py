@@ -25,11 +25,11 @@ import redis
 
 from stagedoor.demo.night import Night
 from stagedoor.demo.session import DemoNight
-from worker import logs
-from worker.embedded import embedded_stack
+from worker.embedded.servers import embedded_stack
 from worker.errors import SettingsError, WorkerError
-from worker.keys import GROUP, Keys
+from worker.observability import logs
 from worker.settings import Settings
+from worker.store.keys import GROUP, Keys
 
 log = logging.getLogger("stagedoor.demo")
 

@@ -1,6 +1,6 @@
 """Fixtures of the cluster suite: one 3-primary Valkey cluster on loopback for the whole session.
 
-The cluster is formed from the embedded valkey-server (``worker.embedded_cluster``)
+The cluster is formed from the embedded valkey-server (``worker.embedded.cluster``)
 once per session and shared; each test gets a key prefix of its own, whose
 keys are deleted afterwards on every primary (never a flush). The failover
 test in ``tests/faults`` forms a cluster of its own, with replicas, because it
@@ -17,7 +17,7 @@ import pytest
 import redis.cluster
 
 from tests.helpers import Workers
-from worker.embedded_cluster import LocalCluster, local_cluster
+from worker.embedded.cluster import LocalCluster, local_cluster
 
 
 @pytest.fixture(scope="session")

@@ -13,9 +13,9 @@ import redis.cluster
 
 import worker
 from tests.helpers import ROOT, Workers
-from worker.embedded import start_redis
-from worker.embedded_cluster import LocalCluster, cluster_port
-from worker.keys import Keys
+from worker.embedded.cluster import LocalCluster, cluster_port
+from worker.embedded.servers import start_redis
+from worker.store.keys import Keys
 
 KINDS = "tests.cluster.kinds_cluster"
 

@@ -18,7 +18,7 @@ import opslib
 import worker
 from tests.cluster.test_cluster_mode import KINDS, assert_clean
 from tests.helpers import ROOT, Workers, wait_for
-from worker.keys import Keys
+from worker.store.keys import Keys
 
 
 def opslib_cli(*args: str, url: str, prefix: str, **extra: str) -> subprocess.CompletedProcess[str]:

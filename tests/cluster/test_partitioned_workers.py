@@ -22,7 +22,7 @@ import worker
 from tests.cluster.test_cluster_mode import KINDS, assert_clean
 from tests.cluster.test_cluster_queue import opslib_cli, tickers_on_every_node
 from tests.helpers import Workers, wait_for
-from worker.keys import Keys, partition_of, queue_partitions
+from worker.store.keys import Keys, partition_of, queue_partitions
 
 PARTS = 3
 ENV = {"QUEUE_PARTITIONS": str(PARTS)}

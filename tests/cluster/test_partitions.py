@@ -17,10 +17,10 @@ import opslib
 import worker
 from tests.helpers import ROOT
 from tests.opslib.seed import bury
-from worker.embedded_cluster import LocalCluster
-from worker.keys import Keys, partition_of, queue_partitions
-from worker.scheduler import Scheduler
+from worker.embedded.cluster import LocalCluster
+from worker.loop.scheduler import Scheduler
 from worker.schedules import Schedule
+from worker.store.keys import Keys, partition_of, queue_partitions
 
 PARTS = 3
 

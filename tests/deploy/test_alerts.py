@@ -11,10 +11,10 @@ import yaml
 
 from tests.deploy.tools import require
 from tests.helpers import ROOT
-from worker.archiver import ArchiveBacklog, Archiver
+from worker.archive.archiver import ArchiveBacklog, Archiver
 from worker.kinds import Registry
-from worker.metrics import Metrics
-from worker.queue_state import Consumer, QueueState
+from worker.observability.metrics import Metrics
+from worker.observability.queue_state import Consumer, QueueState
 from worker.settings import Settings
 
 DEPLOY = ROOT / "deploy"

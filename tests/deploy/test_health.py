@@ -12,7 +12,7 @@ import sys
 import redis
 
 from tests.helpers import ROOT, Workers, wait_for
-from worker.keys import GROUP, Keys
+from worker.store.keys import GROUP, Keys
 
 KINDS = "tests.deploy.kinds_metrics"
 

@@ -7,7 +7,7 @@ import json
 import redis
 
 from tests.helpers import Workers
-from worker.enqueue import enqueue
+from worker.store.enqueue import enqueue
 
 KINDS = "tests.deploy.kinds_metrics"
 JOB_FIELDS = {"kind", "job_id", "attempt", "outcome", "duration_ms", "request_id", "trace"}

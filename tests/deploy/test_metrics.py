@@ -15,11 +15,11 @@ import redis.asyncio as aioredis
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.helpers import Workers, wait_for
-from worker.archiver import ArchiveBacklog, read_archive_backlog
-from worker.embedded import free_port
-from worker.enqueue import enqueue
-from worker.keys import ARCHIVE_GROUP, GROUP, Keys
-from worker.queue_state import read_queue_state_async
+from worker.archive.archiver import ArchiveBacklog, read_archive_backlog
+from worker.embedded.servers import free_port
+from worker.observability.queue_state import read_queue_state_async
+from worker.store.enqueue import enqueue
+from worker.store.keys import ARCHIVE_GROUP, GROUP, Keys
 
 KINDS = "tests.deploy.kinds_metrics"
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]

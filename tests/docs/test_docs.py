@@ -29,9 +29,9 @@ from tests.docs import settings_tables
 from tests.helpers import ROOT
 from tests.opslib.archive_rows import archive_dead_stream
 from tests.opslib.seed import bury
-from worker.enqueue import enqueue
-from worker.keys import Keys
 from worker.settings import declared
+from worker.store.enqueue import enqueue
+from worker.store.keys import Keys
 
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 FENCE = re.compile(r"^```([^\n`]*)\n(.*?)^```\s*$", re.DOTALL | re.MULTILINE)

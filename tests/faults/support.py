@@ -10,9 +10,9 @@ import psycopg
 import redis
 
 from tests.helpers import wait_for
-from worker.embedded import EmbeddedServer, postgres_user_ids
-from worker.enqueue import job_fields
-from worker.keys import Keys
+from worker.embedded.servers import EmbeddedServer, postgres_user_ids
+from worker.store.enqueue import job_fields
+from worker.store.keys import Keys
 
 KINDS = "tests.faults.fault_kinds"
 

@@ -17,7 +17,7 @@ import redis
 
 from tests.faults.support import FAST_RECLAIM, KINDS, archived
 from tests.helpers import Workers, wait_for
-from worker.keys import ARCHIVE_GROUP, Keys
+from worker.store.keys import ARCHIVE_GROUP, Keys
 
 DEAD = 20_000
 TRACEBACK = ("Traceback (most recent call last):\n" + '  File "render.py", line 88, in barcode_for\n' * 60)[:2048]

@@ -22,9 +22,9 @@ import redis
 
 from tests.faults.support import KINDS, archived, enqueue_many, restart
 from tests.helpers import Workers, wait_for
-from worker.archive_table import migrate_url
-from worker.embedded import start_postgres
-from worker.keys import ARCHIVE_GROUP, Keys
+from worker.archive.table import migrate_url
+from worker.embedded.servers import start_postgres
+from worker.store.keys import ARCHIVE_GROUP, Keys
 
 OUTAGE_S = 30.0
 DEAD = 5_000

@@ -25,7 +25,7 @@ import redis
 
 from tests.faults.fault_kinds import ticks_key
 from tests.helpers import Workers, wait_for
-from worker.keys import Keys
+from worker.store.keys import Keys
 
 TICKS = 60
 SPEED = 4

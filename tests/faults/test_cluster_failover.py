@@ -30,9 +30,9 @@ import pytest
 import redis.cluster
 
 from tests.helpers import Workers, wait_for
-from worker.embedded_cluster import LocalCluster, local_cluster
-from worker.enqueue import enqueue
-from worker.keys import GROUP, queue_partitions
+from worker.embedded.cluster import LocalCluster, local_cluster
+from worker.store.enqueue import enqueue
+from worker.store.keys import GROUP, queue_partitions
 
 JOBS = 10_000
 KINDS = "tests.faults.failover_kinds"

@@ -19,9 +19,9 @@ import redis
 import opslib
 from tests.faults.support import KINDS
 from tests.helpers import ROOT, Workers, queue_state
-from worker.embedded import free_port
-from worker.enqueue import enqueue
-from worker.keys import Keys
+from worker.embedded.servers import free_port
+from worker.store.enqueue import enqueue
+from worker.store.keys import Keys
 
 
 @pytest.fixture

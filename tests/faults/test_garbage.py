@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from tests.faults.fault_kinds import runs_key
 from tests.faults.support import KINDS
 from tests.helpers import Workers, wait_for
-from worker.keys import Keys
+from worker.store.keys import Keys
 
 MAX_FIELD_BYTES = 1024
 REASONS = {"malformed", "unknown_kind", "exhausted"}

@@ -11,7 +11,7 @@ import redis
 from tests.faults.fault_kinds import runs_key
 from tests.faults.support import FAST_RECLAIM, KINDS, enqueue_many
 from tests.helpers import Workers, wait_for
-from worker.keys import GROUP, Keys
+from worker.store.keys import GROUP, Keys
 
 JOBS = 10_000
 

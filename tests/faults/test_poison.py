@@ -11,8 +11,8 @@ import redis
 from tests.faults.fault_kinds import crashes_key, runs_key
 from tests.faults.support import FAST_RECLAIM, KINDS, enqueue_many
 from tests.helpers import Workers
-from worker.enqueue import job_fields
-from worker.keys import GROUP, Keys
+from worker.store.enqueue import job_fields
+from worker.store.keys import GROUP, Keys
 
 INNOCENTS = 49
 CRASH_EXIT = 70

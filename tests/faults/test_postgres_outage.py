@@ -28,9 +28,9 @@ from stagedoor.standins import start_mail
 from tests.faults.support import restart
 from tests.helpers import Workers, wait_for
 from tests.stagedoor.data import event_with_seats, paid_order
-from worker.embedded import start_postgres
-from worker.enqueue import enqueue
-from worker.keys import GROUP, Keys
+from worker.embedded.servers import start_postgres
+from worker.store.enqueue import enqueue
+from worker.store.keys import GROUP, Keys
 
 OUTAGE_S = 10.0
 ORDERS = 12

@@ -20,8 +20,8 @@ import redis
 from tests.faults.fault_kinds import runs_key
 from tests.faults.support import KINDS, enqueue_many
 from tests.helpers import Workers, wait_for
-from worker.embedded import free_port, start_redis
-from worker.keys import GROUP, Keys
+from worker.embedded.servers import free_port, start_redis
+from worker.store.keys import GROUP, Keys
 
 JOBS = 10_000
 OUTAGE_S = 2.0

@@ -18,8 +18,8 @@ import redis
 
 from tests.faults.support import KINDS, add_dead
 from tests.helpers import Workers, move_at_once
-from worker.keys import Keys
-from worker.scripts import Scripts
+from worker.store.keys import Keys
+from worker.store.scripts import Scripts
 
 DEAD = 1_000
 KEPT = 500

@@ -10,7 +10,7 @@ import redis
 
 from tests.faults.support import add_dead
 from tests.helpers import replay_at_once
-from worker.keys import Keys
+from worker.store.keys import Keys
 
 DEAD = 1_000
 

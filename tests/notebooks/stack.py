@@ -33,8 +33,8 @@ import redis
 import opslib
 from stagedoor.demo import DemoNight
 from tests.helpers import with_schema
-from worker.embedded import EmbeddedServer, die_with_parent, start_postgres, start_redis
-from worker.keys import Keys
+from worker.embedded.servers import EmbeddedServer, die_with_parent, start_postgres, start_redis
+from worker.store.keys import Keys
 
 WORKER_NAME = "worker-1"
 ARCHIVED = "SELECT count(*) FROM dead_letters WHERE queue = %s"

@@ -37,8 +37,8 @@ import redis
 from tests.helpers import ROOT
 from tests.notebooks.refresh_outputs import PANEL
 from tests.notebooks.stack import NightStack
-from worker.embedded import free_port
-from worker.keys import Keys
+from worker.embedded.servers import free_port
+from worker.store.keys import Keys
 
 if TYPE_CHECKING:
     from playwright.sync_api import Locator, Page

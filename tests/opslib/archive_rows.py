@@ -17,8 +17,8 @@ from psycopg.types.json import Jsonb
 
 from opslib.columns import entry_times
 from opslib.signatures import error_type, signature
-from worker.archive_table import TABLE, fields_to_json, migrate
-from worker.keys import Keys
+from worker.archive.table import TABLE, fields_to_json, migrate
+from worker.store.keys import Keys
 
 
 def dead_row(

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 import redis
 
-from worker.keys import Keys
+from worker.store.keys import Keys
 
 
 @pytest.fixture

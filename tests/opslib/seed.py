@@ -6,9 +6,9 @@ from __future__ import annotations
 import redis
 
 from tests.helpers import Workers
-from worker.enqueue import enqueue
-from worker.keys import GROUP, Keys
-from worker.scripts import Scripts
+from worker.store.enqueue import enqueue
+from worker.store.keys import GROUP, Keys
+from worker.store.scripts import Scripts
 
 KINDS = "tests.opslib.kinds_opslib"
 BAD_LABELS = ("14-C", "7-A", "3-B")

@@ -10,8 +10,8 @@ import redis
 
 import opslib
 from tests.opslib.seed import bury, ensure_group
-from worker.enqueue import enqueue
-from worker.keys import GROUP, Keys
+from worker.store.enqueue import enqueue
+from worker.store.keys import GROUP, Keys
 
 
 @pytest.fixture

@@ -16,11 +16,11 @@ from opslib.cli import EXIT_NOT_CONFIRMED, EXIT_OK, main
 from opslib.delayed_jobs import MOVE_COLUMNS
 from tests.helpers import Workers, queue_state, wait_for
 from tests.opslib.seed import KINDS
-from worker.archive_table import migrate
-from worker.dead_log import CANCELLED_SUFFIX
-from worker.enqueue import enqueue
-from worker.keys import Keys
-from worker.vocabulary import REASON_CANCELLED
+from worker.archive.dead_log import CANCELLED_SUFFIX
+from worker.archive.table import migrate
+from worker.store.enqueue import enqueue
+from worker.store.keys import Keys
+from worker.store.vocabulary import REASON_CANCELLED
 
 
 def later(r: redis.Redis, keys: Keys, count: int, *, first_s: float = 3600, step_s: float = 0.0) -> list[str]:

@@ -18,9 +18,9 @@ import opslib
 from opslib.frames import DISCARD_COLUMNS
 from tests.helpers import queue_state
 from tests.opslib.seed import bury
-from worker.archive_rows import INSERT_ROW, dead_row
-from worker.archive_table import migrate
-from worker.keys import Keys
+from worker.archive.rows import INSERT_ROW, dead_row
+from worker.archive.table import migrate
+from worker.store.keys import Keys
 
 ERROR = {"attempts": "2", "error": "SeatLabelInvalid: '14-C' is bad", "traceback": "tb", "reason": "exhausted"}
 

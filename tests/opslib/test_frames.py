@@ -17,7 +17,7 @@ from opslib.frames import (
     REPLAY_COLUMNS,
     STATUS_COLUMNS,
 )
-from worker.queue_state import Consumer
+from worker.observability.queue_state import Consumer
 
 DEAD = (
     b"1796000000000-0",

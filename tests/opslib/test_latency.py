@@ -10,8 +10,8 @@ import redis
 import redis.asyncio as aioredis
 
 import opslib
-from worker.keys import GROUP, Keys
-from worker.queue_state import read_queue_state_async
+from worker.observability.queue_state import read_queue_state_async
+from worker.store.keys import GROUP, Keys
 
 
 def metrics_reading(redis_url: str, keys: Keys) -> float:

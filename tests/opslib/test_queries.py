@@ -19,9 +19,10 @@ from opslib.frames import CONSUMER_COLUMNS, DEAD_COLUMNS, DELAYED_COLUMNS, PENDI
 from opslib.signatures import GROUP_COLUMNS
 from tests.helpers import Workers
 from tests.opslib.seed import bury, ensure_group, seat_dead_letters
-from worker.embedded import STACK_FILE, free_port
-from worker.enqueue import enqueue
-from worker.keys import GROUP, Keys
+from worker.embedded.servers import free_port
+from worker.store.dev_stack import STACK_FILE
+from worker.store.enqueue import enqueue
+from worker.store.keys import GROUP, Keys
 
 
 def dtypes(frame: pd.DataFrame) -> dict[str, str]:

@@ -13,8 +13,8 @@ import opslib
 from opslib.frames import REPLAY_COLUMNS, STATUS_COLUMNS
 from tests.helpers import Workers, queue_state, replay_at_once, wait_for
 from tests.opslib.seed import KINDS, buried_many, bury, seat_dead_letters
-from worker.keys import Keys
-from worker.vocabulary import FINAL_STATUSES
+from worker.store.keys import Keys
+from worker.store.vocabulary import FINAL_STATUSES
 
 SEAT_ERROR = {"attempts": "2", "error": "SeatLabelInvalid: '14-C' is bad", "traceback": "tb", "reason": "exhausted"}
 

@@ -13,8 +13,8 @@ import opslib
 from opslib.cli import EXIT_FAILED, EXIT_OK, main
 from tests.helpers import Workers, wait_for
 from tests.opslib.seed import KINDS, seat_dead_letters
-from worker.enqueue import enqueue
-from worker.keys import GROUP, Keys
+from worker.store.enqueue import enqueue
+from worker.store.keys import GROUP, Keys
 
 
 @pytest.fixture

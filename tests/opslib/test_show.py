@@ -13,8 +13,8 @@ import opslib
 from opslib.cli import EXIT_FAILED, EXIT_OK, main
 from tests.helpers import Workers
 from tests.opslib.seed import KINDS, bury, seat_dead_letters
-from worker.archive_table import fields_to_json, migrate
-from worker.keys import Keys
+from worker.archive.table import fields_to_json, migrate
+from worker.store.keys import Keys
 
 POISON = {
     "attempts": "3",

@@ -17,7 +17,7 @@ from opslib.panel_html import status_html
 from opslib.signatures import signature
 from opslib.widgets import DeadLetterPanel
 from tests.opslib.seed import bury
-from worker.keys import Keys
+from worker.store.keys import Keys
 
 SCRIPT = "<script>alert('dead')</script>"
 IMG = "<img src=x onerror=alert(1)>"

@@ -18,10 +18,10 @@ import redis
 import opslib
 from tests.faults.support import KINDS, enqueue_many
 from tests.helpers import ROOT, Workers, wait_for
-from worker.archive_table import fields_from_json, migrate_url
-from worker.embedded import free_port
-from worker.keys import ARCHIVE_GROUP, Keys
-from worker.scripts import Scripts
+from worker.archive.table import fields_from_json, migrate_url
+from worker.embedded.servers import free_port
+from worker.store.keys import ARCHIVE_GROUP, Keys
+from worker.store.scripts import Scripts
 
 
 def rows(archive_url: str, prefix: str, *columns: str) -> list[tuple[Any, ...]]:

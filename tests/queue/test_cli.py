@@ -14,8 +14,8 @@ import pytest
 import redis
 
 from tests.helpers import ROOT, Workers, wait_for
-from worker.keys import Keys
 from worker.settings import SETTINGS
+from worker.store.keys import Keys
 
 KINDS = "tests.queue.kinds_basic"
 

@@ -10,8 +10,8 @@ import pytest
 import redis
 import redis.asyncio as aioredis
 
-from worker.enqueue import NewJob, enqueue, enqueue_many, enqueue_many_async, job_fields
-from worker.keys import Keys
+from worker.store.enqueue import NewJob, enqueue, enqueue_many, enqueue_many_async, job_fields
+from worker.store.keys import Keys
 
 
 def fields_of(r: redis.Redis, stream: str) -> list[dict[str, str]]:

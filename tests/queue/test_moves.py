@@ -7,10 +7,10 @@ import time
 
 import redis
 
-from worker.enqueue import enqueue
-from worker.keys import ARCHIVE_GROUP, GROUP, Keys
-from worker.scripts import Scripts
-from worker.wire import decode_member, encode_member
+from worker.store.enqueue import enqueue
+from worker.store.keys import ARCHIVE_GROUP, GROUP, Keys
+from worker.store.scripts import Scripts
+from worker.store.wire import decode_member, encode_member
 
 
 def make_group(r: redis.Redis, keys: Keys) -> None:

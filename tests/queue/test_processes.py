@@ -12,9 +12,9 @@ import pytest
 import redis
 
 from tests.helpers import ROOT, Workers, wait_for
-from worker.embedded import free_port
-from worker.enqueue import enqueue
-from worker.keys import GROUP, Keys
+from worker.embedded.servers import free_port
+from worker.store.enqueue import enqueue
+from worker.store.keys import GROUP, Keys
 
 KINDS = "tests.queue.kinds_processes,tests.queue.kinds_basic"
 

@@ -15,12 +15,19 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import opslib
 from tests.opslib.seed import bury, ensure_group
-from worker.enqueue import enqueue
-from worker.keys import GROUP, Keys
 from worker.kinds import Registry
-from worker.metrics import Metrics
-from worker.queue_state import Consumer, QueueState, lag_to_count, live_workers, read_queue_state, state_of
+from worker.observability.metrics import Metrics
+from worker.observability.queue_state import (
+    Consumer,
+    QueueState,
+    lag_to_count,
+    live_workers,
+    read_queue_state,
+    state_of,
+)
 from worker.settings import Settings
+from worker.store.enqueue import enqueue
+from worker.store.keys import GROUP, Keys
 
 RECLAIM_IDLE_MS = 60_000
 

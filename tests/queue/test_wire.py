@@ -6,8 +6,8 @@ import dataclasses
 
 import pytest
 
-from worker import wire
 from worker.kinds import Job, Registry, job_kind
+from worker.store import wire
 
 
 @pytest.fixture

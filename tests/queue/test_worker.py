@@ -11,8 +11,8 @@ import pytest
 import redis
 
 from tests.helpers import Workers, wait_for
-from worker.enqueue import enqueue
-from worker.keys import GROUP, Keys
+from worker.store.enqueue import enqueue
+from worker.store.keys import GROUP, Keys
 
 KINDS = "tests.queue.kinds_basic"
 FAST_RECLAIM = {"RECLAIM_IDLE_MS": "600", "RECLAIM_INTERVAL_S": "0.2"}

@@ -17,11 +17,11 @@ import redis.asyncio as aioredis
 
 from worker.app import WorkerApp
 from worker.errors import UnknownKind
-from worker.keys import Keys
 from worker.kinds import Registry, job_kind
-from worker.scheduler import MAX_CLOCK_SKEW_S, Scheduler, scheduler_chore
+from worker.loop.scheduler import MAX_CLOCK_SKEW_S, Scheduler, scheduler_chore
 from worker.schedules import Schedule, iso_utc, schedule
 from worker.settings import Settings
+from worker.store.keys import Keys
 
 PRAGUE = ZoneInfo("Europe/Prague")
 

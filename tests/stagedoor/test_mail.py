@@ -14,8 +14,8 @@ from stagedoor.standins import MailStandIn
 from tests.helpers import Workers
 from tests.stagedoor.conftest import RunJob, make_job
 from tests.stagedoor.data import event_with_seats, paid_order
-from worker.enqueue import enqueue
-from worker.keys import Keys
+from worker.store.enqueue import enqueue
+from worker.store.keys import Keys
 
 CONFIRMATION = {"email": "ana@example.com", "template": "order_confirmation", "order_id": "4471"}
 

@@ -9,10 +9,10 @@ import psycopg
 import redis
 
 from stagedoor.demo import PLANTED_ISSUES, DemoNight
-from worker.failures import now_iso
-from worker.keys import Keys
-from worker.scripts import Scripts
-from worker.wire import DEAD_FIELDS
+from worker.store.failures import now_iso
+from worker.store.keys import Keys
+from worker.store.scripts import Scripts
+from worker.store.wire import DEAD_FIELDS
 
 ERROR = re.compile(r"SeatLabelInvalid: '(\d+-[A-D])' is not a row letter and a seat number")
 

@@ -21,10 +21,10 @@ import opslib
 from stagedoor.outbox import OutboxRelay
 from stagedoor.standins import MailStandIn
 from tests.helpers import Workers
-from worker.enqueue import enqueue
-from worker.keys import GROUP, Keys
-from worker.scripts import Scripts
-from worker.wire import encode_member
+from worker.store.enqueue import enqueue
+from worker.store.keys import GROUP, Keys
+from worker.store.scripts import Scripts
+from worker.store.wire import encode_member
 
 STAGEDOOR = "stagedoor.kinds"
 

@@ -10,7 +10,7 @@ import httpx
 
 from stagedoor.standins import MailStandIn, PayrailStandIn
 from tests.helpers import ROOT
-from worker.embedded import free_port
+from worker.embedded.servers import free_port
 
 MESSAGE = {"to": "ana@example.com", "subject": "Hi", "text": "Hello"}
 

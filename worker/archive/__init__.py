@@ -1,0 +1,1 @@
+"""The dead-letter archive: its PostgreSQL table, the rows, the dead log and the archiver."""

@@ -1,0 +1,1 @@
+"""``python -m worker``: argument parsing, the commands, health and the process supervisor."""

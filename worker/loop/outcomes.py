@@ -1,0 +1,315 @@
+"""The outcome of one entry: succeed, retry or dead-letter, and a replayed job's record of it.
+
+A success is acknowledged with the loop's next read (the acknowledgements
+ride in the same round trip as XREADGROUP). A failure asks the kind's policy
+(:func:`worker.retry.decide`): a retry is one script (ZADD ``delayed`` +
+XACK), a dead letter another (XADD ``jobs:dead`` + XACK). Every way to
+``jobs:dead`` (exhausted, permanent, malformed, unknown_kind, poison) goes
+through :meth:`Outcomes.dead_letter`, which writes the entry, the log line
+and the observers' report in one place.
+
+A job that carries ``replay_batch`` (a replay put it back) also records its
+outcome in ``replay:<batch>`` for ``opslib.replay_status`` and, with the
+archive on, its final outcome (succeeded, or failed again) in
+``jobs:dead:log`` for the archive's row.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from worker.archive.dead_log import outcome_record
+from worker.kinds import Job, KindSpec
+from worker.loop.observe import Observer
+from worker.retry import Retry, decide
+from worker.settings import Settings
+from worker.store import wire
+from worker.store.failures import bounded_traceback, describe_error, now_iso
+from worker.store.keys import GROUP, REPLAY_OUTCOME_TTL_S
+from worker.store.reconnect import with_backoff
+from worker.store.scripts import Scripts
+from worker.store.vocabulary import (
+    OUTCOME_DEAD,
+    OUTCOME_RETRIED,
+    OUTCOME_SUCCEEDED,
+    REASON_PERMANENT,
+    REASON_POISON,
+    RECORDED_FAILED,
+    RECORDED_RETRYING,
+    RECORDED_SUCCEEDED,
+)
+from worker.store.wire import job_id_of, text
+
+log = logging.getLogger("worker")
+
+
+@dataclass(frozen=True)
+class Burial:
+    """An entry on its way to ``jobs:dead``: what its dead entry adds, and what the log line says.
+
+    ``job`` is the parsed job, when there is one. Without it, ``kind`` is
+    None when only the dead entry knows it (poison: never parsed here), or
+    what the malformed entry named ("" for nothing). ``happened`` completes
+    the log line's "Job <kind> <id> ...", e.g. "failed on attempt 2 of 2
+    after 3.1 ms".
+    """
+
+    entry_id: str
+    reason: str
+    attempts: int
+    error: str
+    happened: str
+    traceback: str = ""
+    job: Job | None = None
+    kind: str | None = ""
+    duration_s: float = 0.0
+    min_idle_ms: int = 0
+
+
+def log_fields(job: Job, outcome: str, duration_s: float, reason: str | None = None) -> dict[str, Any]:
+    """The job's facts for a log record's ``extra`` (JSON logs carry them as fields)."""
+    return {
+        "kind": job.kind,
+        "job_id": job.job_id,
+        "attempt": job.attempts + 1,
+        "outcome": outcome,
+        "duration_ms": round(duration_s * 1000, 3),
+        "reason": reason,
+        "request_id": job.fields.get("request_id"),
+        "trace": job.fields.get("trace"),
+    }
+
+
+class Outcomes:
+    """Records what became of each entry this worker ran or found.
+
+    ``acks`` and ``replay_outcomes`` gather successes until the loop sends
+    them (:meth:`take_acks`, :meth:`flush`). ``promote_soon(delay_s)`` asks
+    for a promotion before the promoter's next wake, for retries due sooner.
+    """
+
+    def __init__(
+        self,
+        redis_client: aioredis.Redis,
+        scripts: Scripts,
+        settings: Settings,
+        observers: Iterable[Observer],
+        *,
+        promote_soon: Callable[[float], None],
+        rng: random.Random | None = None,
+    ) -> None:
+        self.redis = redis_client
+        self.settings = settings
+        self.name = settings.worker_name
+        self.scripts = scripts
+        self.keys = scripts.keys
+        self.observers = list(observers)
+        self.promote_soon = promote_soon
+        self.rng = rng or random.Random()
+        self.acks: list[str] = []
+        self.replay_outcomes: list[tuple[str, str, str]] = []
+
+    # ---------------------------------------------------------- successes
+
+    def succeeded(self, job: Job, duration_s: float) -> None:
+        """Queue the acknowledgement of a job whose handler returned (sent with the next read)."""
+        self.acks.append(job.entry_id)
+        batch = job.fields.get("replay_batch")
+        if batch:
+            outcome = json.dumps({"status": RECORDED_SUCCEEDED, "at": now_iso()})
+            self.replay_outcomes.append((batch, job.fields.get("replay_of", job.entry_id), outcome))
+        for observer in self.observers:
+            observer.job_finished(job.kind, OUTCOME_SUCCEEDED, duration_s, None)
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug(
+                "Job %s %s succeeded in %.1f ms.",
+                job.kind,
+                job.job_id,
+                duration_s * 1000,
+                extra=log_fields(job, OUTCOME_SUCCEEDED, duration_s),
+            )
+
+    def take_acks(self) -> list[str]:
+        """The acknowledgements gathered so far, for the loop to send (give them back if it cannot)."""
+        acks, self.acks = self.acks, []
+        return acks
+
+    def give_back_acks(self, acks: list[str]) -> None:
+        self.acks[:0] = acks
+
+    async def flush(self) -> None:
+        """Send the acknowledgements and replay outcomes gathered so far."""
+        acks, outcomes = self.acks, self.replay_outcomes
+        if not acks and not outcomes:
+            return
+        self.acks, self.replay_outcomes = [], []
+        pipe = self.redis.pipeline(transaction=False)
+        if acks:
+            pipe.xack(self.keys.jobs, GROUP, *acks)
+        for batch, field, value in outcomes:
+            pipe.hset(self.keys.replay(batch), field, value)
+            pipe.expire(self.keys.replay(batch), REPLAY_OUTCOME_TTL_S)
+            if self.settings.archive_on:
+                pipe.xadd(self.keys.dead_log, outcome_record(field, batch, dead_again=None, at=now_iso()))
+        try:
+            await pipe.execute()
+        except BaseException:
+            self.acks[:0], self.replay_outcomes[:0] = acks, outcomes
+            raise
+
+    # ----------------------------------------------------------- failures
+
+    async def failed(self, spec: KindSpec, job: Job, exc: BaseException, duration_s: float) -> None:
+        """The handler raised: retry the job or dead-letter it, as the kind's policy decides."""
+        decision = decide(spec.retry, job.attempts, type(exc), self.rng)
+        error = describe_error(exc)
+        of = f"attempt {decision.attempts} of {spec.retry.retries + 1} after {duration_s * 1000:.1f} ms"
+        if isinstance(decision, Retry):
+            await self._retry(job, decision, error, of, duration_s)
+            return
+        await self.dead_letter(
+            Burial(
+                job.entry_id,
+                reason=decision.reason,
+                attempts=decision.attempts,
+                error=error,
+                happened=f"failed permanently on {of}" if decision.reason == REASON_PERMANENT else f"failed on {of}",
+                traceback=bounded_traceback(exc, self.settings.traceback_bytes),
+                job=job,
+                kind=job.kind,
+                duration_s=duration_s,
+            )
+        )
+
+    async def _retry(self, job: Job, decision: Retry, error: str, of: str, duration_s: float) -> None:
+        run_at = time.time() + decision.delay_s
+        member = wire.encode_member({**job.fields, "attempts": str(decision.attempts)})
+        await with_backoff(lambda: self.scripts.retry(job.entry_id, run_at, member))
+        if decision.delay_s < 1.0:
+            self.promote_soon(decision.delay_s)
+        log.warning(
+            "Job %s %s failed on %s (%s); retrying in %.2f s.",
+            job.kind,
+            job.job_id,
+            of,
+            error,
+            decision.delay_s,
+            extra=log_fields(job, OUTCOME_RETRIED, duration_s),
+        )
+        for observer in self.observers:
+            observer.job_finished(job.kind, OUTCOME_RETRIED, duration_s, None)
+        await self.record_replay(job, {"status": RECORDED_RETRYING, "attempts": decision.attempts, "error": error})
+
+    async def malformed(self, bad: wire.Malformed) -> None:
+        """Dead-letter an entry that is not a job it can run (never run: attempts 0)."""
+        happened = f"could not run ({bad.reason})"
+        await self.dead_letter(
+            Burial(bad.entry_id, reason=bad.reason, attempts=0, error=bad.error, happened=happened, kind=bad.kind)
+        )
+
+    async def poison(self, entry_id: str, deliveries: int, consumer: str, idle_ms: int) -> str | None:
+        """Dead-letter an entry that killed its worker ``deliveries`` times, without running it.
+
+        Only if it is still pending and idle ``idle_ms``: else it was claimed or
+        acknowledged since the reclaim loop looked, and is not poison after all.
+        """
+        error = (
+            f"Poison: delivered {deliveries} times (MAX_DELIVERIES={self.settings.max_deliveries}) "
+            f"without an outcome; last consumer {consumer}"
+        )
+        happened = f"killed its worker {deliveries} times"
+        return await self.dead_letter(
+            Burial(
+                entry_id,
+                reason=REASON_POISON,
+                attempts=deliveries,
+                error=error,
+                happened=happened,
+                kind=None,
+                min_idle_ms=idle_ms,
+            )
+        )
+
+    async def dead_letter(self, burial: Burial) -> str | None:
+        """Move the entry to ``jobs:dead`` (bury script: XADD dead + XACK), log it, tell the observers.
+
+        Returns the dead entry's id, or None when the entry was no longer
+        pending (another worker recorded its outcome, or claimed it since).
+        """
+        fields = {
+            "attempts": str(burial.attempts),
+            "error": burial.error,
+            "traceback": burial.traceback,
+            "reason": burial.reason,
+            "failed_at": now_iso(),
+            "worker": self.name,
+        }
+        buried = await with_backoff(
+            lambda: self.scripts.bury(
+                burial.entry_id, fields, maxlen=self.settings.dead_ceiling, min_idle_ms=burial.min_idle_ms
+            )
+        )
+        if buried is None:
+            if not burial.min_idle_ms:
+                log.warning("Entry %s was no longer pending when it was to be dead-lettered.", burial.entry_id)
+            return None
+        dead_id = wire.text(buried)
+        job = burial.job
+        if job is not None:
+            extra = log_fields(job, OUTCOME_DEAD, burial.duration_s, burial.reason)
+            subject = f"Job {job.kind} {job.job_id}"
+        elif burial.kind is None:
+            extra = await self._poison_fields(dead_id, burial)
+            subject = f"Job {extra['kind']} {extra['job_id']} (entry {burial.entry_id})"
+        else:
+            extra = {"kind": burial.kind or None, "outcome": OUTCOME_DEAD, "reason": burial.reason}
+            subject = f"Entry {burial.entry_id}"
+        log.error("%s %s and was dead-lettered as %s: %s", subject, burial.happened, dead_id, burial.error, extra=extra)
+        for observer in self.observers:
+            observer.job_finished(extra["kind"] or "?", OUTCOME_DEAD, burial.duration_s, burial.reason)
+        if job is not None:
+            await self.record_replay(job, {"status": RECORDED_FAILED, "dead_id": dead_id, "error": burial.error})
+        return dead_id
+
+    async def _poison_fields(self, dead_id: str, burial: Burial) -> dict[str, Any]:
+        """The log fields of an entry never parsed here, read back from its dead entry (a rare path)."""
+        found: Any = await self.redis.xrange(self.keys.dead, dead_id, dead_id)
+        fields = {text(k): text(v) for k, v in (found[0][1] if found else {}).items()}
+        return {
+            "kind": fields.get("kind", "?"),
+            "job_id": job_id_of(fields, "?"),
+            "attempt": burial.attempts,
+            "outcome": OUTCOME_DEAD,
+            "reason": burial.reason,
+        }
+
+    async def record_replay(self, job: Job, outcome: dict[str, Any]) -> None:
+        """For a replayed job, record ``outcome`` in its batch's ``replay:<batch>`` hash."""
+        batch = job.fields.get("replay_batch")
+        if not batch:
+            return
+        key = self.keys.replay(batch)
+        outcome["at"] = now_iso()
+
+        replay_of = job.fields.get("replay_of", job.entry_id)
+        dead_again = outcome.get("dead_id")
+
+        async def write() -> None:
+            # A fresh pipeline per try: an executed pipeline is empty.
+            pipe = self.redis.pipeline(transaction=False)
+            pipe.hset(key, replay_of, json.dumps(outcome))
+            pipe.expire(key, REPLAY_OUTCOME_TTL_S)
+            if self.settings.archive_on and dead_again:
+                # The final outcome for the archive's row (jobs:dead:log; the archiver applies it).
+                pipe.xadd(self.keys.dead_log, outcome_record(replay_of, batch, dead_again=dead_again, at=outcome["at"]))
+            await pipe.execute()
+
+        await with_backoff(write)

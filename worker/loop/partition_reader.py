@@ -1,0 +1,93 @@
+"""One partition of the queue as the read loop sees it: where its reads go and who records its outcomes.
+
+Each partition has its own ``jobs`` stream, so its own reads, its own
+acknowledgements (XACK names one stream) and its own moves (the scripts are
+bound to its keys). A :class:`PartitionReader` holds them together: the
+partition's :class:`~worker.loop.outcomes.Outcomes` (its scripts and keys, the
+acknowledgements gathered for it) and a connection to the node that owns its
+stream, on which the loop writes the gathered XACK and the next XREADGROUP in
+one round trip. With one partition the worker has one reader and its loop is
+exactly the single-stream loop; with more, :mod:`worker.loop.rotation` turns over
+them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import redis.exceptions
+
+from worker.loop.node_connection import REDIRECTIONS, NodeConnection
+from worker.loop.outcomes import Outcomes
+from worker.loop.resp import pairs, resp_command
+from worker.store.keys import GROUP
+from worker.store.reconnect import CONNECTION_ERRORS
+
+Entries = list[tuple[str, dict[bytes, bytes]]]
+
+#: What a read may raise that the loop rides out: a lost connection, a moved slot, a lost group.
+READ_ERRORS: tuple[type[BaseException], ...] = (*CONNECTION_ERRORS, *REDIRECTIONS, redis.exceptions.ResponseError)
+
+
+class PartitionReader:
+    """The reads, acknowledgements and outcomes of one partition for one consumer."""
+
+    def __init__(self, redis_client: Any, outcomes: Outcomes, consumer: str, block_ms: int) -> None:
+        self.outcomes = outcomes
+        self.succeeded = outcomes.succeeded  # bound once: called for every job
+        self.scripts = outcomes.scripts
+        self.keys = outcomes.keys
+        self.index = self.keys.partition
+        self.node = NodeConnection(redis_client, self.keys.jobs)
+        self.consumer = consumer
+        self.block_ms = block_ms
+        self.waiting: asyncio.Task[Entries] | None = None
+        """With several partitions: the one-entry blocking read this partition waits in since a read
+        found it empty (it holds one of the worker's slots)."""
+        self.failures = 0
+        """Reads of this partition failed in a row (its node away); it rests with backoff meanwhile."""
+        self._xack_head = ("XACK", self.keys.jobs, GROUP)
+        self._commands: dict[tuple[int, bool], bytes] = {}
+
+    async def read(self, count: int, block: bool = True) -> Entries:
+        """Acknowledge this partition's finished entries and read up to ``count`` new ones, in one round
+        trip; ``block``: wait up to the block time for an entry, else return at once.
+
+        The loop writes XACK and XREADGROUP to one connection together (a
+        pipeline without redis-py's per-call pipeline object, which costs more
+        than the round trip at this rate). Replay outcomes, rare, are flushed
+        separately first.
+        """
+        outcomes = self.outcomes
+        if outcomes.replay_outcomes:
+            await outcomes.flush()
+        acks = outcomes.take_acks()
+        conn = await self.node.get()
+        try:
+            read = self._read_command(count, block)
+            if acks:
+                await conn.send_packed_command(resp_command(self._xack_head, *acks) + read, check_health=False)
+                await conn.read_response()
+            else:
+                await conn.send_packed_command(read, check_health=False)
+            reply = await conn.read_response()
+        except BaseException as exc:
+            outcomes.give_back_acks(acks)
+            await self.node.lost(exc)
+            raise
+        if not reply:
+            return []
+        entries = next(iter(reply.values())) if isinstance(reply, dict) else reply[0][1]
+        return [(eid.decode(), pairs(flat)) for eid, flat in entries]
+
+    def _read_command(self, count: int, block: bool) -> bytes:
+        """The packed XREADGROUP for ``count`` entries (cached: it is sent thousands of times a second)."""
+        packed = self._commands.get((count, block))
+        if packed is None:
+            head: tuple[str, ...] = ("XREADGROUP", "GROUP", GROUP, self.consumer, "COUNT", str(count))
+            if block:
+                head += ("BLOCK", str(self.block_ms))
+            packed = resp_command(head, "STREAMS", self.keys.jobs, ">")
+            self._commands[(count, block)] = packed
+        return packed

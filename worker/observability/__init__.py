@@ -1,0 +1,1 @@
+"""What a worker tells about itself and the queue: metrics, the queue-state reader, waiting, logs."""

@@ -1,0 +1,249 @@
+"""Adding jobs: to ``jobs`` now, or to ``delayed`` for later.
+
+``enqueue`` takes a plain ``redis.Redis`` or a ``redis.cluster.RedisCluster``
+(what :func:`worker.connect` returns); ``enqueue_async`` their asyncio
+twins. Both set ``attempts`` to 0 and return the new entry id or, for a
+delayed job, the ``delayed`` member. ``enqueue_many`` and
+``enqueue_many_async`` add a batch of :class:`NewJob` in one pipelined round
+trip (the outbox relay publishes through them).
+
+A job's identity is its ``job_id`` field, else its ``outbox_id``
+(:func:`worker.store.wire.job_id_of`): fields that carry either keep it (a caller's
+own ``job_id``; the outbox relay's ``outbox_id``, which stays on the wire as
+such), and a job named by neither gets a minted ``job_id`` (uuid4 hex). The
+job goes to the partition of its identity (:func:`worker.store.keys.partition_of`);
+with ``WAIT_REPLICAS`` > 0 a call returns once that many replicas have the
+job (:mod:`worker.store.durable`).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from worker.settings import non_negative_int, positive_int
+from worker.store.connection import is_cluster
+from worker.store.durable import WAIT_TIMEOUT_MS, write_and_wait, write_and_wait_async
+from worker.store.keys import Keys, partition_of, queue_partitions
+from worker.store.wire import encode_member, job_id_of, text
+
+FieldValue = str | int | float
+
+
+def job_fields(kind: str, fields: Mapping[str, FieldValue] | None) -> dict[str, str]:
+    """The flat string map of a new job, attempts 0, with a ``job_id`` minted unless the fields name the job."""
+    if not isinstance(kind, str) or not kind:
+        raise ValueError(f"kind must be a non-empty string, got {kind!r}")
+    out: dict[str, str] = {}
+    for name, value in (fields or {}).items():
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"field names must be non-empty strings, got {name!r}")
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            raise ValueError(
+                f"field {name!r} must be a string or a number, got {type(value).__name__}; "
+                "encode structured values (e.g. as JSON) yourself"
+            )
+        out[name] = str(value)
+    out["kind"] = kind
+    if not job_id_of(out):
+        out["job_id"] = uuid.uuid4().hex
+    out["attempts"] = "0"
+    return out
+
+
+def run_at_epoch(delay_s: float | None, run_at: datetime | float | None) -> float | None:
+    """When a delayed job is due (epoch seconds), or None to run now."""
+    if delay_s is not None and run_at is not None:
+        raise ValueError("give delay_s or run_at, not both")
+    if delay_s is not None:
+        if delay_s < 0:
+            raise ValueError(f"delay_s must be >= 0, got {delay_s}")
+        return time.time() + delay_s
+    if isinstance(run_at, datetime):
+        if run_at.tzinfo is None:
+            raise ValueError("run_at must be timezone-aware (e.g. datetime.now(UTC))")
+        return run_at.timestamp()
+    return None if run_at is None else float(run_at)
+
+
+@dataclass(frozen=True)
+class NewJob:
+    """One job for :func:`enqueue_many`: the arguments :func:`enqueue` takes for one job."""
+
+    kind: str
+    fields: Mapping[str, FieldValue] | None = None
+    delay_s: float | None = None
+    run_at: datetime | float | None = None
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """Where a new job goes: ``jobs`` now (``due`` None), or ``delayed`` as ``member`` at ``due``."""
+
+    job: dict[str, str]
+    due: float | None
+    member: str
+
+    @classmethod
+    def of(cls, new: NewJob) -> _Plan:
+        job = job_fields(new.kind, new.fields)
+        due = run_at_epoch(new.delay_s, new.run_at)
+        return cls(job, due, encode_member(job) if due is not None else "")
+
+    def send(self, target: Any, keys: Keys) -> Any:
+        """Issue the one write on a client (its reply) or a pipeline (queued)."""
+        if self.due is None:
+            return target.xadd(keys.jobs, self.job)
+        return target.zadd(keys.delayed, {self.member: self.due})
+
+    def command(self, keys: Keys) -> tuple[Any, ...]:
+        """The same write as a raw command, for :mod:`worker.store.durable`."""
+        if self.due is None:
+            return ("XADD", keys.jobs, "*", *(x for pair in self.job.items() for x in pair))
+        return ("ZADD", keys.delayed, repr(self.due), self.member)
+
+    def key(self, keys: Keys) -> str:
+        return keys.jobs if self.due is None else keys.delayed
+
+    def result(self, reply: Any) -> str:
+        """What enqueue returns for the write's reply: the new entry id, or the ``delayed`` member."""
+        return text(reply) if self.due is None else self.member
+
+
+@dataclass(frozen=True)
+class _Queue:
+    """Where new jobs go: the queue's partitions, and how many replicas each write waits for."""
+
+    parts: list[Keys]
+    wait_replicas: int
+
+    @classmethod
+    def of(cls, prefix: str | None, partitions: int | None, wait_replicas: int | None) -> _Queue:
+        """The queue the arguments name; None: ``QUEUE_PREFIX``, ``QUEUE_PARTITIONS``, ``WAIT_REPLICAS``."""
+        env = os.environ
+        prefix = env.get("QUEUE_PREFIX", "") if prefix is None else prefix
+        if partitions is None:
+            partitions = positive_int("QUEUE_PARTITIONS", env.get("QUEUE_PARTITIONS", "1"))
+        if wait_replicas is None:
+            wait_replicas = non_negative_int("WAIT_REPLICAS", env.get("WAIT_REPLICAS", "0"))
+        return cls(queue_partitions(prefix, partitions), wait_replicas)
+
+    def keys_of(self, plan: _Plan) -> Keys:
+        """The keys of the partition the job belongs to."""
+        return self.parts[partition_of(job_id_of(plan.job), len(self.parts))]
+
+
+def enqueue(
+    redis: Any,
+    kind: str,
+    fields: Mapping[str, FieldValue] | None = None,
+    *,
+    delay_s: float | None = None,
+    run_at: datetime | float | None = None,
+    prefix: str | None = None,
+    partitions: int | None = None,
+    wait_replicas: int | None = None,
+) -> str:
+    """Add a job; return its entry id, or its ``delayed`` member when it runs later.
+
+    ``prefix``, ``partitions`` and ``wait_replicas`` default to ``QUEUE_PREFIX``,
+    ``QUEUE_PARTITIONS`` and ``WAIT_REPLICAS`` from the environment; the job goes
+    to the partition of its ``job_id``, and with ``wait_replicas`` > 0 the call
+    returns once that many replicas have it (:mod:`worker.store.durable`).
+    """
+    queue = _Queue.of(prefix, partitions, wait_replicas)
+    plan = _Plan.of(NewJob(kind, fields, delay_s, run_at))
+    if queue.wait_replicas:
+        return _durably(redis, queue, plan)
+    return plan.result(plan.send(redis, queue.keys_of(plan)))
+
+
+async def enqueue_async(
+    redis: Any,
+    kind: str,
+    fields: Mapping[str, FieldValue] | None = None,
+    *,
+    delay_s: float | None = None,
+    run_at: datetime | float | None = None,
+    prefix: str | None = None,
+    partitions: int | None = None,
+    wait_replicas: int | None = None,
+) -> str:
+    """:func:`enqueue` for a ``redis.asyncio`` client."""
+    queue = _Queue.of(prefix, partitions, wait_replicas)
+    plan = _Plan.of(NewJob(kind, fields, delay_s, run_at))
+    keys = queue.keys_of(plan)
+    if queue.wait_replicas:
+        return plan.result(await write_and_wait_async(redis, plan.key(keys), plan.command(keys), queue.wait_replicas))
+    return plan.result(await plan.send(redis, keys))
+
+
+def enqueue_many(
+    redis: Any,
+    jobs: Iterable[NewJob],
+    *,
+    prefix: str | None = None,
+    partitions: int | None = None,
+    wait_replicas: int | None = None,
+) -> list[str]:
+    """Add several jobs in one pipelined round trip; return what :func:`enqueue` returns for each, in order.
+
+    Every job is checked before anything is sent, so a bad one adds none.
+    The pipeline is not a transaction: a connection lost midway may leave
+    some jobs added (callers that retry, like the outbox relay, publish
+    those again; handlers are idempotent). With ``wait_replicas`` on a
+    cluster, each job is written and waited for on its own.
+    """
+    queue = _Queue.of(prefix, partitions, wait_replicas)
+    plans = [_Plan.of(new) for new in jobs]
+    if not plans:
+        return []
+    if queue.wait_replicas and is_cluster(redis):
+        return [_durably(redis, queue, plan) for plan in plans]
+    pipe = redis.pipeline(transaction=False)
+    for plan in plans:
+        plan.send(pipe, queue.keys_of(plan))
+    if queue.wait_replicas:
+        pipe.execute_command("WAIT", queue.wait_replicas, WAIT_TIMEOUT_MS)
+    replies = pipe.execute()
+    return [plan.result(reply) for plan, reply in zip(plans, replies, strict=False)]
+
+
+def _durably(redis: Any, queue: _Queue, plan: _Plan) -> str:
+    """One job's write and its WAIT, on one connection to its partition's primary."""
+    keys = queue.keys_of(plan)
+    return plan.result(write_and_wait(redis, plan.key(keys), plan.command(keys), queue.wait_replicas))
+
+
+async def enqueue_many_async(
+    redis: Any,
+    jobs: Iterable[NewJob],
+    *,
+    prefix: str | None = None,
+    partitions: int | None = None,
+    wait_replicas: int | None = None,
+) -> list[str]:
+    """:func:`enqueue_many` for a ``redis.asyncio`` client."""
+    queue = _Queue.of(prefix, partitions, wait_replicas)
+    plans = [_Plan.of(new) for new in jobs]
+    if not plans:
+        return []
+    if queue.wait_replicas and is_cluster(redis):
+        out = []
+        for plan in plans:
+            keys = queue.keys_of(plan)
+            reply = await write_and_wait_async(redis, plan.key(keys), plan.command(keys), queue.wait_replicas)
+            out.append(plan.result(reply))
+        return out
+    pipe = redis.pipeline(transaction=False)
+    for plan in plans:
+        plan.send(pipe, queue.keys_of(plan))
+    if queue.wait_replicas:
+        pipe.execute_command("WAIT", queue.wait_replicas, WAIT_TIMEOUT_MS)
+    replies = await pipe.execute()
+    return [plan.result(reply) for plan, reply in zip(plans, replies, strict=False)]

@@ -1,0 +1,184 @@
+"""The atomic moves between queue structures, one Lua file each (``worker/store/lua``).
+
+Each file's header documents its KEYS, ARGV and return value. They are loaded
+once per client with ``register_script`` (EVALSHA, reloaded on NOSCRIPT), and
+this module builds their arguments, so the worker and opslib call the same
+moves the same way: schedule_tick, promote, retry, bury, replay, discard,
+replay_archived, trim, trim_dead, refresh_claims, forget_consumers, run_now,
+cancel_delayed.
+
+Every script starts with ``#!lua``, so that the server refuses a key the
+script did not declare, and every key it touches is passed in ``KEYS`` (none
+is built inside a script); the keys of one call share a hash tag, so each
+move runs whole on one Redis Cluster node (Redis >= 7.0 for the ``#!lua`` line).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import redis.asyncio as aioredis
+import redis.asyncio.cluster as aiocluster
+import redis.cluster
+
+from worker.store.durable import write_and_wait, write_and_wait_async
+from worker.store.keys import ARCHIVE_GROUP, GROUP, REPLAY_OUTCOME_TTL_S, Keys
+from worker.store.vocabulary import RECORDED_QUEUED
+
+CLUSTER_PIPELINES = (redis.cluster.ClusterPipeline, aiocluster.ClusterPipeline)
+#: The moves that record a job's outcome; with ``WAIT_REPLICAS`` they wait for the replicas.
+OUTCOMES = frozenset({"retry", "bury"})
+
+NAMES = (
+    "schedule_tick",
+    "promote",
+    "retry",
+    "bury",
+    "replay",
+    "discard",
+    "replay_archived",
+    "trim",
+    "trim_dead",
+    "refresh_claims",
+    "forget_consumers",
+    "run_now",
+    "cancel_delayed",
+)
+
+
+@cache
+def source(name: str) -> str:
+    """The Lua source of one script."""
+    return (resources.files("worker.store") / "lua" / f"{name}.lua").read_text()
+
+
+class Scripts:
+    """The scripts registered on one client (sync or asyncio), with typed calls.
+
+    Each method returns what the client's script call returns: a value for a
+    plain client, an awaitable for an asyncio client. Pass ``client=`` a
+    pipeline to queue the call in it. With ``wait_replicas`` > 0 the outcome
+    moves (retry, bury) wait for that many replicas (:mod:`worker.store.durable`).
+    """
+
+    def __init__(self, redis: Any, keys: Keys, *, wait_replicas: int = 0) -> None:
+        self.keys = keys
+        self.redis = redis
+        self.wait_replicas = wait_replicas
+        self._asyncio = isinstance(redis, aioredis.Redis | aiocluster.RedisCluster)
+        self._scripts = {name: redis.register_script(source(name)) for name in NAMES}
+
+    def _call(self, name: str, keys: list[str], args: list[Any], client: Any = None) -> Any:
+        script = self._scripts[name]
+        if self.wait_replicas and client is None and name in OUTCOMES:
+            command = ("EVAL", script.script, len(keys), *keys, *args)
+            wait = write_and_wait_async if self._asyncio else write_and_wait
+            return wait(self.redis, keys[0], command, self.wait_replicas)
+        if isinstance(client, CLUSTER_PIPELINES):
+            # redis-py blocks .evalsha() in a cluster pipeline and cannot load a script there:
+            # the caller runs load() first, and the pipeline sends the EVALSHA as it is.
+            return client.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
+        return script(keys=keys, args=args, client=client)
+
+    def load(self, client: Any) -> None:
+        """Load every script on every primary of a (sync) cluster, before a pipeline calls them."""
+        for script in self._scripts.values():
+            client.script_load(script.script)
+
+    def schedule_tick(
+        self, name: str, tick_epoch: int, owner: str, ttl_s: int, fields: dict[str, str], client: Any = None
+    ) -> Any:
+        args: list[Any] = [owner, ttl_s]
+        for field, value in fields.items():
+            args += [field, value]
+        return self._call("schedule_tick", [self.keys.sched(name, tick_epoch), self.keys.jobs], args, client)
+
+    def promote(self, now: float, batch: int = 100, client: Any = None) -> Any:
+        return self._call("promote", [self.keys.delayed, self.keys.jobs], [repr(now), batch], client)
+
+    def retry(self, entry_id: str, run_at: float, member: str, client: Any = None) -> Any:
+        return self._call(
+            "retry",
+            [self.keys.delayed, self.keys.jobs],
+            [GROUP, entry_id, repr(run_at), member],
+            client,
+        )
+
+    def bury(
+        self,
+        entry_id: str,
+        fields: dict[str, str],
+        *,
+        maxlen: int,
+        min_idle_ms: int = 0,
+        client: Any = None,
+    ) -> Any:
+        args: list[Any] = [GROUP, entry_id, maxlen, min_idle_ms]
+        for name, value in fields.items():
+            args += [name, value]
+        return self._call("bury", [self.keys.jobs, self.keys.dead, self.keys.dead_evicted], args, client)
+
+    def replay(
+        self, dead_id: str, batch: str, drop: Iterable[str], *, at: str, record: bool, client: Any = None
+    ) -> Any:
+        return self._call(
+            "replay",
+            [self.keys.dead, self.keys.jobs, self.keys.replay(batch), self.keys.dead_log],
+            [dead_id, batch, REPLAY_OUTCOME_TTL_S, RECORDED_QUEUED, at, int(record), *drop],
+            client,
+        )
+
+    def discard(
+        self, dead_id: str, batch: str, *, by: str, reason: str, at: str, record: bool, client: Any = None
+    ) -> Any:
+        return self._call(
+            "discard", [self.keys.dead, self.keys.dead_log], [dead_id, batch, by, reason, at, int(record)], client
+        )
+
+    def replay_archived(
+        self, dead_id: str, batch: str, job: Iterable[tuple[bytes, bytes]], *, at: str, client: Any = None
+    ) -> Any:
+        args: list[Any] = [dead_id, batch, REPLAY_OUTCOME_TTL_S, RECORDED_QUEUED, at]
+        for name, value in job:
+            args += [name, value]
+        return self._call(
+            "replay_archived", [self.keys.jobs, self.keys.replay(batch), self.keys.dead_log], args, client
+        )
+
+    def trim(self, client: Any = None) -> Any:
+        return self._call("trim", [self.keys.jobs], [GROUP], client)
+
+    def trim_dead(self, maxlen: int, step: int, client: Any = None) -> Any:
+        return self._call("trim_dead", [self.keys.dead, self.keys.dead_evicted], [ARCHIVE_GROUP, maxlen, step], client)
+
+    def refresh_claims(self, consumer: str, entry_ids: Iterable[str], client: Any = None) -> Any:
+        return self._call("refresh_claims", [self.keys.jobs], [GROUP, consumer, *entry_ids], client)
+
+    def forget_consumers(
+        self,
+        min_idle_ms: int,
+        candidates: Iterable[str],
+        *,
+        stream: str | None = None,
+        group: str = GROUP,
+        client: Any = None,
+    ) -> Any:
+        """Remove the ``candidates`` (consumers whose heartbeat is gone) of ``group`` on ``stream`` that own
+        nothing and are idle (default: group ``workers`` on ``jobs``)."""
+        return self._call("forget_consumers", [stream or self.keys.jobs], [group, min_idle_ms, *candidates], client)
+
+    def run_now(self, member: str | bytes, client: Any = None) -> Any:
+        return self._call("run_now", [self.keys.delayed, self.keys.jobs], [member], client)
+
+    def cancel_delayed(
+        self, member: str | bytes, batch: str, *, by: str, reason: str, at: str, record: bool, client: Any = None
+    ) -> Any:
+        return self._call(
+            "cancel_delayed",
+            [self.keys.delayed, self.keys.dead_log],
+            [member, batch, by, reason, at, int(record)],
+            client,
+        )
