@@ -6,13 +6,13 @@ Read: :func:`dead_letters`, :func:`pending`, :func:`pending_counts`,
 dead-letter archive in PostgreSQL: :func:`archive`, :func:`history` and
 :func:`plot_history` (:mod:`opslib.archive`). Act:
 :func:`replay`, :func:`replay_kind`, and follow up with
-:func:`replay_status` (:mod:`opslib.replay`); :func:`discard`,
-:func:`discard_kind` (:mod:`opslib.discard`). One dead letter whole: :func:`show`. Delayed jobs: :func:`run_now`,
-:func:`cancel_delayed` (:mod:`opslib.delayed_jobs`). A data
+:func:`replay_status` (:mod:`opslib.moves.replay`); :func:`discard`,
+:func:`discard_kind` (:mod:`opslib.moves.discard`). One dead letter whole: :func:`show`. Delayed jobs: :func:`run_now`,
+:func:`cancel_delayed` (:mod:`opslib.moves.delayed_jobs`). A data
 fix previewed before it commits: :func:`transaction`. Times are shown in the zone of
 :func:`set_display_tz` (or ``OPSLIB_TZ``) while the data stays in UTC (:mod:`opslib.display`).
 A panel for notebooks:
-:func:`opslib.widgets.dead_letter_panel`. On a terminal: ``python -m opslib``.
+:func:`opslib.panel.widgets.dead_letter_panel`. On a terminal: ``python -m opslib``.
 
 Each function takes ``client=`` (and ``prefix=``) or finds the servers from
 the environment (``REDIS_URL``, ``DATABASE_URL``, ``ARCHIVE_URL``, ``QUEUE_PREFIX``) or from a
@@ -20,10 +20,11 @@ running ``make run``. Every error raised on purpose is an :class:`OpslibError`.
 """
 
 from opslib.archive import archive, history
-from opslib.delayed_jobs import cancel_delayed, run_now
-from opslib.discard import discard, discard_kind
 from opslib.display import install_formatter, set_display_tz
 from opslib.errors import OpslibError
+from opslib.moves.delayed_jobs import cancel_delayed, run_now
+from opslib.moves.discard import discard, discard_kind
+from opslib.moves.replay import replay, replay_kind, replay_status
 from opslib.plots import plot_history
 from opslib.queries import (
     QueueStats,
@@ -35,7 +36,6 @@ from opslib.queries import (
     queue_stats,
     sql,
 )
-from opslib.replay import replay, replay_kind, replay_status
 from opslib.show import show
 from opslib.signatures import signature
 from opslib.transaction import transaction

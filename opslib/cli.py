@@ -42,12 +42,12 @@ from typing import TextIO
 
 import pandas as pd
 
-from opslib.delayed_jobs import MISSING, cancel_delayed, run_now
-from opslib.discard import discard, discard_kind
 from opslib.display import frame_text
 from opslib.errors import OpslibError
+from opslib.moves.delayed_jobs import MISSING, cancel_delayed, run_now
+from opslib.moves.discard import discard, discard_kind
+from opslib.moves.replay import replay, replay_kind, replay_status
 from opslib.queries import dead_letters, delayed, failure_groups, pending, queue_stats
-from opslib.replay import replay, replay_kind, replay_status
 from opslib.runbook import DEFAULT_OUT, RunbookFailed, run_runbook
 from opslib.show import show
 from worker.store.vocabulary import (

@@ -142,7 +142,7 @@ def move_at_once(
     folder: Path,
 ) -> list[dict[str, Any]]:
     """Two processes move the same ids at the same moment, each ``(verb, order)``: verb "replay"
-    (``opslib.replay``) or "discard" (``opslib.discard``), order "forward", "backward" or
+    (``opslib.moves.replay``) or "discard" (``opslib.moves.discard``), order "forward", "backward" or
     "shuffled"; released together once both wait.
 
     Returns each process's ``{"replayed" or "discarded": [dead ids], "counts": {status: n}}``.
@@ -183,6 +183,6 @@ def move_at_once(
 def replay_at_once(
     r: redis.Redis, redis_url: str, prefix: str, dead_ids: list[str], orders: tuple[str, str], folder: Path
 ) -> list[dict[str, Any]]:
-    """Two processes call ``opslib.replay`` on the same ids at once, in the given orders
+    """Two processes call ``opslib.moves.replay`` on the same ids at once, in the given orders
     (see :func:`move_at_once`); each returns ``{"replayed": [dead ids], "counts": {status: n}}``."""
     return move_at_once(r, redis_url, prefix, dead_ids, (("replay", orders[0]), ("replay", orders[1])), folder)

@@ -13,7 +13,7 @@ import redis
 
 import opslib
 from opslib.cli import EXIT_NOT_CONFIRMED, EXIT_OK, main
-from opslib.delayed_jobs import MOVE_COLUMNS
+from opslib.moves.delayed_jobs import MOVE_COLUMNS
 from tests.helpers import Workers, queue_state, wait_for
 from tests.opslib.seed import KINDS
 from worker.archive.dead_log import CANCELLED_SUFFIX

@@ -12,10 +12,10 @@ import redis
 
 import opslib
 from opslib.frames import replay_status_to_frame
-from opslib.panel_filters import panel_time
-from opslib.panel_html import status_html
+from opslib.panel.filters import panel_time
+from opslib.panel.html import status_html
+from opslib.panel.widgets import DeadLetterPanel
 from opslib.signatures import signature
-from opslib.widgets import DeadLetterPanel
 from tests.opslib.seed import bury
 from worker.store.keys import Keys
 

@@ -17,8 +17,8 @@
   follows (with a button to refresh it).
 
 What the filters keep and what an action takes is computed by
-:mod:`opslib.panel_filters`; every string from the queue reaches the page
-through :mod:`opslib.panel_html` (escaped) or as a widget's plain-text value
+:mod:`opslib.panel.filters`; every string from the queue reaches the page
+through :mod:`opslib.panel.html` (escaped) or as a widget's plain-text value
 (dropdown and list labels, which the browser shows as text), never as raw
 HTML. Times are shown in the display time zone (``opslib.set_display_tz``).
 """
@@ -32,10 +32,11 @@ import ipywidgets as w
 import pandas as pd
 import redis
 
-from opslib.discard import check_reason, discard
 from opslib.errors import OpslibError
-from opslib.panel_filters import ALL_KINDS, chosen_rows, entry_label, filter_dead, in_group, read_filters
-from opslib.panel_html import (
+from opslib.moves.discard import check_reason, discard
+from opslib.moves.replay import replay, replay_status
+from opslib.panel.filters import ALL_KINDS, chosen_rows, entry_label, filter_dead, in_group, read_filters
+from opslib.panel.html import (
     counts_html,
     discard_result_html,
     entry_html,
@@ -47,7 +48,6 @@ from opslib.panel_html import (
     status_html,
 )
 from opslib.queries import dead_letters, failure_groups, queue_stats
-from opslib.replay import replay, replay_status
 
 LABEL_CHARS = 90
 ENTRY_ROWS = 200

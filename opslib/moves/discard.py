@@ -5,7 +5,7 @@ XDEL + a ``discarded`` record in ``jobs:dead:log`` carrying the entry, who and
 why, in one step); the archiver marks its row ``discarded`` with
 ``discarded_at``, ``discarded_by``, ``discard_reason`` and ``discard_batch``.
 An id that ``jobs:dead`` no longer holds but the archive holds as ``dead``
-is discarded there (:mod:`opslib.archived`). A replay and a discard racing
+is discarded there (:mod:`opslib.moves.archived`). A replay and a discard racing
 on the same entries leave each in exactly one of the two states.
 
 ``discard(ids, *, reason, by=None, dry_run=False, conn=None)``, and
@@ -34,12 +34,12 @@ from typing import Any
 import pandas as pd
 import redis
 
-from opslib.archived import discard_from_archive
-from opslib.dead_moves import move_dead
 from opslib.errors import OpslibError
 from opslib.frames import discard_to_frame
-from opslib.locate import Progress, dead_ids_of
-from opslib.replay import as_frame, dead_ids_of_kind
+from opslib.moves.archived import discard_from_archive
+from opslib.moves.dead_moves import move_dead
+from opslib.moves.locate import Progress, dead_ids_of
+from opslib.moves.replay import as_frame, dead_ids_of_kind
 
 MAX_REASON_CHARS = 2000
 NEEDS_WRITE = (

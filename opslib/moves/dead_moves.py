@@ -1,7 +1,7 @@
 """A move out of ``jobs:dead``: what replay and discard share, so each states only what differs.
 
 Both look each id up in its partition's ``jobs:dead`` (or the archive, for ids
-the stream was trimmed of: :mod:`opslib.locate`), return the plan in a dry run,
+the stream was trimmed of: :mod:`opslib.moves.locate`), return the plan in a dry run,
 take the streamed entries with a script per entry (pipelined), take the rest
 from the archive under the log lock, and report one row per id. A replay's
 script returns the new entry id, a discard's a truthy mark; a falsy result is
@@ -15,10 +15,10 @@ from typing import Any
 
 import pandas as pd
 
-from opslib.archived import open_archive
-from opslib.batches import new_batch_id, partition_scripts
 from opslib.connection import partitions, redis_session
-from opslib.locate import Progress, Target, locate, pipelined
+from opslib.moves.archived import open_archive
+from opslib.moves.batches import new_batch_id, partition_scripts
+from opslib.moves.locate import Progress, Target, locate, pipelined
 from worker.store.failures import now_iso
 from worker.store.keys import Keys
 from worker.store.scripts import Scripts

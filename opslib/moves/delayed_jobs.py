@@ -40,13 +40,13 @@ from typing import Any
 import pandas as pd
 import redis
 
-from opslib.batches import new_batch_id, partition_scripts
 from opslib.columns import TEXT, typed_frame
 from opslib.connection import partitions, redis_session, settings
-from opslib.discard import check_reason, who
 from opslib.errors import OpslibError
 from opslib.frames import job_id_of
-from opslib.locate import CHUNK
+from opslib.moves.batches import new_batch_id, partition_scripts
+from opslib.moves.discard import check_reason, who
+from opslib.moves.locate import CHUNK
 from worker.store.failures import now_iso
 from worker.store.keys import Keys
 from worker.store.scripts import Scripts

@@ -2,7 +2,7 @@
 
 A replay or a discard takes an entry from its partition's ``jobs:dead`` with a
 script, and an entry the stream was trimmed of from the archive
-(:mod:`opslib.archived`). Ids of different partitions may be equal (two
+(:mod:`opslib.moves.archived`). Ids of different partitions may be equal (two
 primaries, one millisecond), so a ``dead_letters()`` frame's ``partition``
 column says where each is; a bare id is looked for in every partition, and
 one found in two is refused rather than guessed.
@@ -17,9 +17,9 @@ from typing import Any, TypeVar
 import pandas as pd
 from tqdm.auto import tqdm
 
-from opslib.archived import Archive, dead_anywhere, still_dead
 from opslib.checks import check_entry_id
 from opslib.errors import OpslibError
+from opslib.moves.archived import Archive, dead_anywhere, still_dead
 from worker.store.keys import Keys
 
 CHUNK = 500

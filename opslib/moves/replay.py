@@ -8,7 +8,7 @@ dropped, ``replay_of`` = the dead id and ``replay_batch`` = the batch id; the
 log record marks the archive's row ``replayed`` with the batch and the new
 id. An id that ``jobs:dead`` no longer holds (trimmed once archived) but the
 archive holds as ``dead`` is re-added from its archived fields
-(:mod:`opslib.archived`). Two people replaying (or one replaying, one
+(:mod:`opslib.moves.archived`). Two people replaying (or one replaying, one
 discarding) the same entries at once move each once; an entry no longer
 there is reported as ``missing``, not an error. The calls are pipelined, 500
 at a time.
@@ -51,14 +51,14 @@ from typing import Any
 import pandas as pd
 import redis
 
-from opslib.archived import archived_dead, open_archive, replay_from_archive
-from opslib.batches import BATCH_TIME
 from opslib.checks import check_batch, parse_since
 from opslib.connection import partitions, queue_keys, redis_session
-from opslib.dead_moves import move_dead
 from opslib.errors import OpslibError
 from opslib.frames import combine, entry_order, parse_outcome, replay_status_to_frame, replay_to_frame
-from opslib.locate import NOWHERE, Progress, Target, dead_ids_of
+from opslib.moves.archived import archived_dead, open_archive, replay_from_archive
+from opslib.moves.batches import BATCH_TIME
+from opslib.moves.dead_moves import move_dead
+from opslib.moves.locate import NOWHERE, Progress, Target, dead_ids_of
 from opslib.queries import dead_letters, entry_floor
 from worker.archive.table import TABLE
 from worker.store.keys import GROUP, Keys
