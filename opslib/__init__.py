@@ -4,7 +4,8 @@ Read: :func:`dead_letters`, :func:`pending`, :func:`pending_counts`,
 :func:`delayed`, :func:`queue_stats`, :func:`failure_groups`, :func:`sql`
 (:mod:`opslib.queries` lists every column and dtype). The past, from the
 dead-letter archive in PostgreSQL: :func:`archive`, :func:`history` and
-:func:`plot_history` (:mod:`opslib.archive`). Act:
+:func:`plot_history` (:mod:`opslib.archive`). The flow per kind and minute, from the workers'
+counters: :func:`throughput` (:mod:`opslib.flow`). Act:
 :func:`replay`, :func:`replay_kind`, and follow up with
 :func:`replay_status` (:mod:`opslib.moves.replay`); :func:`discard`,
 :func:`discard_kind` (:mod:`opslib.moves.discard`). One dead letter whole: :func:`show`. Delayed jobs: :func:`run_now`,
@@ -22,6 +23,7 @@ running ``make run``. Every error raised on purpose is an :class:`OpslibError`.
 from opslib.archive import archive, history
 from opslib.display import install_formatter, set_display_tz
 from opslib.errors import OpslibError
+from opslib.flow import throughput
 from opslib.moves.delayed_jobs import cancel_delayed, run_now
 from opslib.moves.discard import discard, discard_kind
 from opslib.moves.replay import replay, replay_kind, replay_status
@@ -63,6 +65,7 @@ __all__ = [
     "show",
     "signature",
     "sql",
+    "throughput",
     "transaction",
 ]
 

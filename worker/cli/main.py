@@ -31,6 +31,7 @@ from worker.kinds import REGISTRY, import_kind_modules
 from worker.loop.runner import HEARTBEAT_TTL_S, Worker
 from worker.loop.scheduler import scheduler_chore
 from worker.observability import logs
+from worker.observability.flow import worker_flow
 from worker.observability.queue_state import glob_escape, live_workers
 from worker.settings import Settings, settings_help
 from worker.store.connection import connect, connect_async
@@ -238,6 +239,7 @@ async def serve(settings: Settings, redis_url: str, database_url: str, burst: bo
                 from worker.observability.metrics import worker_metrics
 
                 observers = await stack.enter_async_context(worker_metrics(app, archiver))
+            flow = await stack.enter_async_context(worker_flow(app))
             for lifespan in REGISTRY.lifespans:
                 await stack.enter_async_context(lifespan(app))
             scheduler = scheduler_chore(app, observers)
@@ -249,7 +251,7 @@ async def serve(settings: Settings, redis_url: str, database_url: str, burst: bo
                 REGISTRY,
                 burst=burst,
                 chores=app.chores,
-                observers=observers,
+                observers=[*observers, *flow],
                 more_work=app.more_work,
             )
             loop = asyncio.get_running_loop()
