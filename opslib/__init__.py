@@ -5,7 +5,7 @@ Read: :func:`dead_letters`, :func:`pending`, :func:`pending_counts`,
 (:mod:`opslib.queries` lists every column and dtype). The past, from the
 dead-letter archive in PostgreSQL: :func:`archive`, :func:`history` and
 :func:`plot_history` (:mod:`opslib.archive`). The flow per kind and minute, from the workers'
-counters: :func:`throughput` (:mod:`opslib.flow`). Act:
+counters: :func:`throughput` and :func:`plot_throughput` (:mod:`opslib.flow`). Act:
 :func:`replay`, :func:`replay_kind`, and follow up with
 :func:`replay_status` (:mod:`opslib.moves.replay`); :func:`discard`,
 :func:`discard_kind` (:mod:`opslib.moves.discard`). One dead letter whole: :func:`show`. Delayed jobs: :func:`run_now`,
@@ -27,7 +27,7 @@ from opslib.flow import throughput
 from opslib.moves.delayed_jobs import cancel_delayed, run_now
 from opslib.moves.discard import discard, discard_kind
 from opslib.moves.replay import replay, replay_kind, replay_status
-from opslib.plots import plot_history
+from opslib.plots import plot_history, plot_throughput
 from opslib.queries import (
     QueueStats,
     dead_letters,
@@ -56,6 +56,7 @@ __all__ = [
     "pending",
     "pending_counts",
     "plot_history",
+    "plot_throughput",
     "queue_stats",
     "replay",
     "replay_kind",

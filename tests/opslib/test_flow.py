@@ -129,3 +129,24 @@ def test_flow_retention_zero_counts_nothing(r: redis.Redis, keys: Keys, workers:
     enqueue_many(r, [NewJob("flow_ok")], prefix=keys.prefix)
     workers.burst(KINDS, ARCHIVE_URL="off", FLOW_RETENTION="0")
     assert not list(r.scan_iter(match=f"{keys.prefix}flow:*", count=1000))
+
+
+def test_plot_throughput_stacks_failed_on_succeeded_with_the_wait_beside() -> None:
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    raw = [
+        (epoch(START), "print", {"succeeded": 3, "wait:4": 3}),
+        (epoch(START + pd.Timedelta("6min")), "print", {"succeeded": 2, "dead": 1, "retried": 4, "wait:9": 7}),
+        (epoch(START + pd.Timedelta("7min")), "mail", {"dead": 5}),
+    ]
+    frame = flow_to_frame(raw, "5min", start=START, end=START + pd.Timedelta("10min"))
+    ax = opslib.plot_throughput(frame)
+    succeeded, failed = ax.containers
+    assert [bar.get_height() for bar in succeeded] == [3, 2]
+    assert [bar.get_height() for bar in failed] == [0, 10]
+    assert [bar.get_y() for bar in failed] == [3, 2]
+    wait_line = ax.figure.axes[1].lines[0]
+    assert BOUNDS_S[8] < wait_line.get_ydata()[1] <= BOUNDS_S[9]
+    assert "per 5min" in ax.get_title()
+    one = opslib.plot_throughput(frame, kind="mail")
+    assert [bar.get_height() for bar in one.containers[1]] == [0, 5]
