@@ -30,7 +30,7 @@ started (or ran) in the period.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -59,14 +59,18 @@ THROUGHPUT_COLUMNS = {
     "run_p50_s": FLOAT,
     "run_p95_s": FLOAT,
 }
-#: One raw record: the start of a minute or hour (epoch seconds), its kind, and its hash's fields.
-RawFlow = tuple[int, str, dict[str, int]]
+#: One raw record: the start of a minute or hour (epoch seconds), its kind, and its hash's fields (as read:
+#: bytes, or text and numbers).
+RawFlow = tuple[int, str, Mapping[Any, Any]]
 
-_SLOTS = {name: i for i, name in enumerate(COUNTS)} | {
+_FIELD_SLOTS: dict[str, int] = {name: i for i, name in enumerate(COUNTS)} | {
     bucket_field(measure, i): len(COUNTS) + m * BUCKETS + i
     for m, measure in enumerate((WAIT, RUN))
     for i in range(BUCKETS)
 }
+#: Where each hash field goes in a record's row of numbers, by its name as text and as Redis returns it.
+_SLOTS: dict[str | bytes, int] = {name.encode(): slot for name, slot in _FIELD_SLOTS.items()}
+_SLOTS.update(_FIELD_SLOTS)
 _WIDTH = len(COUNTS) + 2 * BUCKETS
 _HIGHS = np.array([*BOUNDS_S, BOUNDS_S[-1] * 2])
 _LOWS = np.array([BOUNDS_S[0] / 2, *BOUNDS_S])
@@ -132,7 +136,7 @@ def flow_to_frame(
         for name, n in fields.items():
             slot = _SLOTS.get(name)
             if slot is not None:
-                values[row, slot] = n
+                values[row, slot] = int(n)
     starts = pd.to_datetime([s for s, _, _ in records], unit="s", utc=True).as_unit("ns")
     # A record counts in the last period of the grid that starts at or before it (an hour's record in its hour).
     position = grid.searchsorted(starts, side="right") - 1
@@ -175,11 +179,7 @@ def read_flow(
     for _, _, key in wanted:
         pipe.hgetall(key)
     replies = pipe.execute()
-    return [
-        (start_s, kind, {text(name): int(n) for name, n in reply.items()})
-        for (start_s, kind, _), reply in zip(wanted, replies, strict=True)
-        if reply
-    ]
+    return [(start_s, kind, reply) for (start_s, kind, _), reply in zip(wanted, replies, strict=True) if reply]
 
 
 def throughput(

@@ -30,6 +30,7 @@ from worker.app import Chore
 from worker.store.flow import (
     BOUNDS_S,
     BUCKETS,
+    COUNTS,
     DEAD,
     EXPIRY_MARGIN_S,
     HOUR_S,
@@ -53,7 +54,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("worker.observability.flow")
 
 FLUSH_INTERVAL_S = 1.0
-_FIELD_OF_OUTCOME = {OUTCOME_SUCCEEDED: SUCCEEDED, OUTCOME_RETRIED: RETRIED, OUTCOME_DEAD: DEAD}
+#: A kind's row of :attr:`FlowCounter.runs`: the run-time buckets, then one count per outcome (in ``COUNTS``' order).
+_SUCCEEDED, _RETRIED, _DEAD = (BUCKETS + COUNTS.index(name) for name in (SUCCEEDED, RETRIED, DEAD))
+_ROW = BUCKETS + len(COUNTS)
 
 
 class FlowCounter:
@@ -65,9 +68,10 @@ class FlowCounter:
         self.kinds = frozenset(kinds)
         """The declared kinds: a dead job naming another is counted as :data:`UNDECLARED`."""
         self.retention_s = retention_days * 86_400
-        self.counts: dict[tuple[str, str], int] = {}
         self.waits: dict[str, list[int]] = {}
+        """Per kind: jobs started per wait bucket."""
         self.runs: dict[str, list[int]] = {}
+        """Per kind: attempts per run-time bucket, then the succeeded, retried and dead counts (:data:`_ROW`)."""
         self.since = time.time()
 
     # ------------------------------------------------------------ observer
@@ -81,37 +85,39 @@ class FlowCounter:
 
     def job_finished(self, kind: str, outcome: str, duration_s: float, reason: str | None) -> None:
         """A job finished: count its outcome and, when its handler ran, its run time."""
-        if outcome == OUTCOME_DEAD:
-            if kind not in self.kinds:
-                kind = UNDECLARED
+        if outcome == OUTCOME_DEAD and kind not in self.kinds:
+            kind = UNDECLARED
+        row = self.runs.get(kind)
+        if row is None:
+            row = self.runs[kind] = [0] * _ROW
+        if outcome == OUTCOME_SUCCEEDED:
+            row[_SUCCEEDED] += 1
+        elif outcome == OUTCOME_RETRIED:
+            row[_RETRIED] += 1
+        else:
+            row[_DEAD] += 1
             if reason not in REASONS_AFTER_A_RUN:
-                key = (kind, DEAD)
-                self.counts[key] = self.counts.get(key, 0) + 1
-                return
-        key = (kind, _FIELD_OF_OUTCOME[outcome])
-        self.counts[key] = self.counts.get(key, 0) + 1
-        runs = self.runs.get(kind)
-        if runs is None:
-            runs = self.runs[kind] = [0] * BUCKETS
-        runs[bisect_left(BOUNDS_S, duration_s)] += 1
+                return  # never ran: malformed, unknown kind, or poison found by reclaim
+        row[bisect_left(BOUNDS_S, duration_s)] += 1
 
     # --------------------------------------------------------------- flush
 
     def take(self) -> tuple[dict[str, dict[str, int]], float]:
         """What was counted since the last take, as non-zero fields per kind, and the middle of its interval."""
-        counts, waits, runs = self.counts, self.waits, self.runs
-        self.counts, self.waits, self.runs = {}, {}, {}
+        waits, runs = self.waits, self.runs
+        self.waits, self.runs = {}, {}
         now = time.time()
         middle, self.since = (self.since + now) / 2, now
         fields: dict[str, dict[str, int]] = {}
-        for (kind, name), n in counts.items():
-            fields.setdefault(kind, {})[name] = n
         for measure, per_kind in ((WAIT, waits), (RUN, runs)):
-            for kind, buckets in per_kind.items():
+            for kind, row in per_kind.items():
                 kind_fields = fields.setdefault(kind, {})
-                for index, n in enumerate(buckets):
+                for index, n in enumerate(row[:BUCKETS]):
                     if n:
                         kind_fields[bucket_field(measure, index)] = n
+                for name, n in zip(COUNTS, row[BUCKETS:], strict=False):
+                    if n:
+                        kind_fields[name] = n
         return fields, middle
 
     def give_back(self, fields: dict[str, dict[str, int]]) -> None:
@@ -119,12 +125,11 @@ class FlowCounter:
         for kind, kind_fields in fields.items():
             for name, n in kind_fields.items():
                 measure, _, index = name.partition(":")
-                if index:
-                    per_kind = self.waits if measure == WAIT else self.runs
-                    buckets = per_kind.setdefault(kind, [0] * BUCKETS)
-                    buckets[int(index)] += n
+                if measure == WAIT:
+                    self.waits.setdefault(kind, [0] * BUCKETS)[int(index)] += n
                 else:
-                    self.counts[(kind, name)] = self.counts.get((kind, name), 0) + n
+                    slot = int(index) if measure == RUN else BUCKETS + COUNTS.index(name)
+                    self.runs.setdefault(kind, [0] * _ROW)[slot] += n
 
     async def flush(self) -> None:
         """Add what was counted to each kind's minute and hour hashes, in one pipeline."""
