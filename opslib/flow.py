@@ -37,9 +37,8 @@ import numpy as np
 import pandas as pd
 import redis
 
-from opslib.archive import check_window
 from opslib.archive_frames import FREQ_EXAMPLES, MAX_PERIODS, parse_freq, period_of
-from opslib.checks import check_kind
+from opslib.checks import check_kind, check_window
 from opslib.columns import COUNT, TEXT, TIME, typed_frame
 from opslib.connection import partitions, redis_session
 from opslib.errors import OpslibError
