@@ -368,3 +368,13 @@ def test_sql_says_where_the_archive_is_when_it_is_elsewhere(pg_url: str, monkeyp
     monkeypatch.setenv("ARCHIVE_URL", "postgresql://postgres@127.0.0.1:5432/archive")
     with pytest.raises(opslib.OpslibError, match="The archive lives where ARCHIVE_URL points, not in DATABASE_URL's"):
         opslib.sql("SELECT count(*) FROM dead_letters")
+
+
+def test_archive_search_finds_text_in_the_payload_error_and_ids(conn: psycopg.Connection[Any]) -> None:
+    assert opslib.archive(search="4472", conn=conn, prefix="")["dead_at"].tolist() == [at(20, 20), at(23, 20)]
+    assert opslib.archive(search="mailtimeout", conn=conn, prefix="")["kind"].tolist() == ["send_email"]
+    first_id = opslib.archive(conn=conn, prefix="").index[0]
+    assert opslib.archive(search=first_id, conn=conn, prefix="").index.tolist() == [first_id]
+    assert opslib.archive(search="no such text", conn=conn, prefix="").empty
+    with pytest.raises(opslib.OpslibError, match="search must be text"):
+        opslib.archive(search=4472, conn=conn, prefix="")  # type: ignore[arg-type]
