@@ -12,7 +12,8 @@ counters: :func:`throughput` and :func:`plot_throughput` (:mod:`opslib.flow`). A
 :func:`cancel_delayed` (:mod:`opslib.moves.delayed_jobs`). A data
 fix previewed before it commits: :func:`transaction`. Times are shown in the zone of
 :func:`set_display_tz` (or ``OPSLIB_TZ``) while the data stays in UTC (:mod:`opslib.display`).
-A panel for notebooks:
+Where a job is now, by job id, entry id, outbox id or payload value: :func:`find`
+(:mod:`opslib.find`). A panel for notebooks:
 :func:`opslib.panel.widgets.dead_letter_panel`. On a terminal: ``python -m opslib``.
 
 Each function takes ``client=`` (and ``prefix=``) or finds the servers from
@@ -23,6 +24,7 @@ running ``make run``. Every error raised on purpose is an :class:`OpslibError`.
 from opslib.archive import archive, history
 from opslib.display import install_formatter, set_display_tz
 from opslib.errors import OpslibError
+from opslib.find import find
 from opslib.flow import throughput
 from opslib.moves.delayed_jobs import cancel_delayed, run_now
 from opslib.moves.discard import discard, discard_kind
@@ -52,6 +54,7 @@ __all__ = [
     "discard",
     "discard_kind",
     "failure_groups",
+    "find",
     "history",
     "pending",
     "pending_counts",
