@@ -11,7 +11,6 @@ import argparse
 import asyncio
 import contextlib
 import logging
-import os
 import re
 import signal
 import socket
@@ -174,10 +173,9 @@ def cmd_health(settings: Settings) -> int:
         print(f"unhealthy: Redis does not answer ({exc})")
         return EXIT_FAILED
     # Under a supervisor (WORKER_PROCESSES > 1) the consumers are <WORKER_NAME>-<i>: each must beat.
-    name = os.environ.get("WORKER_NAME", "").strip()
     expected = settings.processes
-    if name:
-        worker_glob = glob_escape(name) + ("-*" if expected > 1 else "")
+    if settings.worker_name_set:
+        worker_glob = glob_escape(settings.worker_name) + ("-*" if expected > 1 else "")
     else:
         worker_glob = glob_escape(socket.gethostname()) + "-*"
     beats = live_workers(client, keys, worker_glob)
