@@ -52,7 +52,7 @@ from typing import TextIO
 
 import pandas as pd
 
-from opslib.cli_reads import add_read_commands, run_read
+from opslib.cli_reads import add_read_commands, echo_window, run_read
 from opslib.display import frame_text
 from opslib.errors import OpslibError
 from opslib.moves.delayed_jobs import MISSING, cancel_delayed, run_now
@@ -303,6 +303,7 @@ def main(argv: Sequence[str] | None = None, *, stdin: TextIO | None = None) -> i
             table(stats.counts, out)
             print("\nconsumers:", file=out)
             table(stats.consumers, out)
+        echo_window(args, err)
         read = run_read(args, out, err)
         if read is not None:
             return read

@@ -177,7 +177,4 @@ def run_read(args: argparse.Namespace, out: TextIO, err: TextIO) -> int | None:
     if args.command == "find":
         return cmd_find(args, out, err)
     command = COMMANDS.get(args.command)
-    if command is None:
-        return None
-    echo_window(args, err)
-    return command(args, out)
+    return None if command is None else command(args, out)

@@ -41,6 +41,7 @@ from opslib.archive_frames import FREQ_EXAMPLES, MAX_PERIODS, parse_freq, period
 from opslib.checks import check_kind, check_window
 from opslib.columns import COUNT, TEXT, TIME, typed_frame
 from opslib.connection import partitions, redis_session
+from opslib.display import local_time
 from opslib.errors import OpslibError
 from worker.store.flow import BOUNDS_S, BUCKETS, COUNTS, HOUR_S, MINUTE_S, MINUTES_KEPT_S, RUN, WAIT, bucket_field
 from worker.store.keys import Keys
@@ -211,7 +212,7 @@ def throughput(
     end = min(end, now) if end is not None else now
     start = start if start is not None else end - pd.Timedelta(hours=1)
     if start >= end:
-        raise OpslibError(f"since ({start}) must be before until and before now ({end})")
+        raise OpslibError(f"since ({local_time(start)}) must be before until and before now ({local_time(end)})")
     cut_s = -(-(int(now.timestamp()) - MINUTES_KEPT_S) // HOUR_S) * HOUR_S
     first_s = int(period_of(start, stride).timestamp())
     after_s = int((period_of(end - pd.Timedelta(microseconds=1), stride) + stride).timestamp())
