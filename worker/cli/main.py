@@ -219,7 +219,7 @@ def cmd_migrate(settings: Settings) -> int:
 async def serve(settings: Settings, redis_url: str, database_url: str, burst: bool) -> None:
     """Run the worker with its lifespans until a signal (or the drained queue in burst mode)."""
     client = await connect_async(settings, redis_url, socket_keepalive=True, health_check_interval=30)
-    app = WorkerApp(settings, client, redis_url, database_url, REGISTRY, burst=burst)
+    app = WorkerApp(settings, client, redis_url, database_url, burst=burst)
     try:
         await record_count(client, settings)
         async with contextlib.AsyncExitStack() as stack:
@@ -237,10 +237,10 @@ async def serve(settings: Settings, redis_url: str, database_url: str, burst: bo
             if settings.metrics_port:
                 from worker.observability.metrics import worker_metrics
 
-                observers = await stack.enter_async_context(worker_metrics(app, archiver))
+                observers = await stack.enter_async_context(worker_metrics(app, REGISTRY, archiver))
             for lifespan in REGISTRY.lifespans:
                 await stack.enter_async_context(lifespan(app))
-            scheduler = scheduler_chore(app, observers)
+            scheduler = scheduler_chore(app, REGISTRY, observers)
             if scheduler is not None:
                 app.add_chore(scheduler)
             worker = Worker(

@@ -384,14 +384,17 @@ class Metrics:
 
 
 @contextlib.asynccontextmanager
-async def worker_metrics(app: WorkerApp, archiver: Archiver | None = None) -> AsyncIterator[list[Metrics]]:
+async def worker_metrics(
+    app: WorkerApp, registry: Registry, archiver: Archiver | None = None
+) -> AsyncIterator[list[Metrics]]:
     """Serve metrics on METRICS_PORT while the worker runs; yield the observers to pass to the loop and
-    the scheduler. With ``archiver``, the archive's metrics too.
+    the scheduler; ``registry``'s kinds and schedules are the label values. With ``archiver``, the archive's
+    metrics too.
 
     The caller enters it only when METRICS_PORT is set, so that a worker without metrics never
     imports this module (prometheus_client).
     """
-    metrics = Metrics(app.settings, app.redis, app.registry, archiver)
+    metrics = Metrics(app.settings, app.redis, registry, archiver)
     metrics.serve()
     app.add_chore(metrics.chore())
     try:
