@@ -77,16 +77,17 @@ FROM ${BASE} AS worker
 RUN groupadd --gid 10001 stagedoor \
     && useradd --uid 10001 --gid 10001 --no-create-home --shell /usr/sbin/nologin stagedoor
 COPY --from=build /opt/venv /opt/venv
-# METRICS_PORT 9108 serves /metrics; LOG_FORMAT json writes one JSON object per line.
-# STAGEDOOR_DATA_DIR is only used without REDIS_URL/DATABASE_URL (the embedded servers).
+# METRICS_PORT 9108 serves /metrics, named stagedoor_* (deploy/alerts.yml); LOG_FORMAT json writes one JSON object per line.
+# WORKER_DATA_DIR is only used without REDIS_URL/DATABASE_URL (the embedded servers).
 # WORKER_KINDS: the image runs Stagedoor's jobs; mount other modules and set it to run yours.
 ENV PATH=/opt/venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
     WORKER_KINDS=stagedoor.kinds \
     METRICS_PORT=9108 \
+    METRICS_NAMESPACE=stagedoor \
     LOG_FORMAT=json \
-    STAGEDOOR_DATA_DIR=/tmp/stagedoor
+    WORKER_DATA_DIR=/tmp/stagedoor
 USER 10001:10001
 WORKDIR /tmp
 EXPOSE 9108

@@ -40,7 +40,7 @@ class Workers:
             "QUEUE_PREFIX": self.prefix,
             "WORKER_KINDS": kinds,
             "PYTHONPATH": str(ROOT),
-            "STAGEDOOR_DATA_DIR": str(self.tmp / "data"),
+            "WORKER_DATA_DIR": str(self.tmp / "data"),
         }
         env.update(extra)
         return env

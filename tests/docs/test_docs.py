@@ -139,7 +139,7 @@ def test_python_example_runs(
         REDIS_URL=redis_url,
         QUEUE_PREFIX=prefix,
         DATABASE_URL=pg_url,
-        STAGEDOOR_DATA_DIR=str(tmp_path / "data"),
+        WORKER_DATA_DIR=str(tmp_path / "data"),
         PYTHONPATH=str(ROOT),
     )
     try:

@@ -198,7 +198,7 @@ def test_finds_the_servers_from_the_environment_or_the_make_run_stack(
 
     # No URL: a notebook in notebooks/ finds the stack `make run` started in the project folder.
     monkeypatch.delenv("REDIS_URL")
-    monkeypatch.delenv("STAGEDOOR_DATA_DIR", raising=False)
+    monkeypatch.delenv("WORKER_DATA_DIR", raising=False)
     notebooks = tmp_path / "notebooks"
     notebooks.mkdir()
     monkeypatch.chdir(notebooks)

