@@ -19,7 +19,7 @@ $(UV):
 	.tools/bin/pip install --quiet --disable-pip-version-check uv
 
 $(VENV)/.synced: pyproject.toml uv.lock Makefile | $(UV)
-	$(UV) sync --frozen --extra dev --extra notebook --python $(PYTHON) --quiet
+	$(UV) sync --frozen --all-extras --python $(PYTHON) --quiet
 	touch $@
 
 venv: $(VENV)/.synced
