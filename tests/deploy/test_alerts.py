@@ -10,7 +10,7 @@ import pytest
 import redis.asyncio as aioredis
 import yaml
 
-from tests.deploy.tools import require
+from tests.deploy.helpers import require
 from tests.helpers import ROOT
 from worker.archive.archiver import ArchiveBacklog, Archiver
 from worker.errors import SettingsError

@@ -27,8 +27,8 @@ import redis
 from stagedoor.schema import migrate_url
 from tests.docs import settings_tables
 from tests.helpers import ROOT
-from tests.opslib.archive_rows import archive_dead_stream
-from tests.opslib.seed import bury
+from tests.opslib.helpers import bury
+from tests.opslib.helpers_archive import archive_dead_stream
 from worker.settings import declared
 from worker.store.enqueue import enqueue
 from worker.store.keys import Keys

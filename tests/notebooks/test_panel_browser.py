@@ -36,7 +36,7 @@ import redis
 
 from tests.helpers import ROOT
 from tests.notebooks.refresh_outputs import PANEL
-from tests.notebooks.stack import NightStack
+from tests.notebooks.helpers import NightStack
 from worker.embedded.servers import free_port
 from worker.store.keys import Keys
 

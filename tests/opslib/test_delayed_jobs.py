@@ -15,7 +15,7 @@ import opslib
 from opslib.cli import EXIT_NOT_CONFIRMED, EXIT_OK, main
 from opslib.moves.delayed_jobs import MOVE_COLUMNS
 from tests.helpers import Workers, queue_state, wait_for
-from tests.opslib.seed import KINDS
+from tests.opslib.helpers import KINDS
 from worker.archive.dead_log import CANCELLED_SUFFIX
 from worker.archive.table import migrate
 from worker.store.enqueue import enqueue

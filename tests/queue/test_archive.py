@@ -16,7 +16,7 @@ import pytest
 import redis
 
 import opslib
-from tests.faults.support import KINDS, enqueue_many
+from tests.faults.helpers import KINDS, enqueue_many
 from tests.helpers import ROOT, Workers, wait_for
 from worker.archive.table import fields_from_json, migrate_url
 from worker.embedded.servers import free_port

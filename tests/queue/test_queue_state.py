@@ -14,8 +14,9 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 import opslib
+from benchmarks.fixtures import ensure_group
 from opslib.queries import STAT_NAMES
-from tests.opslib.seed import bury, ensure_group
+from tests.opslib.helpers import bury
 from worker.kinds import Registry
 from worker.observability.metrics import Metrics
 from worker.observability.queue_state import (
