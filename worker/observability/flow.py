@@ -50,6 +50,7 @@ from worker.store.vocabulary import OUTCOME_DEAD, OUTCOME_RETRIED, OUTCOME_SUCCE
 
 if TYPE_CHECKING:
     from worker.app import WorkerApp
+    from worker.kinds import Registry
 
 log = logging.getLogger("worker.observability.flow")
 
@@ -161,16 +162,16 @@ class FlowCounter:
 
 
 @contextlib.asynccontextmanager
-async def worker_flow(app: WorkerApp) -> AsyncIterator[list[FlowCounter]]:
-    """Count the flow while the worker runs (none with ``FLOW_RETENTION=0``); yield the observers to pass to
-    the loop. The last counts are flushed on the way out."""
+async def worker_flow(app: WorkerApp, registry: Registry) -> AsyncIterator[list[FlowCounter]]:
+    """Count the flow of ``registry``'s kinds while the worker runs (none with ``FLOW_RETENTION=0``); yield the
+    observers to pass to the loop. The last counts are flushed on the way out."""
     settings = app.settings
     if not settings.flow_retention_days:
         yield []
         return
     parts = partition_keys(settings)
     keys = parts[partition_of(settings.worker_name, len(parts))]
-    counter = FlowCounter(app.redis, keys, app.registry.kinds, settings.flow_retention_days)
+    counter = FlowCounter(app.redis, keys, registry.kinds, settings.flow_retention_days)
     app.add_chore(counter.chore())
     try:
         yield [counter]
