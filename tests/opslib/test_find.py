@@ -9,9 +9,10 @@ import psycopg
 import redis
 
 import opslib
+from benchmarks.fixtures import ensure_group
 from opslib.find import FIND_COLUMNS, find_to_frame
-from tests.opslib.archive_rows import dead_row, insert_rows
-from tests.opslib.seed import bury, ensure_group
+from tests.opslib.helpers import bury
+from tests.opslib.helpers_archive import dead_row, insert_rows
 from worker import enqueue
 from worker.archive.table import migrate
 from worker.store.keys import GROUP, Keys

@@ -11,7 +11,7 @@ import redis
 
 import opslib
 from opslib.checks import parse_since
-from tests.opslib.seed import bury
+from tests.opslib.helpers import bury
 from worker.store.keys import Keys
 
 
