@@ -186,7 +186,7 @@ def throughput(
     kind: str | None = None,
     *,
     freq: object = "1min",
-    since: object = "1h",
+    since: object = None,
     until: object = None,
     client: redis.Redis | None = None,
     prefix: str | None = None,
@@ -196,8 +196,8 @@ def throughput(
 
     ``freq``: the period (``"1min"``, ``"15min"``, ``"1h"``, ``"1D"``...; a whole
     number of minutes); ``since`` / ``until``: the window (times, read in the
-    display zone unless they name one, or durations back from now; default
-    the last hour). ``kind`` keeps one kind. ``attrs["freq"]`` holds the
+    display zone unless they name one, or durations back from now; with no
+    ``since``, the hour before ``until`` or now). ``kind`` keeps one kind. ``attrs["freq"]`` holds the
     period, for :func:`opslib.plot_throughput`.
 
     >>> opslib.throughput(freq="15min", since="6h").groupby("kind")[["succeeded", "dead"]].sum()
