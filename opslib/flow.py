@@ -100,7 +100,7 @@ def periods_grid(
     hour = pd.Timedelta(hours=1)
     last_instant = end - pd.Timedelta(microseconds=1)
     periods = pd.date_range(period_of(start, stride), period_of(last_instant, stride), freq=stride)
-    if cut is None or stride >= hour or cut <= periods[0]:
+    if cut is None or stride >= hour or periods.empty or cut <= periods[0]:
         return periods
     hours = pd.date_range(period_of(start, hour), min(cut - hour, period_of(last_instant, hour)), freq=hour)
     return hours.append(periods[periods >= cut])
@@ -138,9 +138,10 @@ def flow_to_frame(
             if slot is not None:
                 values[row, slot] = int(n)
     starts = pd.to_datetime([s for s, _, _ in records], unit="s", utc=True).as_unit("ns")
-    # A record counts in the last period of the grid that starts at or before it (an hour's record in its hour).
+    # A record counts in the last period of the grid that starts at or before it (an hour's record in its hour),
+    # if it starts before the end of the window's last period.
     position = grid.searchsorted(starts, side="right") - 1
-    keep = position >= 0
+    keep = (position >= 0) & (starts < period_of(end - pd.Timedelta(microseconds=1), stride) + stride)
     index = pd.MultiIndex.from_arrays(
         [grid[position[keep]], [kind for (_, kind, _), k in zip(records, keep, strict=True) if k]],
         names=["period", "kind"],

@@ -37,6 +37,8 @@ def test_minutes_are_summed_into_periods_with_zeros_where_nothing_happened() -> 
         (epoch(START), "print", {"succeeded": 3, "wait:0": 3, "run:10": 3}),
         (epoch(START + pd.Timedelta("1min")), "print", {"succeeded": 2, "dead": 1, "retried": 4}),
         (epoch(START + pd.Timedelta("7min")), "mail", {"dead": 5}),
+        (epoch(START + pd.Timedelta("10min")), "mail", {"dead": 100}),  # after the window
+        (epoch(START - pd.Timedelta("1min")), "mail", {"dead": 100}),  # before it
     ]
     frame = flow_to_frame(raw, "5min", start=START, end=START + pd.Timedelta("10min"))
     assert frame[["period", "kind", "succeeded", "retried", "dead"]].values.tolist() == [
