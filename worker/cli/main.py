@@ -25,6 +25,7 @@ import redis
 from redis.crc import key_slot
 
 from worker.app import WorkerApp
+from worker.cli.fail_closed import use_embedded
 from worker.embedded.servers import EmbeddedServerError, embedded_stack
 from worker.errors import SettingsError, WorkerError
 from worker.kinds import REGISTRY, import_kind_modules
@@ -32,6 +33,7 @@ from worker.loop.runner import HEARTBEAT_TTL_S, Worker
 from worker.loop.scheduler import scheduler_chore
 from worker.observability import logs
 from worker.observability.queue_state import glob_escape, live_workers
+from worker.redact import redact
 from worker.settings import Settings, settings_help
 from worker.store.connection import connect, connect_async
 from worker.store.enqueue import enqueue
@@ -171,7 +173,7 @@ def cmd_health(settings: Settings) -> int:
                 print(f"unhealthy: consumer group {GROUP} does not exist on {part.jobs}")
                 return EXIT_FAILED
     except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
-        print(f"unhealthy: Redis does not answer ({exc})")
+        print(redact(f"unhealthy: Redis does not answer ({exc})"))
         return EXIT_FAILED
     # Under a supervisor (WORKER_PROCESSES > 1) the consumers are <WORKER_NAME>-<i>: each must beat.
     name = os.environ.get("WORKER_NAME", "").strip()
@@ -201,16 +203,19 @@ def cmd_migrate(settings: Settings) -> int:
 
     from worker.archive.table import migrate_url
 
-    configured = settings.archive_url or settings.database_url
+    embedded = use_embedded(settings, need_redis=False, need_database=False, need_archive=True)
+    configured = settings.current("archive_url") if settings.archive_url else settings.current("database_url")
     try:
-        with embedded_stack("", configured, data_dir=Path(settings.data_dir), need_postgres=True, need_redis=False) as (
+        with embedded_stack(
+            "", configured, data_dir=Path(settings.data_dir), need_postgres=embedded, need_redis=False
+        ) as (
             _redis_url,
             url,
         ):
             migrate_url(url)
     except psycopg.OperationalError as exc:
         message = " ".join(str(exc).split())
-        print(f"error: the archive's PostgreSQL does not answer: {message}", file=sys.stderr)
+        print(redact(f"error: the archive's PostgreSQL does not answer: {message}"), file=sys.stderr)
         return EXIT_FAILED
     print("migrated")
     return EXIT_OK
@@ -227,7 +232,7 @@ async def serve(settings: Settings, redis_url: str, database_url: str, burst: bo
             if settings.archive_on:
                 from worker.archive.archiver import Archiver
 
-                archiver = Archiver(client, settings, settings.archive_url or database_url)
+                archiver = Archiver(client, settings, app.archive_conninfo)
                 stack.push_async_callback(archiver.close)
                 await archiver.start()
                 for chore in archiver.chores():
@@ -272,12 +277,14 @@ def run_loop(main: Coroutine[Any, Any, None]) -> None:
 
 def cmd_run(settings: Settings, burst: bool) -> int:
     import_kinds(settings)
+    embedded = use_embedded(settings, need_redis=True, need_database=REGISTRY.needs_database, need_archive=True)
     try:
         with embedded_stack(
             settings.redis_url,
             settings.database_url,
             data_dir=Path(settings.data_dir),
-            need_postgres=REGISTRY.needs_database or (settings.archive_on and not settings.archive_url),
+            need_postgres=embedded and (REGISTRY.needs_database or settings.archive_on),
+            need_redis=embedded,
         ) as (redis_url, database_url):
             if not settings.redis_url:
                 log.info("REDIS_URL is unset: started the embedded Valkey at %s.", redis_url)
@@ -312,14 +319,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_migrate(settings)
         return cmd_run(settings, args.burst)
     except SettingsError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(redact(f"error: {exc}"), file=sys.stderr)
         return EXIT_USAGE
     except (EmbeddedServerError, WorkerError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(redact(f"error: {exc}"), file=sys.stderr)
         return EXIT_FAILED
     except (redis.ConnectionError, redis.TimeoutError) as exc:
-        print(f"error: Redis does not answer: {exc}", file=sys.stderr)
+        print(redact(f"error: Redis does not answer: {exc}"), file=sys.stderr)
         return EXIT_FAILED
     except redis.exceptions.RedisClusterException as exc:
-        print(f"error: the Redis Cluster cannot serve the queue: {exc}", file=sys.stderr)
+        print(redact(f"error: the Redis Cluster cannot serve the queue: {exc}"), file=sys.stderr)
         return EXIT_FAILED
