@@ -65,10 +65,14 @@ def is_cluster(client: Any) -> bool:
 def cluster_info(url: str, **client_kwargs: Any) -> dict[str, Any] | None:
     """Ask the server at ``url`` whether it runs in cluster mode (``INFO cluster``); for a
     cluster node, its ``CLUSTER INFO`` (state, slots served), else None."""
-    with redis.Redis.from_url(url, **client_kwargs) as probe:
-        if not int(probe.info("cluster").get("cluster_enabled", 0)):
-            return None
-        return dict(probe.cluster("info"))
+    try:
+        with redis.Redis.from_url(url, **client_kwargs) as probe:
+            if not int(probe.info("cluster").get("cluster_enabled", 0)):
+                return None
+            return dict(probe.cluster("info"))
+    except (TypeError, ValueError) as exc:
+        # redis-py passes a query parameter it does not know on as a keyword, and fails on it here.
+        raise SettingsError(f"REDIS_URL={redact(url)!r} cannot be used: {exc}") from None
 
 
 def check_mode(settings: Settings, cluster: bool, url: str) -> None:
