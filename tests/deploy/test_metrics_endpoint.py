@@ -51,7 +51,9 @@ def test_300_idle_connections_cost_no_thread_and_delay_no_scrape(workers: Worker
         answer = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10, trust_env=False)
         took_s = time.perf_counter() - started
         threads = process.num_threads()
-    print(f"threads: {before} before, {threads} with {IDLE_CONNECTIONS} idle connections; scrape {took_s * 1000:.0f} ms")
+    print(
+        f"threads: {before} before, {threads} with {IDLE_CONNECTIONS} idle connections; scrape {took_s * 1000:.0f} ms"
+    )
     assert answer.status_code == 200
     assert "stagedoor_jobs" in answer.text
     assert threads < 60
