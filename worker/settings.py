@@ -193,8 +193,13 @@ def module_list(_name: str, raw: str) -> tuple[str, ...]:
     return tuple(m.strip() for m in raw.split(",") if m.strip())
 
 
+def default_worker_name() -> str:
+    """This process's consumer name when ``WORKER_NAME`` is empty: ``<host>-<pid>``."""
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
 def worker_name(_name: str, raw: str) -> str:
-    return raw.strip() or f"{socket.gethostname()}-{os.getpid()}"
+    return raw.strip() or default_worker_name()
 
 
 S = TypeVar("S")
@@ -450,6 +455,14 @@ class Settings:
         """Read every setting from ``env`` (default ``os.environ``); ``overrides`` (by field name) win."""
         return from_env(cls, env, overrides)
 
+    @classmethod
+    def one(cls, field: str, env: Mapping[str, str] | None = None) -> Any:
+        """One setting (by field name) read from ``env`` (default ``os.environ``) and checked, the others
+        left unread: for a caller such as ``enqueue`` that needs a single value and must not fail on another."""
+        spec = declared(cls)[field]
+        raw, path = raw_value(spec, os.environ if env is None else env)
+        return spec.parse(spec.file_env if path else spec.env, raw)
+
     def __post_init__(self) -> None:
         if self.dead_hard_maxlen and self.dead_hard_maxlen < self.dead_maxlen:
             raise SettingsError(
@@ -472,6 +485,11 @@ class Settings:
     def servers_configured(self) -> bool:
         """True when any server URL is set (``ARCHIVE_URL=off`` names none): no embedded server then."""
         return bool(self.redis_url or self.database_url or self.archive_url not in ("", ARCHIVE_OFF))
+
+    @property
+    def worker_name_set(self) -> bool:
+        """True when ``WORKER_NAME`` named this worker (not the ``<host>-<pid>`` default)."""
+        return self.worker_name != default_worker_name()
 
     @property
     def archive_on(self) -> bool:
