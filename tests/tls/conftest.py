@@ -3,13 +3,12 @@ private PostgreSQL with ``ssl = on``, on loopback, stopped at the end of the ses
 
 The server certificate names 127.0.0.1 only (no ``localhost``), so connecting by the name
 ``localhost`` is a wrong host name. Skips, saying why, where openssl, redis-server or Debian's
-PostgreSQL binaries are missing (``make test`` on the Debian machine has them all).
+PostgreSQL binaries (:mod:`tests.private_postgres`) are missing (``make test`` on the Debian machine has them all).
 """
 
 from __future__ import annotations
 
 import os
-import pwd
 import shutil
 import subprocess
 import tempfile
@@ -22,6 +21,7 @@ import psycopg
 import pytest
 import redis
 
+from tests.private_postgres import start_private_postgres
 from worker.embedded.servers import free_port
 
 REDIS_SERVER = "/usr/bin/redis-server"
@@ -170,60 +170,14 @@ def tls_redis(pki: Pki, tls_dir: Path) -> Iterator[int]:
     stop(proc)
 
 
-def pg_bindir() -> Path | None:
-    try:
-        out = subprocess.run(["pg_config", "--bindir"], capture_output=True, text=True, check=True).stdout
-    except (OSError, subprocess.CalledProcessError):
-        return None
-    path = Path(out.strip())
-    return path if (path / "initdb").exists() else None
-
-
 @pytest.fixture(scope="session")
 def tls_postgres(pki: Pki, tls_dir: Path) -> Iterator[str]:
     """A private PostgreSQL with ``ssl = on`` (hostssl only) on 127.0.0.1: its URL, verify-full with the CA."""
-    bindir = pg_bindir()
-    if bindir is None:
-        pytest.skip("Debian's PostgreSQL server binaries are not installed (pg_config --bindir)")
-    as_user: list[str] = []
-    folder = tls_dir / "pg"
-    folder.mkdir()
-    if os.geteuid() == 0:
-        as_user = ["runuser", "-u", "postgres", "--"]
-        user = pwd.getpwnam("postgres")
-        os.chown(folder, user.pw_uid, user.pw_gid)
-    data = folder / "data"
-    port = free_port()
-    subprocess.run(
-        [*as_user, str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust"],
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
-    for name in ("server.crt", "server.key"):
-        target = data / name
-        shutil.copy(pki.server_cert if name.endswith("crt") else pki.server_key, target)
-        target.chmod(0o600)
-        if as_user:
-            os.chown(target, user.pw_uid, user.pw_gid)
-    with open(data / "postgresql.conf", "a") as conf:
-        conf.write(
-            f"ssl = on\nssl_cert_file = 'server.crt'\nssl_key_file = 'server.key'\nport = {port}\n"
-            f"listen_addresses = '127.0.0.1'\nunix_socket_directories = '{folder}'\n"
-        )
-    (data / "pg_hba.conf").write_text("local all all trust\nhostssl all all 127.0.0.1/32 trust\n")
-    subprocess.run(
-        [*as_user, str(bindir / "pg_ctl"), "-D", str(data), "-w", "-l", str(folder / "log"), "start"],
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
-    url = f"postgresql://postgres@127.0.0.1:{port}/postgres?sslmode=verify-full&sslrootcert={pki.ca}"
-    with psycopg.connect(url, connect_timeout=10) as conn:
-        conn.execute("SELECT 1")
-    yield url
-    subprocess.run(
-        [*as_user, str(bindir / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop"],
-        capture_output=True,
-        timeout=120,
-    )
+    server = start_private_postgres(tls_dir / "pg", cert=pki.server_cert, key=pki.server_key)
+    url = f"postgresql://postgres@127.0.0.1:{server.port}/postgres?sslmode=verify-full&sslrootcert={pki.ca}"
+    try:
+        with psycopg.connect(url, connect_timeout=10) as conn:
+            conn.execute("SELECT 1")
+        yield url
+    finally:
+        server.stop()

@@ -108,6 +108,9 @@ class FileCredentials(CredentialProvider):
         password = unquote(parts.password or "")
         return (unquote(parts.username), password) if parts.username else (password,)
 
+    async def get_credentials_async(self) -> tuple[str] | tuple[str, str]:
+        return self.get_credentials()  # a small local file: no need to leave the loop
+
 
 def without_userinfo(url: str) -> str:
     """``url`` with no user or password (they come from a credential provider instead)."""
