@@ -5,7 +5,7 @@ Each setting is declared once, as a field of :class:`Settings` made by
 declaration gives the parsing (:meth:`Settings.from_env`), the table that
 ``python -m worker --help`` prints (:func:`settings_help`) and the table in
 ``docs/worker.md`` (:func:`settings_markdown`; a test keeps the two equal).
-An application declares its own settings the same way (``stagedoor.settings``).
+An application declares its own settings the same way (e.g. ``myapp.settings``).
 A bad value raises :class:`SettingsError` naming the setting (the CLI exits 2).
 
 A secret (a URL that may carry a password) is declared with ``secret=True``:
@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import html
 import os
+import re
 import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -171,6 +172,14 @@ def time_zone(name: str, raw: str) -> str:
     except (ZoneInfoNotFoundError, ValueError):
         raise SettingsError(f"{name}={raw!r} is not a known time zone; e.g. UTC or Europe/Prague") from None
     return raw
+
+
+def metric_name(name: str, raw: str) -> str:
+    """A Prometheus metric name's first word: a letter or ``_``, then letters, digits or ``_``."""
+    value = raw.strip()
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
+        raise SettingsError(f"{name}={raw!r} is not a metric name; use letters, digits and _, e.g. myapp")
+    return value
 
 
 def as_is(_name: str, raw: str) -> str:
@@ -359,9 +368,9 @@ class Settings:
         "WORKER_KINDS",
         "",
         module_list,
-        "comma-separated modules that declare the job kinds, e.g. stagedoor.kinds (required to run)",
+        "comma-separated modules that declare the job kinds, e.g. myapp.kinds (required to run)",
     )
-    prefix: str = setting("QUEUE_PREFIX", "", as_is, "put in front of every key, e.g. {stagedoor}:")
+    prefix: str = setting("QUEUE_PREFIX", "", as_is, "put in front of every key, e.g. {jobs}:")
     partitions: int = setting(
         "QUEUE_PARTITIONS",
         "1",
@@ -431,6 +440,12 @@ class Settings:
         as_is,
         "address the metrics endpoint binds: loopback unless told otherwise (0.0.0.0 in a container)",
     )
+    metrics_namespace: str = setting(
+        "METRICS_NAMESPACE",
+        "worker",
+        metric_name,
+        "first word of every metric name (<namespace>_jobs_succeeded_total, ...), e.g. myapp",
+    )
     metrics_interval_s: float = setting(
         "METRICS_INTERVAL_S",
         "5",
@@ -444,7 +459,7 @@ class Settings:
         choice("DEBUG", "INFO", "WARNING", "ERROR", case=str.upper),
         "DEBUG, INFO, WARNING or ERROR",
     )
-    data_dir: str = setting("STAGEDOOR_DATA_DIR", ".data", as_is, "where the embedded servers keep their files")
+    data_dir: str = setting("WORKER_DATA_DIR", ".data", as_is, "where the embedded servers keep their files")
     secret_files: dict[str, str] = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
     def __repr__(self) -> str:

@@ -24,7 +24,7 @@ WITHOUT_EMBEDDED = (
 
 def run(args: list[str], tmp: Path, embedded: bool = True, **env: str) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if k not in URLS}
-    base.update({"PYTHONPATH": str(ROOT), "STAGEDOOR_DATA_DIR": str(tmp / "data"), "WORKER_KINDS": KINDS})
+    base.update({"PYTHONPATH": str(ROOT), "WORKER_DATA_DIR": str(tmp / "data"), "WORKER_KINDS": KINDS})
     command = [sys.executable, "-m", "worker"] if embedded else [sys.executable, "-c", WITHOUT_EMBEDDED]
     return subprocess.run([*command, *args], cwd=ROOT, env={**base, **env}, capture_output=True, text=True, timeout=60)
 

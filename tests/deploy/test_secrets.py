@@ -151,7 +151,7 @@ def test_no_command_shows_a_secret_in_any_shape(
             done = subprocess.run(
                 [sys.executable, "-m", "worker", *args],
                 cwd=ROOT,
-                env={**base, **env, "STAGEDOOR_DATA_DIR": str(tmp_path / "data")},
+                env={**base, **env, "WORKER_DATA_DIR": str(tmp_path / "data")},
                 capture_output=True,
                 text=True,
                 timeout=60,

