@@ -55,7 +55,7 @@ def test_300_idle_connections_cost_no_thread_and_delay_no_scrape(workers: Worker
         f"threads: {before} before, {threads} with {IDLE_CONNECTIONS} idle connections; scrape {took_s * 1000:.0f} ms"
     )
     assert answer.status_code == 200
-    assert "stagedoor_jobs" in answer.text
+    assert "worker_jobs" in answer.text  # METRICS_NAMESPACE's default
     assert threads < 60
     assert took_s < 1.0
 
