@@ -13,6 +13,7 @@ kept without outputs.
 
 from __future__ import annotations
 
+import html
 import os
 import sys
 import sysconfig
@@ -38,16 +39,22 @@ MACHINE_PATHS = (
 )
 
 
-def without_machine_paths(value: Any) -> Any:
-    """``value`` (an output's text or a dict/list of them) with this machine's folders replaced."""
+def without_machine_paths(value: Any, *, html_text: bool = False) -> Any:
+    """``value`` (an output's text or a dict/list of them) with this machine's folders replaced.
+
+    In an HTML output (``text/html``, or ``html_text``) the placeholder is escaped (``&lt;ROOT&gt;``): written raw,
+    a page would take ``<ROOT>`` for a tag and show ``File "/worker/...``.
+    """
     if isinstance(value, str):
         for path, placeholder in MACHINE_PATHS:
-            value = value.replace(path, placeholder)
+            value = value.replace(path, html.escape(placeholder) if html_text else placeholder)
         return value
     if isinstance(value, list):
-        return [without_machine_paths(item) for item in value]
+        return [without_machine_paths(item, html_text=html_text) for item in value]
     if isinstance(value, dict):
-        return {key: without_machine_paths(item) for key, item in value.items()}
+        return {
+            key: without_machine_paths(item, html_text=html_text or key == "text/html") for key, item in value.items()
+        }
     return value
 
 
