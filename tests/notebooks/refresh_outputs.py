@@ -7,12 +7,15 @@ After changing a notebook, or opslib's output, run::
 Each notebook gets its own :class:`~tests.notebooks.stack.NightStack`, as under
 nbval, and is executed in place with its outputs kept. By default: every
 notebook but the panel's (the runbooks under ``notebooks/runbooks/`` too, with
-their default parameters), which Voilà runs in the browser test and which is
-kept without outputs.
+their default parameters), which Voilà runs in the browser test: its stored
+output is a picture of the panel for readers without a kernel (GitHub,
+nbviewer, an HTML export), which the browser test writes with
+``UPDATE_SCREENSHOTS=1`` (:func:`store_panel_picture`).
 """
 
 from __future__ import annotations
 
+import base64
 import html
 import os
 import sys
@@ -56,6 +59,19 @@ def without_machine_paths(value: Any, *, html_text: bool = False) -> Any:
             key: without_machine_paths(item, html_text=html_text or key == "text/html") for key, item in value.items()
         }
     return value
+
+
+PICTURE_NOTE = "A picture of the dead-letter panel on the demo night: run this cell for the live panel."
+
+
+def store_panel_picture(png: bytes) -> None:
+    """Make ``png`` the panel notebook's stored output, shown where no kernel runs; running the cell replaces it."""
+    notebook = nbformat.read(PANEL, as_version=4)
+    [cell] = [cell for cell in notebook.cells if cell.cell_type == "code"]
+    data = {"image/png": base64.b64encode(png).decode("ascii"), "text/plain": PICTURE_NOTE}
+    cell.outputs = [nbformat.v4.new_output("display_data", data=data, metadata={"image/png": {"width": 900}})]
+    cell.execution_count = None
+    nbformat.write(notebook, PANEL)
 
 
 def refresh(paths: list[Path]) -> None:
