@@ -162,6 +162,6 @@ def plot_history(frame: pd.DataFrame | None = None, *, kind: str | None = None, 
         _figure, ax = plt.subplots(figsize=(9, 3.2), layout="constrained")
     what = f"dead letters of {kind}" if kind else "dead letters"
     ax.set_title(f"{what} per {freq_words(stride)}", loc="left")
-    ax.set_ylabel("entries")
+    ax.set_ylabel("events")  # stacked: an entry that died and was replayed in one hour counts in both
     draw_periods(ax, totals, stride, labels=LABELS, colours=COLOURS)
     return ax
