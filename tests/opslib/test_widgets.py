@@ -23,7 +23,7 @@ from opslib.panel.layout import ENTRY_ROWS
 from opslib.panel.ticker import Ticker
 from opslib.panel.widgets import DeadLetterPanel
 from opslib.signatures import signature
-from tests.opslib.seed import bury
+from tests.opslib.helpers import bury
 from worker.store.keys import Keys
 
 SCRIPT = "<script>alert('dead')</script>"
