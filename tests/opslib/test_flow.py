@@ -149,6 +149,6 @@ def test_plot_throughput_stacks_failed_on_succeeded_with_the_wait_beside() -> No
     assert [bar.get_y() for bar in failed] == [3, 2]
     wait_line = ax.figure.axes[1].lines[0]
     assert BOUNDS_S[8] < wait_line.get_ydata()[1] <= BOUNDS_S[9]
-    assert "per 5min" in ax.get_title()
+    assert ax.get_title(loc="left") == "jobs per 5 minutes"
     one = opslib.plot_throughput(frame, kind="mail")
     assert [bar.get_height() for bar in one.containers[1]] == [0, 5]
