@@ -51,6 +51,8 @@ from worker.store.keys import Keys
 
 RESULTS = BENCH_DIR / "results"
 OURS = "stagedoor (this worker)"
+CEILING = "ceiling (hand-written, batched)"
+BULLMQ = "BullMQ 6.7 (Node)"
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,11 @@ def python_peer(name: str) -> tuple[str, ...]:
 SYSTEMS = (
     System(OURS, "8 slots, uvloop, acks batched per read; enqueue: pipelined XADD"),
     System(
+        CEILING,
+        "redis.asyncio + hiredis, uvloop: XREADGROUP COUNT 100, 8 in flight, one XACK per read",
+        (sys.executable, str(BENCH_DIR / "peers" / "ceiling_peer.py")),
+    ),
+    System(
         "arq 0.28 (poll 0.01 s)",
         "max_jobs 8, poll_delay 0.01 s",
         python_peer("arq"),
@@ -100,7 +107,7 @@ SYSTEMS = (
     System("RQ 2.12 SimpleWorker", "one job at a time, in-process", python_peer("rq"), noop_jobs=1_000, io_jobs=500),
     System("Dramatiq 2.2", "Redis broker, 1 process, 8 threads", python_peer("dramatiq"), noop_jobs=10_000),
     System("Celery 5.7", "Redis broker, threads pool of 8", python_peer("celery"), noop_jobs=5_000),
-    System("BullMQ 6.7 (Node)", "concurrency 8, removeOnComplete", ("node", str(BENCH_DIR / "bullmq" / "peer.mjs"))),
+    System(BULLMQ, "concurrency 8, removeOnComplete", ("node", str(BENCH_DIR / "bullmq" / "peer.mjs"))),
 )
 
 
@@ -223,6 +230,29 @@ def startup_line(runs: list[dict[str, float]]) -> str:
         + fmt([r["startup_s"] for r in runs], 3)
         + " s"
     )
+
+
+def target_lines(noop: dict[str, list[dict[str, float]]], procs: dict[int, list[dict[str, float]]]) -> list[str]:
+    """The issue's targets, run by run (rounds are interleaved, so run i of each system shares the machine's
+    state): this worker's rate over the ceiling's and over BullMQ's, the CPU a job costs the worker and the
+    server for each, and N processes over one."""
+    lines = ["Targets, each run: this worker ÷ the ceiling (≥ 0.7), ÷ BullMQ (≥ 2.5), N processes ÷ one (≥ 1.3);"]
+    lines.append("CPU µs a job, worker / server (server: INFO used_cpu_sys + used_cpu_user):")
+    for i, ours in enumerate(noop.get(OURS, [])):
+        cells = [f"  run {i + 1}:"]
+        for name, label in ((CEILING, "÷ ceiling"), (BULLMQ, "÷ BullMQ")):
+            if name in noop:
+                cells.append(f"{label} {ours['per_s_from_start'] / noop[name][i]['per_s_from_start']:.2f}")
+        if len(procs) == 2:
+            one, many = (procs[n][i]["per_s_from_start"] for n in sorted(procs))
+            cells.append(f"{max(procs)} processes ÷ one {many / one:.2f}")
+        cpu = [
+            f"{short} {noop[name][i]['worker_cpu_us']:.1f} / {noop[name][i]['redis_cpu_us']:.1f}"
+            for name, short in ((OURS, "this worker"), (CEILING, "ceiling"), (BULLMQ, "BullMQ"))
+            if name in noop
+        ]
+        lines.append(" ".join(cells) + "; CPU " + ", ".join(cpu))
+    return lines
 
 
 def sync_handlers(server: BenchRedis, logs: Path, count: int, jobs: int) -> list[dict[str, float]]:
@@ -452,6 +482,7 @@ def main() -> None:
                 f"{fmt([r['per_s_from_first'] for r in sync])} from the 1st job, "
                 f"{fmt([r['worker_cpu_us'] for r in sync])} µs of worker CPU a job"
             )
+        procs: dict[int, list[dict[str, float]]] = {}
         if "processes" not in skip and args.processes > 1:
             print(f"One worker process against {args.processes}:", flush=True)
             procs = processes_rounds(server, logs, args.rounds, args.processes_jobs, args.processes)
@@ -462,6 +493,8 @@ def main() -> None:
                 "shares of all the cores from the first job to the last:"
             )
             lines += ["", title, *processes_table(procs)]
+        if "noop" in report:
+            lines += ["", *target_lines(noop, procs)]
         if "io" not in skip:
             print("I/O-bound jobs (10 ms sleep):", flush=True)
             io = rounds(systems, server, "sleep10", "io_jobs", args.rounds, logs)

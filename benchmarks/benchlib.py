@@ -86,7 +86,9 @@ class BenchRedis:
         self.version = f"{info.get('server_name', 'redis')} {info.get('valkey_version', info['redis_version'])}"
 
     def cpu_s(self) -> float:
-        return proc_cpu_s(self.pid)
+        """The server's own CPU seconds (user + system) as INFO reports them."""
+        cpu = self.client.info("cpu")
+        return float(cpu["used_cpu_sys"]) + float(cpu["used_cpu_user"])
 
     def flush(self) -> None:
         """Empty this benchmark's own server between runs (never a shared one)."""
