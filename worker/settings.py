@@ -98,6 +98,19 @@ def int_at_least(minimum: int) -> Parser:
     return parse
 
 
+def int_between(minimum: int, maximum: int) -> Parser:
+    """A parser of whole numbers from ``minimum`` to ``maximum`` that names the setting when it refuses."""
+    at_least = int_at_least(minimum)
+
+    def parse(name: str, raw: str) -> int:
+        value = at_least(name, raw)
+        if value > maximum:
+            raise SettingsError(f"{name}={raw!r} must be <= {maximum}")
+        return value
+
+    return parse
+
+
 positive_int = int_at_least(1)
 non_negative_int = int_at_least(0)
 
@@ -355,8 +368,13 @@ class Settings:
         secret=True,
     )
     worker_name: str = setting("WORKER_NAME", "", worker_name, "consumer name in the group; empty: <host>-<pid>")
-    concurrency: int = setting(
-        "WORKER_CONCURRENCY", "8", positive_int, "job slots; the loop never reads more entries than free slots"
+    concurrency: int = setting("WORKER_CONCURRENCY", "8", positive_int, "job slots: the most jobs that run at once")
+    prefetch: int = setting(
+        "WORKER_PREFETCH",
+        "100",
+        int_between(0, 1000),
+        "most entries a read fetches beyond the free slots (read ahead: as many as cover a round trip at "
+        "the current rate, none for slow jobs); 0: never more than the free slots",
     )
     processes: int = setting(
         "WORKER_PROCESSES",

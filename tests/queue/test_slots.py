@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import redis.exceptions
 
+from worker.loop.read_ahead import ReadAhead
 from worker.loop.rotation import Rotation
 from worker.loop.slots import Entries, Raw, Slots
 
@@ -101,11 +102,14 @@ def rotation(
     stopping: asyncio.Event,
     drained: Callable[[], Awaitable[bool]] | None = None,
     recreate_group: Callable[[], Awaitable[None]] | None = None,
+    read_ahead: ReadAhead | None = None,
 ) -> Rotation:
     async def nothing() -> None:
         return None
 
-    return Rotation(slots, parts, stopping, recreate_group=recreate_group or nothing, drained=drained)
+    return Rotation(
+        slots, parts, stopping, recreate_group=recreate_group or nothing, drained=drained, read_ahead=read_ahead
+    )
 
 
 def drained_when_empty(parts: list[MemoryPartition]) -> Callable[[], Awaitable[bool]]:
@@ -311,3 +315,59 @@ def test_run_alone_ends_whichever_of_it_and_the_loop_wakes_first(job_s: float) -
     drive(main)
     assert ran == [True] * 5
     assert all(runs.beside[f"suspect-{n}"] == set() for n in range(5))
+
+
+def test_fast_jobs_are_read_ahead_and_start_oldest_first_without_overfilling() -> None:
+    runs = Runs()
+    part = MemoryPartition(0, entries=20_000)
+    ahead = ReadAhead(ceiling=50)
+
+    async def main() -> None:
+        slots = slots_for(4, runs)
+        await rotation(slots, [part], asyncio.Event(), drained_when_empty([part]), read_ahead=ahead).consume()
+        assert not slots.ahead
+
+    drive(main)
+    assert list(runs.beside) == [f"0-{n}" for n in range(20_000)]  # each once, in the order read
+    assert runs.most <= 4
+    assert ahead.target > 0
+    assert max(count for count, _block in part.reads) > 4  # reads fetched beyond the free slots
+    assert any(not block for _count, block in part.reads)  # the buffer was topped up while the slots were busy
+    assert max(count for count, _block in part.reads) <= 4 + 50
+
+
+def test_slow_jobs_are_not_read_ahead() -> None:
+    runs = Runs(job_s=0.05)
+    part = MemoryPartition(0, entries=24)
+
+    async def main() -> None:
+        slots = slots_for(4, runs)
+        await rotation(
+            slots, [part], asyncio.Event(), drained_when_empty([part]), read_ahead=ReadAhead(ceiling=50)
+        ).consume()
+
+    drive(main)
+    assert len(runs.done) == 24
+    assert all(count <= 4 for count, _block in part.reads)  # 80 jobs/s: nothing worth holding ahead
+
+
+def test_entries_read_ahead_count_as_claimed_from_their_read() -> None:
+    runs = Runs()
+    part = MemoryPartition(0)
+
+    async def main() -> None:
+        slots = slots_for(1, runs)
+        slots.take(part, [("0-1", {}), ("0-2", {}), ("0-3", {})], read_at=5.0)
+        assert [entry_id for _p, entry_id, _raw, _at in slots.ahead] == ["0-2", "0-3"]
+        assert slots.claimed_before(6.0) == {0: ["0-1", "0-2", "0-3"]}  # running and ahead alike
+        assert slots.claimed_before(5.0) == {}
+        await asyncio.gather(*slots.inflight.values())
+        async with slots.reading:
+            slots.start_ahead()
+        await asyncio.gather(*slots.inflight.values())
+        async with slots.reading:
+            slots.start_ahead()
+        await asyncio.gather(*slots.inflight.values())
+
+    drive(main)
+    assert runs.done == ["0-1", "0-2", "0-3"]

@@ -15,6 +15,12 @@ turn and waits in a blocking read of one entry of its own (on its own
 connection, its node's on a cluster), holding one slot so that what it
 returns has a slot to run in; it rejoins the turn when that read returns.
 
+Each read also fetches entries ahead of the free slots
+(:class:`~worker.loop.read_ahead.ReadAhead` says how many): they start as
+slots free, without a round trip, and while the slots are busy a read that
+does not block tops the buffer up once it is half used. A top-up read that
+finds nothing waits for the next read the slots need.
+
 A partition whose read fails (its server or node away) rests out of the turn
 with backoff, holding a slot, while any others are served; its first loss
 and its return are logged once each. A lost consumer group is created again.
@@ -25,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -33,6 +40,7 @@ import redis.exceptions
 from worker.loop.chores import sleep_or_stop
 from worker.loop.node_connection import REDIRECTIONS, describe
 from worker.loop.partition_reader import READ_ERRORS
+from worker.loop.read_ahead import ReadAhead
 from worker.loop.slots import Partition, Slots
 from worker.store.reconnect import backoff_s
 
@@ -56,6 +64,7 @@ class Rotation:
         recreate_group: Callable[[], Awaitable[None]],
         drained: Callable[[], Awaitable[bool]] | None = None,
         rng: random.Random | None = None,
+        read_ahead: ReadAhead | None = None,
     ) -> None:
         self.slots = slots
         self.parts = parts
@@ -65,7 +74,10 @@ class Rotation:
         self.rng = rng or random.Random()
         self.block = len(parts) == 1
         """One partition: each read blocks for all the free slots (no read of its own waits beside the loop)."""
+        self.read_ahead = read_ahead or ReadAhead()
         self._turn = 0
+        self._dry = False
+        """A top-up read found nothing: the next read is one the free slots need."""
 
     async def consume(self) -> None:
         """Read and start entries until stopped (or, with ``drained``, until the queue is drained).
@@ -85,28 +97,42 @@ class Rotation:
                 if self.stopping.is_set():
                     break
                 quiet = await self._collect_waits()
-                free = slots.free
-                part = self._next_turn() if free > 0 else None  # a turn is taken only when it can read
+                slots.start_ahead()
+                free, count = slots.free, self._top_up()
+                part = self._next_turn() if free > 0 or count > 0 else None  # a turn is taken only to read
                 if part is not None:
-                    quiet = await self._read(part, free) or quiet
+                    quiet = await self._read(part, free, free + count if free > 0 else count) or quiet
             if part is None:
                 await slots.wait_freed()  # a slot freed, or a waiting read returned
         await self._end_waits()
 
-    async def _read(self, part: Partition, free: int) -> bool:
-        """Read up to ``free`` entries of ``part`` and start them; True when a blocking read found nothing
-        (its block time passed). A partition found empty in the turn waits in a read of its own."""
+    def _top_up(self) -> int:
+        """How many entries to read ahead now: the target less what is ahead, once half of it is used
+        (none after a top-up read found nothing, until the slots need a read)."""
+        target, ahead = self.read_ahead.target, len(self.slots.ahead)
+        if self._dry or ahead * 2 > target:
+            return 0
+        return target - ahead
+
+    async def _read(self, part: Partition, free: int, count: int) -> bool:
+        """Read up to ``count`` entries of ``part``, start ``free`` of them and keep the rest ahead; True
+        when a blocking read found nothing (its block time passed). With free slots (nothing is ahead
+        then) the read blocks with one partition; a partition found empty in the turn waits in a read of
+        its own. A top-up read (no free slot) never blocks."""
+        sent = time.monotonic()
         try:
-            entries = await part.read(free, block=self.block)
+            entries = await part.read(count, block=self.block and free > 0)
         except READ_ERRORS as exc:
             await self._partition_failed(part, exc)
             return False
-        for entry_id, raw in entries:
-            self.slots.start(part, entry_id, raw)
+        now = time.monotonic()
+        self.read_ahead.note(len(entries), sent, now)
+        self.slots.take(part, entries, now)
         if part.failures:
             log.info("Reconnected to Redis%s.", f" (node {part.where})" if part.where else "")
             part.failures = 0
-        if entries:
+        self._dry = not entries and not free
+        if entries or not free:
             return False
         if self.block:
             return True
@@ -115,7 +141,8 @@ class Rotation:
 
     async def _drained(self) -> bool:
         """Burst mode's exit test, asked only when nothing runs."""
-        return self.drained is not None and not self.slots.inflight and await self.drained()
+        slots = self.slots
+        return self.drained is not None and not slots.inflight and not slots.ahead and await self.drained()
 
     def _next_turn(self) -> Partition | None:
         """The next partition in turn that is not waiting in a blocking read or resting (None: all are)."""

@@ -16,12 +16,15 @@ drifts toward the poison limit.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import random
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import redis.asyncio as aioredis
 import redis.exceptions
@@ -33,6 +36,7 @@ from worker.loop.chores import CONNECTION_ERRORS, run_chore
 from worker.loop.observe import Observer, Tally
 from worker.loop.outcomes import Outcomes
 from worker.loop.partition_reader import PartitionReader
+from worker.loop.read_ahead import ReadAhead
 from worker.loop.rotation import Rotation
 from worker.loop.slots import Raw, Slots
 from worker.loop.upkeep import HEARTBEAT_TTL_S as HEARTBEAT_TTL_S
@@ -105,6 +109,7 @@ class Worker:
             recreate_group=self.ensure_group,
             drained=self._drained if burst else None,
             rng=self._rng,
+            read_ahead=ReadAhead(settings.prefetch, settings.reclaim_idle_ms),
         )
 
     def _promote_soon(self, scripts: Scripts, delay_s: float) -> None:
@@ -169,7 +174,7 @@ class Worker:
         ``delayed`` before they turn false, and the undelivered test catches an
         entry a chore (relay, promote) added since the last read.
         """
-        if self.slots.inflight:
+        if self.slots.inflight or self.slots.ahead:
             return False
         for check in self.more_work:
             if await check():
@@ -192,11 +197,17 @@ class Worker:
         return True
 
     async def _drain(self) -> None:
-        """On stop: let running jobs finish within the grace period, then flush acks."""
+        """On stop: run what was read ahead and let running jobs finish, within the grace period (what was
+        read ahead and did not start is given back); then flush acks."""
+        grace_s = self.settings.shutdown_grace_s
+        deadline = time.monotonic() + grace_s
+        if self.slots.ahead:
+            await self._run_out_ahead(deadline)
         inflight = self.slots.inflight
         if inflight:
-            log.info("Waiting up to %.0f s for %d running jobs.", self.settings.shutdown_grace_s, len(inflight))
-            _done, left = await asyncio.wait(list(inflight.values()), timeout=self.settings.shutdown_grace_s)
+            log.info("Waiting up to %.0f s for %d running jobs.", grace_s, len(inflight))
+            timeout = max(0.0, deadline - time.monotonic())
+            _done, left = await asyncio.wait(list(inflight.values()), timeout=timeout)
             if left:
                 log.warning(
                     "%d jobs did not finish within SHUTDOWN_GRACE_S; they stay pending for reclaim.",
@@ -213,6 +224,34 @@ class Worker:
                     "Could not acknowledge %d finished jobs; they will be reclaimed and run again.",
                     len(part.outcomes.acks),
                 )
+
+    async def _run_out_ahead(self, deadline: float) -> None:
+        """Start what was read ahead as slots free until ``deadline``; give back what did not start."""
+        slots = self.slots
+        while slots.ahead and time.monotonic() < deadline:
+            slots.freed.clear()
+            async with slots.reading:  # never beside an entry run alone
+                slots.start_ahead()
+            if slots.ahead:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(slots.freed.wait(), max(0.0, deadline - time.monotonic()))
+        if slots.ahead:
+            await self._give_back()
+
+    async def _give_back(self) -> None:
+        """Entries read ahead that never started: their idle time set to RECLAIM_IDLE_MS (XCLAIM ... IDLE
+        JUSTID, which leaves the delivery count alone), so that another worker's reclaim takes them now."""
+        ahead, self.slots.ahead = list(self.slots.ahead), deque()
+        log.warning("%d entries read ahead did not start within SHUTDOWN_GRACE_S; giving them back.", len(ahead))
+        idle_ms = self.settings.reclaim_idle_ms
+        for part in self.parts:
+            ids: list[Any] = [entry_id for owner, entry_id, _raw, _at in ahead if owner is part]
+            if not ids:
+                continue
+            try:
+                await self.redis.xclaim(part.keys.jobs, GROUP, self.name, 0, ids, idle=idle_ms, justid=True)
+            except CONNECTION_ERRORS:
+                log.warning("Could not give back %d entries; they are reclaimed once idle.", len(ids))
 
     async def _goodbye(self) -> None:
         for part in self.parts:

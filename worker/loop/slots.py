@@ -11,12 +11,20 @@ refresher reads when each entry started.
 A slot is keyed by (partition, entry id): ids of different partitions may be
 equal. A read that waits for new entries of an idle partition holds a slot
 too (:meth:`Slots.hold`), so that what it returns has a slot to run in.
+
+Entries a read returned beyond the free slots wait in :attr:`Slots.ahead`
+(read ahead, :mod:`worker.loop.read_ahead`) and start, oldest first, as slots
+free (:meth:`Slots.start_ahead`), under the same read lock as the reads, so
+that they too never start beside an entry run alone. They are pending and
+ours from their read on: the claim refresher covers them as it covers running
+entries (:meth:`Slots.claimed_before`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Protocol
 
@@ -52,6 +60,9 @@ class Slots:
         self._run_entry = run_entry
         self.inflight: dict[tuple[int, str], asyncio.Task[None]] = {}
         self.started_at: dict[tuple[int, str], float] = {}
+        """When each running entry became ours (monotonic): its read, or its claim."""
+        self.ahead: deque[tuple[Partition, str, Raw, float]] = deque()
+        """Entries read ahead of the free slots, not started yet, oldest first, with when they were read."""
         self.held: set[asyncio.Task[Any]] = set()
         """Reads (and rests after a failed read) that hold a slot until the loop took what they returned."""
         self.freed = asyncio.Event()
@@ -65,13 +76,44 @@ class Slots:
         """Slots neither running an entry nor held by a read."""
         return self.capacity - len(self.inflight) - len(self.held)
 
-    def start(self, part: Partition, entry_id: str, raw: Raw, alone: bool = False) -> asyncio.Task[None]:
-        """Run ``entry_id`` of ``part`` in a slot of its own (the entry's runner frees it)."""
+    def start(
+        self, part: Partition, entry_id: str, raw: Raw, alone: bool = False, read_at: float = 0.0
+    ) -> asyncio.Task[None]:
+        """Run ``entry_id`` of ``part`` in a slot of its own (the entry's runner frees it); ``read_at``: when
+        it became ours (monotonic; default now)."""
         slot = (part.index, entry_id)
         task = asyncio.create_task(self._run_entry(part, entry_id, raw, alone))
         self.inflight[slot] = task
-        self.started_at[slot] = time.monotonic()
+        self.started_at[slot] = read_at or time.monotonic()
         return task
+
+    def take(self, part: Partition, entries: Entries, read_at: float) -> None:
+        """Start what the free slots take of ``entries`` (read at ``read_at``, one clock read for the batch)
+        and keep the rest :attr:`ahead`."""
+        free = self.free
+        for entry_id, raw in entries[:free]:
+            self.start(part, entry_id, raw, read_at=read_at)
+        for entry_id, raw in entries[free:]:
+            self.ahead.append((part, entry_id, raw, read_at))
+
+    def start_ahead(self) -> None:
+        """Start entries read ahead, oldest first, in the free slots (the caller holds :attr:`reading`)."""
+        ahead = self.ahead
+        for _ in range(min(self.free, len(ahead))):
+            part, entry_id, raw, read_at = ahead.popleft()
+            self.start(part, entry_id, raw, read_at=read_at)
+
+    def claimed_before(self, horizon: float) -> dict[int, list[str]]:
+        """The ids, per partition index, of the entries ours since before ``horizon`` (monotonic): running
+        or read ahead. The claim refresher keeps them from looking idle."""
+        old: dict[int, list[str]] = {}
+        for (partition, entry_id), since in list(self.started_at.items()):
+            if since < horizon:
+                old.setdefault(partition, []).append(entry_id)
+        for part, entry_id, _raw, read_at in self.ahead:
+            if read_at < horizon:
+                old.setdefault(part.index, []).append(entry_id)
+        return old
 
     def free_slot(self, index: int, entry_id: str) -> None:
         """The entry's runner is done with its slot: forget it and wake the loop."""

@@ -4,7 +4,7 @@
 | --- | --- | --- |
 | promote | until the next due job, at most 1 s | moves due ``delayed`` jobs onto ``jobs`` (promote script) |
 | reclaim | ``RECLAIM_INTERVAL_S`` | dead-letters poison; claims other idle pending entries and runs each alone |
-| refresh-claims | a third of ``RECLAIM_IDLE_MS`` | keeps this worker's long-running entries from looking idle |
+| refresh-claims | a third of ``RECLAIM_IDLE_MS`` | keeps this worker's long-running and read-ahead entries busy |
 | heartbeat | 5 s | ``heartbeat:<worker>`` with a 15 s expiry (health checks, consumer clean-up) |
 | trim | 1 s | keeps ``jobs`` bounded without dropping undelivered or pending entries |
 | forget-consumers | 60 s | removes consumers of dead workers once they own nothing |
@@ -147,12 +147,9 @@ class Upkeep:
         await self.slots.run_alone(part, entry_id, claim)
 
     async def refresh_claims(self) -> None:
-        """Reset the idle time of entries running longer than a third of RECLAIM_IDLE_MS."""
-        horizon = time.monotonic() - self.settings.reclaim_idle_ms / 3000
-        old: dict[int, list[str]] = {}
-        for (partition, entry_id), started in list(self.slots.started_at.items()):
-            if started < horizon:
-                old.setdefault(partition, []).append(entry_id)
+        """Reset the idle time of entries ours (running, or read ahead) for longer than a third of
+        RECLAIM_IDLE_MS."""
+        old = self.slots.claimed_before(time.monotonic() - self.settings.reclaim_idle_ms / 3000)
         for part in self.parts:
             if part.index in old:
                 await part.scripts.refresh_claims(self.name, old[part.index])
