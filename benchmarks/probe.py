@@ -49,7 +49,7 @@ class Probe:
         self.rss: list[tuple[int, int]] = []
         self._lock = threading.Lock()
         if os.environ.get("PROBE_AT_EXIT") == "1":
-            atexit.register(self._write, f"{self.path}.{os.getpid()}")
+            atexit.register(self._write_own)
 
     def started(self, reference_epoch: float) -> None:
         """A job started: record how long after ``reference_epoch`` (seconds)."""
@@ -78,6 +78,11 @@ class Probe:
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(0)
+
+    def _write_own(self) -> None:
+        """At exit: this process's figures to ``PROBE_FILE.<pid>`` (a forked worker process shares the
+        probe its supervisor imported, so the pid is read now)."""
+        self._write(f"{self.path}.{os.getpid()}")
 
     def _write(self, path: str) -> None:
         if not self.count:

@@ -15,15 +15,14 @@ from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
-import redis
 from redis.crc import key_slot
 
-from worker.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from worker.cli.exits import EXIT_FAILED, EXIT_OK, one_line_errors
 from worker.cli.fail_closed import use_embedded
 from worker.cli.health import health
 from worker.cli.serve import import_kinds, run
-from worker.embedded.servers import EmbeddedServerError, embedded_stack
-from worker.errors import SettingsError, WorkerError
+from worker.embedded.servers import embedded_stack
+from worker.errors import SettingsError
 from worker.kinds import REGISTRY
 from worker.observability import logs
 from worker.redact import redact
@@ -161,30 +160,22 @@ def cmd_migrate(settings: Settings) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    try:
-        overrides = {"kinds": args.kinds} if args.kinds else {}
-        if args.processes:
-            overrides["processes"] = args.processes
-        settings = Settings.from_env(**overrides)
-        logs.configure(settings.log_format, settings.log_level)
-        if args.command == "keys":
-            return cmd_keys(settings)
-        if args.command == "enqueue":
-            return cmd_enqueue(settings, args)
-        if args.command == "health":
-            return health(settings)
-        if args.command == "migrate":
-            return cmd_migrate(settings)
-        return run(settings, burst=args.burst)
-    except SettingsError as exc:
-        print(redact(f"error: {exc}"), file=sys.stderr)
-        return EXIT_USAGE
-    except (EmbeddedServerError, WorkerError) as exc:
-        print(redact(f"error: {exc}"), file=sys.stderr)
-        return EXIT_FAILED
-    except (redis.ConnectionError, redis.TimeoutError) as exc:
-        print(redact(f"error: Redis does not answer: {exc}"), file=sys.stderr)
-        return EXIT_FAILED
-    except redis.exceptions.RedisClusterException as exc:
-        print(redact(f"error: the Redis Cluster cannot serve the queue: {exc}"), file=sys.stderr)
-        return EXIT_FAILED
+    return one_line_errors(lambda: command(args))
+
+
+def command(args: argparse.Namespace) -> int:
+    """Run the command ``args`` name with the settings from the environment."""
+    overrides = {"kinds": args.kinds} if args.kinds else {}
+    if args.processes:
+        overrides["processes"] = args.processes
+    settings = Settings.from_env(**overrides)
+    logs.configure(settings.log_format, settings.log_level)
+    if args.command == "keys":
+        return cmd_keys(settings)
+    if args.command == "enqueue":
+        return cmd_enqueue(settings, args)
+    if args.command == "health":
+        return health(settings)
+    if args.command == "migrate":
+        return cmd_migrate(settings)
+    return run(settings, burst=args.burst)

@@ -131,7 +131,7 @@ def run(settings: Settings, *, registry: Registry = REGISTRY, burst: bool = Fals
             if settings.processes > 1:
                 from worker.cli.supervisor import Supervisor
 
-                return Supervisor(settings, redis_url, database_url, burst=burst).run()
+                return Supervisor(settings, redis_url, database_url, burst=burst, registry=registry).run()
             run_loop(serve(settings, redis_url, database_url, registry=registry, burst=burst))
     except KeyboardInterrupt:
         pass

@@ -1,10 +1,12 @@
 """``WORKER_PROCESSES=N``: one supervisor, N worker processes, one consumer each.
 
 One worker process uses one core (asyncio, one thread for the loop). Where a
-container is given several cores, the supervisor runs N ``python -m worker``
-children, each its own consumer in group ``workers`` named
-``<WORKER_NAME>-<i>``, on the servers the supervisor resolved (the embedded
-ones it started, when no URL is set). Like a prefork server, it:
+container is given several cores, the supervisor runs N worker children,
+each its own consumer in group ``workers`` named ``<WORKER_NAME>-<i>``, on
+the servers the supervisor resolved (the embedded ones it started, when no
+URL is set). It forks them after it imported the kinds
+(:mod:`worker.cli.forked`), so that two processes start about as fast as
+one. Like a prefork server, it:
 
 * restarts a child that dies, after a backoff that grows while children keep
   dying soon after their start (a poison entry that kills its worker is the
@@ -26,11 +28,10 @@ supervisor exits when all have.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 import urllib.request
@@ -43,7 +44,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
-from worker.embedded.servers import die_with_parent, free_port
+from worker.cli.forked import ForkedChild, fork_worker
+from worker.embedded.servers import free_port
+from worker.kinds import REGISTRY, Registry
 from worker.observability.endpoint import MetricsEndpoint
 from worker.settings import Settings
 from worker.store.reconnect import backoff_s
@@ -68,7 +71,7 @@ class Child:
     index: int
     name: str
     metrics_port: int
-    proc: subprocess.Popen[bytes] | None = None
+    proc: ForkedChild | None = None
     started_at: float = 0.0
     quick_deaths: int = 0
     restart_at: float | None = None
@@ -83,6 +86,7 @@ class Supervisor:
     redis_url: str
     database_url: str
     burst: bool = False
+    registry: Registry = field(default_factory=lambda: REGISTRY)
     restarts: int = 0
     stopping: threading.Event = field(default_factory=threading.Event)
     children: list[Child] = field(default_factory=list)
@@ -94,23 +98,20 @@ class Supervisor:
             for i in range(self.settings.processes)
         ]
 
-    def child_env(self, child: Child) -> dict[str, str]:
-        env = {
-            **os.environ,
-            # A URL from a file stays in its file (each child reads it again at each connection).
-            **({} if "redis_url" in self.settings.secret_files else {"REDIS_URL": self.redis_url}),
-            **({} if "database_url" in self.settings.secret_files else {"DATABASE_URL": self.database_url}),
-            "WORKER_KINDS": ",".join(self.settings.kinds),
-            "WORKER_PROCESSES": "1",
-            "WORKER_NAME": child.name,
-            "METRICS_PORT": str(child.metrics_port),
-            "METRICS_HOST": "127.0.0.1",
-        }
-        return env
+    def child_settings(self, child: Child) -> Settings:
+        """The supervisor's settings with the child's consumer name and loopback metrics port (a URL read
+        from a file is read again from it at each connection, as in one process)."""
+        return dataclasses.replace(
+            self.settings,
+            processes=1,
+            worker_name=child.name,
+            metrics_port=child.metrics_port,
+            metrics_host="127.0.0.1",
+        )
 
     def start(self, child: Child) -> None:
-        args = [sys.executable, "-m", "worker", *(["--burst"] if self.burst else [])]
-        child.proc = subprocess.Popen(args, env=self.child_env(child), preexec_fn=die_with_parent)
+        settings = self.child_settings(child)
+        child.proc = fork_worker(settings, self.redis_url, self.database_url, self.registry, burst=self.burst)
         child.started_at = time.monotonic()
         child.restart_at = None
         log.info("Started worker process %d (pid %d) as consumer %s.", child.index, child.proc.pid, child.name)
