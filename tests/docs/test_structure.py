@@ -2,8 +2,8 @@
 
 No class over 250 lines and no function over 60 in ``worker/``, ``opslib/``
 and ``stagedoor/``; no application named in the core; benchmarks import no
-test code; test helper modules named one way (``kinds_*`` for modules that
-declare job kinds, ``helpers*`` for helper code).
+test code; the shared modules under ``tests/`` named one way (``kinds_*`` for
+modules that declare job kinds, the module name ``helpers`` for shared code).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ MAX_FUNCTION_LINES = 60
 KNOWN_OFFENDERS = {
     "worker/loop/runner.py::Worker": "the read loop's rewrite (one loop, Slots) splits it",
 }
-#: Modules under tests/ that are neither tests, kinds nor helpers: a pytest plugin and two scripts.
+#: Modules under tests/ that are neither tests, kinds nor shared code: a pytest plugin and two scripts.
 OTHER_TEST_MODULES = {"conftest", "__init__", "nbval_stack", "refresh_outputs", "settings_tables"}
 
 
@@ -82,7 +82,7 @@ def test_benchmarks_import_no_test_code() -> None:
         assert not tests, f"{path.relative_to(ROOT)} imports {tests}: move what it shares into benchmarks/fixtures.py"
 
 
-def test_test_modules_are_tests_kinds_or_helpers() -> None:
+def test_test_modules_are_tests_kinds_or_shared_code() -> None:
     odd = [
         path.relative_to(ROOT).as_posix()
         for path in sources("tests")
