@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from worker.app import WorkerApp
 from worker.cli.exits import EXIT_OK
+from worker.cli.fail_closed import use_embedded
 from worker.embedded.servers import embedded_stack
 from worker.errors import SettingsError
 from worker.kinds import REGISTRY, Registry, import_kind_modules
@@ -55,7 +56,7 @@ async def serve(
     """Run one worker of ``registry``'s kinds, with its lifespans, on the given servers until SIGTERM or
     SIGINT (or, with ``burst``, until the queue is drained): the whole worker, without argparse."""
     client = await connect_async(settings, redis_url, socket_keepalive=True, health_check_interval=30)
-    app = WorkerApp(settings, client, redis_url, database_url, registry, burst=burst)
+    app = WorkerApp(settings, client, redis_url, database_url, burst=burst)
     try:
         await record_count(client, settings)
         async with contextlib.AsyncExitStack() as stack:
@@ -63,7 +64,7 @@ async def serve(
             if settings.archive_on:
                 from worker.archive.archiver import Archiver
 
-                archiver = Archiver(client, settings, settings.archive_url or database_url)
+                archiver = Archiver(client, settings, app.archive_conninfo)
                 stack.push_async_callback(archiver.close)
                 await archiver.start()
                 for chore in archiver.chores():
@@ -73,10 +74,10 @@ async def serve(
             if settings.metrics_port:
                 from worker.observability.metrics import worker_metrics
 
-                observers = await stack.enter_async_context(worker_metrics(app, archiver))
+                observers = await stack.enter_async_context(worker_metrics(app, registry, archiver))
             for lifespan in registry.lifespans:
                 await stack.enter_async_context(lifespan(app))
-            scheduler = scheduler_chore(app, observers)
+            scheduler = scheduler_chore(app, registry, observers)
             if scheduler is not None:
                 app.add_chore(scheduler)
             worker = Worker(
@@ -107,16 +108,19 @@ def run_loop(main: Coroutine[Any, Any, None]) -> None:
 
 
 def run(settings: Settings, *, registry: Registry = REGISTRY, burst: bool = False) -> int:
-    """Import ``settings.kinds``, start the embedded servers where no URL is set (the ``embedded`` extra),
+    """Import ``settings.kinds``, start the embedded servers when no server URL is set at all (the
+    ``embedded`` extra; :mod:`worker.cli.fail_closed`),
     then serve: one worker in this process, or ``WORKER_PROCESSES`` under the supervisor. Returns the exit
     code (0 on a clean stop); raises :class:`~worker.errors.SettingsError` on a bad setting."""
     import_kinds(settings, registry)
+    embedded = use_embedded(settings, need_redis=True, need_database=registry.needs_database, need_archive=True)
     try:
         with embedded_stack(
             settings.redis_url,
             settings.database_url,
             data_dir=Path(settings.data_dir),
-            need_postgres=registry.needs_database or (settings.archive_on and not settings.archive_url),
+            need_postgres=embedded and (registry.needs_database or settings.archive_on),
+            need_redis=embedded,
         ) as (redis_url, database_url):
             if not settings.redis_url:
                 log.info("REDIS_URL is unset: started the embedded Valkey at %s.", redis_url)

