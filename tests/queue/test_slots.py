@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
@@ -371,3 +372,29 @@ def test_entries_read_ahead_count_as_claimed_from_their_read() -> None:
 
     drive(main)
     assert runs.done == ["0-1", "0-2", "0-3"]
+
+
+@pytest.mark.parametrize("job_s", [0.0, 30.0])
+def test_on_stop_what_was_read_ahead_runs_as_slots_free_and_the_rest_is_returned_at_the_deadline(
+    job_s: float,
+) -> None:
+    runs = Runs(job_s=job_s)
+    part = MemoryPartition(0)
+    left: list[str] = []
+
+    async def main() -> None:
+        slots = slots_for(1, runs)
+        slots.take(part, [("0-1", {}), ("0-2", {}), ("0-3", {})], read_at=time.monotonic())
+        grace_s = 5.0 if job_s == 0.0 else 0.05
+        left.extend(entry_id for _p, entry_id, _raw, _at in await slots.run_out_ahead(time.monotonic() + grace_s))
+        assert not slots.ahead
+        for task in slots.inflight.values():
+            if job_s:
+                task.cancel()  # the long job: the drain's own grace is the worker's business
+        await asyncio.gather(*slots.inflight.values(), return_exceptions=True)
+
+    drive(main)
+    if job_s == 0.0:
+        assert (runs.done, left) == (["0-1", "0-2", "0-3"], [])
+    else:
+        assert (list(runs.beside), left) == (["0-1"], ["0-2", "0-3"])  # the slot never freed

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import signal
@@ -9,8 +10,12 @@ import time
 
 import pytest
 import redis
+import redis.asyncio as aioredis
 
 from tests.helpers import Workers, wait_for
+from worker.kinds import Registry
+from worker.loop.runner import Worker
+from worker.settings import Settings
 from worker.store.enqueue import enqueue
 from worker.store.keys import GROUP, Keys
 
@@ -249,3 +254,29 @@ def test_a_fresh_consumer_name_per_process_and_the_group_is_created(
     names = {c["name"].decode() for c in r.xinfo_consumers(keys.jobs, GROUP)}
     assert len(names) == 2
     assert r.scard(tkey(keys, "done")) == 2
+
+
+def test_entries_given_back_by_a_stopping_worker_are_idle_at_once_and_keep_their_delivery_count(
+    r: redis.Redis, keys: Keys, redis_url: str
+) -> None:
+    for n in range(3):
+        enqueue(r, "stamp", {"n": n}, prefix=keys.prefix)
+    idle_ms = 60_000
+
+    async def main() -> None:
+        client = aioredis.Redis.from_url(redis_url)
+        env = {"QUEUE_PREFIX": keys.prefix, "WORKER_NAME": "ahead", "RECLAIM_IDLE_MS": str(idle_ms)}
+        worker = Worker(client, Settings.from_env(env), Registry())
+        try:
+            await worker.ensure_group()
+            part = worker.parts[0]
+            entries = await part.read(3, block=False)
+            await part.give_back([entry_id for entry_id, _raw in entries[1:]])
+        finally:
+            await client.aclose()
+
+    asyncio.run(main())
+    pending = r.xpending_range(keys.jobs, GROUP, "-", "+", 10)
+    assert [p["times_delivered"] for p in pending] == [1, 1, 1]  # giving back is not a delivery
+    assert pending[0]["time_since_delivered"] < idle_ms  # the one kept is still fresh
+    assert all(p["time_since_delivered"] >= idle_ms for p in pending[1:])  # the next reclaim takes these

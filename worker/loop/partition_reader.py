@@ -14,6 +14,7 @@ several.
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 import redis.exceptions
@@ -24,6 +25,8 @@ from worker.loop.resp import pairs, resp_command
 from worker.loop.slots import Entries
 from worker.store.keys import GROUP
 from worker.store.reconnect import CONNECTION_ERRORS
+
+log = logging.getLogger("worker")
 
 #: What a read may raise that the loop rides out: a lost connection, a moved slot, a lost group.
 READ_ERRORS: tuple[type[BaseException], ...] = (*CONNECTION_ERRORS, *REDIRECTIONS, redis.exceptions.ResponseError)
@@ -85,6 +88,19 @@ class PartitionReader:
             return []
         entries = next(iter(reply.values())) if isinstance(reply, dict) else reply[0][1]
         return [(eid.decode(), pairs(flat)) for eid, flat in entries]
+
+    async def give_back(self, entry_ids: list[str]) -> None:
+        """Entries read ahead that this stopping worker will not start: their idle time set to
+        RECLAIM_IDLE_MS (XCLAIM ... IDLE ... JUSTID, which leaves the delivery count alone), so that another
+        worker's reclaim takes them at once instead of after RECLAIM_IDLE_MS."""
+        if not entry_ids:
+            return
+        ids: list[Any] = list(entry_ids)
+        idle_ms = self.outcomes.settings.reclaim_idle_ms
+        try:
+            await self.outcomes.redis.xclaim(self.stream, GROUP, self.consumer, 0, ids, idle=idle_ms, justid=True)
+        except CONNECTION_ERRORS:
+            log.warning("Could not give back %d entries of %s; they are reclaimed once idle.", len(ids), self.stream)
 
     def _read_command(self, count: int, block: bool) -> bytes:
         """The packed XREADGROUP for ``count`` entries (cached: it is sent thousands of times a second)."""

@@ -16,15 +16,12 @@ drifts toward the poison limit.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
 import random
 import time
-from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 import redis.asyncio as aioredis
 import redis.exceptions
@@ -227,31 +224,11 @@ class Worker:
 
     async def _run_out_ahead(self, deadline: float) -> None:
         """Start what was read ahead as slots free until ``deadline``; give back what did not start."""
-        slots = self.slots
-        while slots.ahead and time.monotonic() < deadline:
-            slots.freed.clear()
-            async with slots.reading:  # never beside an entry run alone
-                slots.start_ahead()
-            if slots.ahead:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(slots.freed.wait(), max(0.0, deadline - time.monotonic()))
-        if slots.ahead:
-            await self._give_back()
-
-    async def _give_back(self) -> None:
-        """Entries read ahead that never started: their idle time set to RECLAIM_IDLE_MS (XCLAIM ... IDLE
-        JUSTID, which leaves the delivery count alone), so that another worker's reclaim takes them now."""
-        ahead, self.slots.ahead = list(self.slots.ahead), deque()
-        log.warning("%d entries read ahead did not start within SHUTDOWN_GRACE_S; giving them back.", len(ahead))
-        idle_ms = self.settings.reclaim_idle_ms
-        for part in self.parts:
-            ids: list[Any] = [entry_id for owner, entry_id, _raw, _at in ahead if owner is part]
-            if not ids:
-                continue
-            try:
-                await self.redis.xclaim(part.keys.jobs, GROUP, self.name, 0, ids, idle=idle_ms, justid=True)
-            except CONNECTION_ERRORS:
-                log.warning("Could not give back %d entries; they are reclaimed once idle.", len(ids))
+        left = await self.slots.run_out_ahead(deadline)
+        if left:
+            log.warning("%d entries read ahead did not start within SHUTDOWN_GRACE_S; giving them back.", len(left))
+            for part in self.parts:
+                await part.give_back([entry_id for owner, entry_id, _raw, _at in left if owner is part])
 
     async def _goodbye(self) -> None:
         for part in self.parts:

@@ -23,6 +23,7 @@ entries (:meth:`Slots.claimed_before`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
@@ -102,6 +103,19 @@ class Slots:
         for _ in range(min(self.free, len(ahead))):
             part, entry_id, raw, read_at = ahead.popleft()
             self.start(part, entry_id, raw, read_at=read_at)
+
+    async def run_out_ahead(self, deadline: float) -> list[tuple[Partition, str, Raw, float]]:
+        """On stop: start what was read ahead as slots free, until ``deadline`` (monotonic); return (and
+        forget) what did not start."""
+        while self.ahead and time.monotonic() < deadline:
+            self.freed.clear()
+            async with self.reading:  # never beside an entry run alone
+                self.start_ahead()
+            if self.ahead:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.freed.wait(), max(0.0, deadline - time.monotonic()))
+        left, self.ahead = list(self.ahead), deque()
+        return left
 
     def claimed_before(self, horizon: float) -> dict[int, list[str]]:
         """The ids, per partition index, of the entries ours since before ``horizon`` (monotonic): running
