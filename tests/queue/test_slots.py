@@ -71,9 +71,11 @@ class Runs:
         self.done: list[str] = []
         self.beside: dict[str, set[str]] = {}
         self.most = 0
+        self.tasks: set[asyncio.Task[Any] | None] = set()
 
     async def __call__(self, part: Any, entry_id: str, raw: Raw, alone: bool) -> None:
         assert self.slots is not None
+        self.tasks.add(asyncio.current_task())
         try:
             self.beside[entry_id] = set(self.running)
             self.running.add(entry_id)
@@ -330,6 +332,7 @@ def test_fast_jobs_are_read_ahead_and_start_oldest_first_without_overfilling() -
 
     drive(main)
     assert list(runs.beside) == [f"0-{n}" for n in range(20_000)]  # each once, in the order read
+    assert len(runs.tasks) < 20_000 // 2  # a slot that frees goes on to the next entry ahead in its task
     assert runs.most <= 4
     assert ahead.target > 0
     assert max(count for count, _block in part.reads) > 4  # reads fetched beyond the free slots

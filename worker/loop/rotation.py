@@ -110,6 +110,7 @@ class Rotation:
         """How many entries to read ahead now: the target less what is ahead, once half of it is used
         (none after a top-up read found nothing, until the slots need a read)."""
         target, ahead = self.read_ahead.target, len(self.slots.ahead)
+        self.slots.low_water = target // 2
         if self._dry or ahead * 2 > target:
             return 0
         return target - ahead

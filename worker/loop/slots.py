@@ -68,6 +68,12 @@ class Slots:
         """Reads (and rests after a failed read) that hold a slot until the loop took what they returned."""
         self.freed = asyncio.Event()
         """Set when a slot frees or a held read returns: the loop waits on it when it cannot read."""
+        self.quieting = 0
+        """Non-zero while :meth:`run_alone` waits for quiet or runs its entry: no slot goes on to the next
+        entry read ahead."""
+        self.low_water = 0
+        """A slot that frees wakes the loop once no more than this many entries are left ahead (the loop
+        tops the buffer up then)."""
         self.reading = asyncio.Lock()
         """Held by the loop while it starts entries (read, or returned by a waiting read), and by
         :meth:`run_alone`."""
@@ -83,10 +89,25 @@ class Slots:
         """Run ``entry_id`` of ``part`` in a slot of its own (the entry's runner frees it); ``read_at``: when
         it became ours (monotonic; default now)."""
         slot = (part.index, entry_id)
-        task = asyncio.create_task(self._run_entry(part, entry_id, raw, alone))
+        run = self._run_entry(part, entry_id, raw, True) if alone else self._run_on(part, entry_id, raw)
+        task = asyncio.create_task(run)
         self.inflight[slot] = task
         self.started_at[slot] = read_at or time.monotonic()
         return task
+
+    async def _run_on(self, part: Partition, entry_id: str, raw: Raw) -> None:
+        """Run an entry; then, while entries wait :attr:`ahead` and no entry waits to run alone, the next
+        one in the same task and slot: a job that never waits costs no task and no loop turn of its own."""
+        task = asyncio.current_task()
+        ahead, inflight, started_at = self.ahead, self.inflight, self.started_at
+        while True:
+            await self._run_entry(part, entry_id, raw, False)
+            if not ahead or self.quieting or task is None or self.free <= 0:
+                return
+            part, entry_id, raw, read_at = ahead.popleft()
+            slot = (part.index, entry_id)
+            inflight[slot] = task
+            started_at[slot] = read_at
 
     def take(self, part: Partition, entries: Entries, read_at: float) -> None:
         """Start what the free slots take of ``entries`` (read at ``read_at``, one clock read for the batch)
@@ -130,11 +151,13 @@ class Slots:
         return old
 
     def free_slot(self, index: int, entry_id: str) -> None:
-        """The entry's runner is done with its slot: forget it and wake the loop."""
+        """The entry's runner is done with its slot: forget it and wake the loop, unless the slot goes on
+        to an entry read ahead and enough of them are left (more than :attr:`low_water`)."""
         slot = (index, entry_id)
         self.inflight.pop(slot, None)
         self.started_at.pop(slot, None)
-        self.freed.set()
+        if len(self.ahead) <= self.low_water or self.quieting:
+            self.freed.set()
 
     def hold(self, task: asyncio.Task[Any]) -> None:
         """``task`` (a waiting read, a rest) holds a slot until the loop has started what it returned
@@ -172,10 +195,14 @@ class Slots:
         The read lock keeps the loop from reading meanwhile; an innocent entry
         never runs beside a suspect one, so a crash charges the suspect alone.
         """
-        async with self.reading:
-            await self._until_quiet()
-            raw = await claim()
-            if raw is None:
-                return False
-            await asyncio.shield(self.start(part, entry_id, raw, alone=True))
+        self.quieting += 1
+        try:
+            async with self.reading:
+                await self._until_quiet()
+                raw = await claim()
+                if raw is None:
+                    return False
+                await asyncio.shield(self.start(part, entry_id, raw, alone=True))
+        finally:
+            self.quieting -= 1
         return True
