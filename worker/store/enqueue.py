@@ -14,6 +14,10 @@ such), and a job named by neither gets a minted ``job_id`` (uuid4 hex). The
 job goes to the partition of its identity (:func:`worker.store.keys.partition_of`);
 with ``WAIT_REPLICAS`` > 0 a call returns once that many replicas have the
 job (:mod:`worker.store.durable`).
+
+When Redis refuses the write (out of memory, read-only, misconfigured
+persistence, no permission), each raises :class:`worker.errors.QueueRefused`,
+one line naming the reason (:mod:`worker.store.refusals`).
 """
 
 from __future__ import annotations
@@ -29,7 +33,11 @@ from worker.settings import Settings
 from worker.store.connection import is_cluster
 from worker.store.durable import WAIT_TIMEOUT_MS, write_and_wait, write_and_wait_async
 from worker.store.keys import Keys, partition_of, queue_partitions
+from worker.store.refusals import refused_as_queue_refused
 from worker.store.wire import encode_member, job_id_of, text
+
+NOT_ENQUEUED = "the job was not enqueued; enqueue it again once Redis accepts writes"
+SOME_NOT_ENQUEUED = "some or all of the jobs were not enqueued; enqueue them again once Redis accepts writes"
 
 FieldValue = str | int | float
 
@@ -154,9 +162,10 @@ def enqueue(
     """
     queue = _Queue.of(prefix, partitions, wait_replicas)
     plan = _Plan.of(NewJob(kind, fields, delay_s, run_at))
-    if queue.wait_replicas:
-        return _durably(redis, queue, plan)
-    return plan.result(plan.send(redis, queue.keys_of(plan)))
+    with refused_as_queue_refused(NOT_ENQUEUED):
+        if queue.wait_replicas:
+            return _durably(redis, queue, plan)
+        return plan.result(plan.send(redis, queue.keys_of(plan)))
 
 
 async def enqueue_async(
@@ -174,9 +183,11 @@ async def enqueue_async(
     queue = _Queue.of(prefix, partitions, wait_replicas)
     plan = _Plan.of(NewJob(kind, fields, delay_s, run_at))
     keys = queue.keys_of(plan)
-    if queue.wait_replicas:
-        return plan.result(await write_and_wait_async(redis, plan.key(keys), plan.command(keys), queue.wait_replicas))
-    return plan.result(await plan.send(redis, keys))
+    with refused_as_queue_refused(NOT_ENQUEUED):
+        if queue.wait_replicas:
+            command = plan.command(keys)
+            return plan.result(await write_and_wait_async(redis, plan.key(keys), command, queue.wait_replicas))
+        return plan.result(await plan.send(redis, keys))
 
 
 def enqueue_many(
@@ -199,14 +210,15 @@ def enqueue_many(
     plans = [_Plan.of(new) for new in jobs]
     if not plans:
         return []
-    if queue.wait_replicas and is_cluster(redis):
-        return [_durably(redis, queue, plan) for plan in plans]
-    pipe = redis.pipeline(transaction=False)
-    for plan in plans:
-        plan.send(pipe, queue.keys_of(plan))
-    if queue.wait_replicas:
-        pipe.execute_command("WAIT", queue.wait_replicas, WAIT_TIMEOUT_MS)
-    replies = pipe.execute()
+    with refused_as_queue_refused(SOME_NOT_ENQUEUED):
+        if queue.wait_replicas and is_cluster(redis):
+            return [_durably(redis, queue, plan) for plan in plans]
+        pipe = redis.pipeline(transaction=False)
+        for plan in plans:
+            plan.send(pipe, queue.keys_of(plan))
+        if queue.wait_replicas:
+            pipe.execute_command("WAIT", queue.wait_replicas, WAIT_TIMEOUT_MS)
+        replies = pipe.execute()
     return [plan.result(reply) for plan, reply in zip(plans, replies, strict=False)]
 
 
@@ -229,17 +241,18 @@ async def enqueue_many_async(
     plans = [_Plan.of(new) for new in jobs]
     if not plans:
         return []
-    if queue.wait_replicas and is_cluster(redis):
-        out = []
+    with refused_as_queue_refused(SOME_NOT_ENQUEUED):
+        if queue.wait_replicas and is_cluster(redis):
+            out = []
+            for plan in plans:
+                keys = queue.keys_of(plan)
+                reply = await write_and_wait_async(redis, plan.key(keys), plan.command(keys), queue.wait_replicas)
+                out.append(plan.result(reply))
+            return out
+        pipe = redis.pipeline(transaction=False)
         for plan in plans:
-            keys = queue.keys_of(plan)
-            reply = await write_and_wait_async(redis, plan.key(keys), plan.command(keys), queue.wait_replicas)
-            out.append(plan.result(reply))
-        return out
-    pipe = redis.pipeline(transaction=False)
-    for plan in plans:
-        plan.send(pipe, queue.keys_of(plan))
-    if queue.wait_replicas:
-        pipe.execute_command("WAIT", queue.wait_replicas, WAIT_TIMEOUT_MS)
-    replies = await pipe.execute()
+            plan.send(pipe, queue.keys_of(plan))
+        if queue.wait_replicas:
+            pipe.execute_command("WAIT", queue.wait_replicas, WAIT_TIMEOUT_MS)
+        replies = await pipe.execute()
     return [plan.result(reply) for plan, reply in zip(plans, replies, strict=False)]
