@@ -45,7 +45,7 @@ def import_kinds(settings: Settings, registry: Registry = REGISTRY) -> None:
     """Import the modules that declare the kinds; the one-line hint when none is named and ``registry``
     holds none either (an application may have declared its kinds in a registry of its own)."""
     if not settings.kinds and not registry.kinds:
-        raise SettingsError("no job kinds: set WORKER_KINDS (e.g. WORKER_KINDS=stagedoor.kinds) or pass --kinds")
+        raise SettingsError("no job kinds: set WORKER_KINDS (e.g. WORKER_KINDS=myapp.kinds) or pass --kinds")
     import_kind_modules(settings.kinds)
 
 
