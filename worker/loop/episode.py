@@ -46,6 +46,8 @@ class Episode:
         """Outcomes waiting to be recorded now."""
         self.reason = ""
         """Redis's reason for the episode under way ("" when none is)."""
+        self.ended_at = float("-inf")
+        """When the last episode ended (monotonic seconds)."""
         self._started = 0.0
         self._waited = 0
         self._longest_s = 0.0
@@ -86,6 +88,7 @@ class Episode:
             self.reason = ""
 
     def _end(self) -> None:
+        self.ended_at = time.monotonic()
         log.info(
             "Redis accepts writes again after %.1f s (%s): %d outcomes waited to be recorded, the longest %.1f s.",
             time.monotonic() - self._started,

@@ -46,6 +46,8 @@ log = logging.getLogger("worker")
 HEARTBEAT_INTERVAL_S = 5.0
 HEARTBEAT_TTL_S = 15
 SUMMARY_INTERVAL_S = 60.0
+#: After an episode of refused writes, how long reclaim waits for live workers to refresh their claims.
+SETTLE_S = HEARTBEAT_INTERVAL_S
 #: Pending entries the reclaim chore looks at in one partition at a time; a full page brings it back at once.
 RECLAIM_PAGE = 100
 
@@ -122,6 +124,8 @@ class Upkeep:
     async def reclaim(self) -> float | None:
         """Dead-letter poison entries; claim other idle pending entries and run them alone, back to back
         (every partition). Comes back at once while a look found a full page."""
+        if not self._may_reclaim():
+            return None
         idle_ms = self.settings.reclaim_idle_ms
         full = False
         for part in self.parts:
@@ -134,12 +138,19 @@ class Upkeep:
                 entry_id = item["message_id"].decode()
                 deliveries = int(item["times_delivered"])
                 consumer = item["consumer"].decode()
+                if (part.index, entry_id) in self.slots.inflight:
+                    continue  # this worker still holds it (its outcome may wait to be recorded)
                 if deliveries >= self.settings.max_deliveries:
                     await part.outcomes.poison(entry_id, deliveries, consumer, idle_ms)
                 else:
                     suspects.append((part, entry_id, self._claim(part, entry_id, idle_ms, consumer, deliveries)))
             await self.slots.run_alone(suspect for suspect in suspects if not self.stopping.is_set())
         return 0.0 if full and not self.stopping.is_set() else None
+
+    def _may_reclaim(self) -> bool:
+        """Not while Redis refuses this worker's writes, nor within ``SETTLE_S`` after: no live worker can
+        refresh its claims meanwhile, so an idle entry is no sign of a dead process."""
+        return not self.episode.active and time.monotonic() - self.episode.ended_at >= SETTLE_S
 
     def _claim(
         self, part: PartitionReader, entry_id: str, idle_ms: int, previous: str, deliveries: int
