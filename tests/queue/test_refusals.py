@@ -26,6 +26,7 @@ MISCONF = redis.exceptions.ResponseError("MISCONF Valkey is configured to save R
             redis.exceptions.ResponseError("Command # 1 (XADD jobs * kind a) of pipeline caused error: MISCONF x"),
             "MISCONF",
         ),
+        (redis.exceptions.ResponseError("Command # 2 (HINCRBY) of pipeline caused error: ('MISCONF x',)"), "MISCONF"),
         (
             redis.exceptions.ReadOnlyError("You can't write against a read only replica.", status_code="READONLY"),
             "READONLY",

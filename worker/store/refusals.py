@@ -42,8 +42,8 @@ def refusal_code(exc: BaseException) -> str | None:
         return None
     code = getattr(exc, "status_code", None)
     if not code:
-        # A pipeline's error reads "Command # 1 (...) of pipeline caused error: MISCONF ..."
-        message = str(exc).rpartition("caused error: ")[2]
+        # A pipeline's error reads "Command # 1 (...) of pipeline caused error: MISCONF ..." (or: ("MISCONF ...",))
+        message = str(exc).rpartition("caused error: ")[2].lstrip("(\"' ")
         code = message.split(" ", 1)[0]
     return code if code in REASONS else None
 
