@@ -76,3 +76,18 @@ def test_health_never_reports_a_make_run_stack_once_a_url_is_set(redis_url: str,
     dev = run(["health"], tmp_path, QUEUE_PREFIX=prefix)
     assert dev.returncode == 1  # it looked at the stack's Redis: no worker there, unhealthy
     assert dev.stdout.startswith("unhealthy:")
+
+
+def test_stagedoor_migrate_does_not_start_a_private_postgresql_once_a_url_is_set(tmp_path: Path) -> None:
+    base = {k: v for k, v in os.environ.items() if k not in URLS}
+    done = subprocess.run(
+        [sys.executable, "-m", "stagedoor", "migrate"],
+        cwd=ROOT,
+        env={**base, "PYTHONPATH": str(ROOT), "WORKER_DATA_DIR": str(tmp_path), "REDIS_URL": "redis://127.0.0.1:1/0"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert done.stderr == "error: set DATABASE_URL (or DATABASE_URL_FILE): another server URL is set\n"
+    assert not (tmp_path / "postgres").exists()
