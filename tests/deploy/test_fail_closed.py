@@ -49,9 +49,9 @@ def test_a_database_url_alone_does_not_start_an_embedded_redis(tmp_path: Path) -
     assert valkeys() <= before
 
 
-def test_archive_off_is_no_server_url(redis_url: str, tmp_path: Path) -> None:
+def test_archive_off_is_no_server_url(redis_url: str, prefix: str, tmp_path: Path) -> None:
     """REDIS_URL with ARCHIVE_URL=off needs no PostgreSQL: the worker runs."""
-    done = run(["--burst"], tmp_path, REDIS_URL=redis_url, ARCHIVE_URL="off", QUEUE_PREFIX="test:closed:")
+    done = run(["--burst"], tmp_path, REDIS_URL=redis_url, ARCHIVE_URL="off", QUEUE_PREFIX=prefix)
     assert done.returncode == 0, done.stderr
 
 
