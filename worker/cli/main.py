@@ -28,13 +28,13 @@ from worker.app import WorkerApp
 from worker.embedded.servers import EmbeddedServerError, embedded_stack
 from worker.errors import SettingsError, WorkerError
 from worker.kinds import REGISTRY, import_kind_modules
-from worker.loop.runner import HEARTBEAT_TTL_S, Worker
+from worker.loop.runner import Worker
 from worker.loop.scheduler import scheduler_chore
 from worker.observability import logs
-from worker.observability.queue_state import glob_escape, live_workers
 from worker.settings import Settings, settings_help
 from worker.store.connection import connect, connect_async
 from worker.store.enqueue import enqueue
+from worker.store.heartbeats import HEARTBEAT_TTL_S, live_workers
 from worker.store.keys import GROUP, Keys
 from worker.store.partitions import check_recorded, keys_for, partition_keys, record_count, recorded_count
 
@@ -155,11 +155,21 @@ def cmd_keys(settings: Settings) -> int:
 
 
 def cmd_health(settings: Settings) -> int:
-    """Healthy: Redis answers, the group exists, a heartbeat of this worker is fresh."""
+    """Healthy: Redis answers, the group exists, a heartbeat of this worker is fresh.
+
+    A handful of commands whatever the size of the keyspace (no SCAN; RESP2, so no HELLO; no CLIENT
+    SETINFO): INFO (the mode), GET (the partition count), XINFO GROUPS per partition, one ZRANGE of
+    the live workers.
+    """
+    if not settings.prefix:
+        print(
+            "warning: QUEUE_PREFIX is empty, so the roles of `python -m worker acl` cannot be scoped to this "
+            "queue's keys; set QUEUE_PREFIX (e.g. stagedoor:)",
+            file=sys.stderr,
+        )
     keys = Keys(settings.prefix)
     try:
-        client = connect(settings, socket_timeout=3, socket_connect_timeout=3)
-        client.ping()
+        client = connect(settings, socket_timeout=3, socket_connect_timeout=3, protocol=2, driver_info=None)
         count = recorded_count(client, settings.prefix) or settings.partitions
         for part in keys_for(settings.prefix, count):
             try:
@@ -170,23 +180,24 @@ def cmd_health(settings: Settings) -> int:
             if not any(g["name"] in (GROUP, GROUP.encode()) for g in groups):
                 print(f"unhealthy: consumer group {GROUP} does not exist on {part.jobs}")
                 return EXIT_FAILED
+        live = live_workers(client, keys)
     except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
         print(f"unhealthy: Redis does not answer ({exc})")
         return EXIT_FAILED
     # Under a supervisor (WORKER_PROCESSES > 1) the consumers are <WORKER_NAME>-<i>: each must beat.
     name = os.environ.get("WORKER_NAME", "").strip()
     expected = settings.processes
-    if name:
-        worker_glob = glob_escape(name) + ("-*" if expected > 1 else "")
+    if name and expected == 1:
+        beats, wanted = {w for w in live if w == name}, name
     else:
-        worker_glob = glob_escape(socket.gethostname()) + "-*"
-    beats = live_workers(client, keys, worker_glob)
-    pattern = keys.heartbeat(worker_glob)
+        stem = f"{name or socket.gethostname()}-"
+        beats, wanted = {w for w in live if w.startswith(stem)}, f"{stem}*"
+    where = f"of {wanted} in {keys.workers} in the last {HEARTBEAT_TTL_S} s"
     if not beats:
-        print(f"unhealthy: no heartbeat matching {pattern} in the last {HEARTBEAT_TTL_S} s")
+        print(f"unhealthy: no heartbeat {where}")
         return EXIT_FAILED
     if len(beats) < expected:
-        print(f"unhealthy: {len(beats)} of {expected} heartbeats matching {pattern} in the last {HEARTBEAT_TTL_S} s")
+        print(f"unhealthy: {len(beats)} of {expected} heartbeats {where}")
         return EXIT_FAILED
     print(f"healthy: {len(beats)} worker heartbeat(s) fresh")
     return EXIT_OK

@@ -42,7 +42,6 @@ from worker.loop.observe import Observer, Tally
 from worker.loop.outcomes import Outcomes
 from worker.loop.partition_reader import READ_ERRORS, PartitionReader
 from worker.loop.rotation import Rotation
-from worker.loop.upkeep import HEARTBEAT_TTL_S as HEARTBEAT_TTL_S
 from worker.loop.upkeep import Upkeep
 from worker.settings import Settings
 from worker.store import wire

@@ -5,7 +5,7 @@
 | promote | until the next due job, at most 1 s | moves due ``delayed`` jobs onto ``jobs`` (promote script) |
 | reclaim | ``RECLAIM_INTERVAL_S`` | dead-letters poison; claims other idle pending entries and runs each alone |
 | refresh-claims | a third of ``RECLAIM_IDLE_MS`` | keeps this worker's long-running entries from looking idle |
-| heartbeat | 5 s | ``heartbeat:<worker>`` with a 15 s expiry (health checks, consumer clean-up) |
+| heartbeat | 5 s | this worker in ``workers``, expiry 15 s ahead; prunes the expired (health, consumer clean-up) |
 | trim | 1 s | keeps ``jobs`` bounded without dropping undelivered or pending entries |
 | forget-consumers | 60 s | removes consumers of dead workers once they own nothing |
 | summary | 60 s | one log line: jobs processed per kind and outcome |
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
 from typing import TYPE_CHECKING, Any
@@ -26,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from worker.app import Chore
 from worker.loop.chores import CONNECTION_ERRORS, sleep_or_stop
 from worker.store.consumers import forget_dead_consumers
-from worker.store.failures import now_iso
+from worker.store.heartbeats import HEARTBEAT_INTERVAL_S, beat
 from worker.store.keys import GROUP
 from worker.store.scripts import Scripts
 
@@ -35,8 +34,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("worker")
 
-HEARTBEAT_INTERVAL_S = 5.0
-HEARTBEAT_TTL_S = 15
 SUMMARY_INTERVAL_S = 60.0
 
 
@@ -123,14 +120,15 @@ class Upkeep:
                 await part.scripts.refresh_claims(self.worker.name, old[part.index])
 
     async def heartbeat(self) -> None:
-        """Say this worker is alive (for health checks and consumer clean-up)."""
-        info = json.dumps({"at": now_iso(), "inflight": len(self.worker.inflight), "slots": self.settings.concurrency})
-        await self.redis.set(self.keys.heartbeat(self.worker.name), info, ex=HEARTBEAT_TTL_S)
+        """Say this worker is alive (for health checks and consumer clean-up); prune the expired."""
+        pipe = self.redis.pipeline(transaction=False)
+        beat(pipe, self.keys, self.worker.name)
+        await pipe.execute()
 
     async def stop_heartbeat(self) -> None:
         """Remove this worker's heartbeat on the way out (best effort: it expires anyway)."""
         with contextlib.suppress(*CONNECTION_ERRORS):
-            await self.redis.delete(self.keys.heartbeat(self.worker.name))
+            await self.redis.zrem(self.keys.workers, self.worker.name)
 
     async def trim(self) -> None:
         """Keep each ``jobs`` bounded: drop acknowledged entries, never undelivered or pending ones."""

@@ -150,7 +150,15 @@ async def connect_async(settings: Settings, url: str, **client_kwargs: Any) -> A
 
 
 def _probe_kwargs(client_kwargs: dict[str, Any]) -> dict[str, Any]:
-    keep = ("socket_timeout", "socket_connect_timeout", "username", "password", "ssl_ca_certs")
+    keep = (
+        "socket_timeout",
+        "socket_connect_timeout",
+        "username",
+        "password",
+        "ssl_ca_certs",
+        "protocol",
+        "driver_info",
+    )
     return {k: v for k, v in client_kwargs.items() if k in keep}
 
 
