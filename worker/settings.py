@@ -274,6 +274,12 @@ class Settings:
     max_field_bytes: int = setting(
         "MAX_FIELD_BYTES", "65536", positive_int, "a job field larger than this is dead-lettered as malformed"
     )
+    max_job_bytes: int = setting(
+        "MAX_JOB_BYTES",
+        "1048576",
+        positive_int,
+        "enqueue refuses a larger job; the worker dead-letters a larger entry as oversized, each field cut to 1 KiB",
+    )
     traceback_bytes: int = setting(
         "TRACEBACK_BYTES", "8192", positive_int, "tracebacks stored on dead entries are cut to this size"
     )

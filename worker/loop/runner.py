@@ -97,7 +97,7 @@ class Worker:
         observing = [self.tally, *observers]
         # Bound once, for every job: the wait observers (the tally counts outcomes only) and the field limit.
         self._job_started = [observer.job_started for observer in observers]
-        self._max_field_bytes = settings.max_field_bytes
+        self._max_field_bytes, self._max_job_bytes = settings.max_field_bytes, settings.max_job_bytes
         self.parts = []
         for keys in partition_keys(settings):
             scripts = Scripts(redis_client, keys, wait_replicas=settings.wait_replicas)
@@ -287,7 +287,7 @@ class Worker:
         """Run one entry of ``part`` through its handler and record the outcome. Never raises."""
         outcomes = part.outcomes
         try:
-            parsed = wire.parse_entry(entry_id, raw, self.registry, self._max_field_bytes)
+            parsed = wire.parse_entry(entry_id, raw, self.registry, self._max_field_bytes, self._max_job_bytes)
             if isinstance(parsed, wire.Malformed):
                 await outcomes.malformed(parsed)
                 return

@@ -1,7 +1,11 @@
 """Logging set-up: readable sentences by default, one JSON object per line with
 ``LOG_FORMAT=json``. Job log calls pass the job's facts in ``extra`` (kind,
 job_id, attempt, outcome, duration_ms, request_id, trace) so the JSON lines
-carry them as fields and the text lines stay full sentences."""
+carry them as fields and the text lines stay full sentences.
+
+Fields come from whoever wrote the job (a kind, an id, an error message), so
+the text lines escape control characters (``\\n``, ``\\x1b``...): an entry
+cannot forge a log line nor drive the terminal. JSON lines escape them anyway."""
 
 from __future__ import annotations
 
@@ -20,6 +24,17 @@ JOB_FIELDS = (
     "request_id",
     "trace",
 )
+
+
+#: C0 and C1 control characters, DEL and the Unicode line breaks, as escapes (``\n``, ``\x1b``, ``\u2028``).
+CONTROL_ESCAPES = {code: ascii(chr(code))[1:-1] for code in (*range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029)}
+
+
+class TextFormatter(logging.Formatter):
+    """A readable sentence per record, its control characters escaped (a traceback keeps its lines)."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        return super().formatMessage(record).translate(CONTROL_ESCAPES)
 
 
 class JsonFormatter(logging.Formatter):
@@ -47,7 +62,7 @@ def configure(log_format: str = "text", level: str = "INFO") -> None:
     if log_format == "json":
         handler.setFormatter(JsonFormatter())
     else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
+        handler.setFormatter(TextFormatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)

@@ -13,7 +13,8 @@ own ``job_id``; the outbox relay's ``outbox_id``, which stays on the wire as
 such), and a job named by neither gets a minted ``job_id`` (uuid4 hex). The
 job goes to the partition of its identity (:func:`worker.store.keys.partition_of`);
 with ``WAIT_REPLICAS`` > 0 a call returns once that many replicas have the
-job (:mod:`worker.store.durable`).
+job (:mod:`worker.store.durable`). A job over ``MAX_JOB_BYTES`` (the UTF-8
+bytes of every field's name and value) is refused with a ValueError of one line.
 """
 
 from __future__ import annotations
@@ -26,13 +27,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from worker.settings import non_negative_int, positive_int
+from worker.settings import Settings, declared, non_negative_int, positive_int
 from worker.store.connection import is_cluster
 from worker.store.durable import WAIT_TIMEOUT_MS, write_and_wait, write_and_wait_async
 from worker.store.keys import Keys, partition_of, queue_partitions
-from worker.store.wire import encode_member, job_id_of, text
+from worker.store.wire import encode_member, job_bytes, job_id_of, text
 
 FieldValue = str | int | float
+DEFAULT_MAX_JOB_BYTES = declared(Settings)["max_job_bytes"].default
 
 
 def job_fields(kind: str, fields: Mapping[str, FieldValue] | None) -> dict[str, str]:
@@ -90,8 +92,14 @@ class _Plan:
     member: str
 
     @classmethod
-    def of(cls, new: NewJob) -> _Plan:
+    def of(cls, new: NewJob, max_job_bytes: int) -> _Plan:
         job = job_fields(new.kind, new.fields)
+        size = job_bytes(job)
+        if size > max_job_bytes:
+            raise ValueError(
+                f"the {new.kind!r} job is {size} bytes, over MAX_JOB_BYTES={max_job_bytes}; keep large payloads "
+                "elsewhere (a database row, object storage) and put their reference in the job"
+            )
         due = run_at_epoch(new.delay_s, new.run_at)
         return cls(job, due, encode_member(job) if due is not None else "")
 
@@ -121,6 +129,7 @@ class _Queue:
 
     parts: list[Keys]
     wait_replicas: int
+    max_job_bytes: int
 
     @classmethod
     def of(cls, prefix: str | None, partitions: int | None, wait_replicas: int | None) -> _Queue:
@@ -131,7 +140,12 @@ class _Queue:
             partitions = positive_int("QUEUE_PARTITIONS", env.get("QUEUE_PARTITIONS", "1"))
         if wait_replicas is None:
             wait_replicas = non_negative_int("WAIT_REPLICAS", env.get("WAIT_REPLICAS", "0"))
-        return cls(queue_partitions(prefix, partitions), wait_replicas)
+        max_job_bytes = positive_int("MAX_JOB_BYTES", env.get("MAX_JOB_BYTES", DEFAULT_MAX_JOB_BYTES))
+        return cls(queue_partitions(prefix, partitions), wait_replicas, max_job_bytes)
+
+    def plan(self, new: NewJob) -> _Plan:
+        """Where ``new`` goes; ValueError (one line) for a bad job or one over ``MAX_JOB_BYTES``."""
+        return _Plan.of(new, self.max_job_bytes)
 
     def keys_of(self, plan: _Plan) -> Keys:
         """The keys of the partition the job belongs to."""
@@ -157,7 +171,7 @@ def enqueue(
     returns once that many replicas have it (:mod:`worker.store.durable`).
     """
     queue = _Queue.of(prefix, partitions, wait_replicas)
-    plan = _Plan.of(NewJob(kind, fields, delay_s, run_at))
+    plan = queue.plan(NewJob(kind, fields, delay_s, run_at))
     if queue.wait_replicas:
         return _durably(redis, queue, plan)
     return plan.result(plan.send(redis, queue.keys_of(plan)))
@@ -176,7 +190,7 @@ async def enqueue_async(
 ) -> str:
     """:func:`enqueue` for a ``redis.asyncio`` client."""
     queue = _Queue.of(prefix, partitions, wait_replicas)
-    plan = _Plan.of(NewJob(kind, fields, delay_s, run_at))
+    plan = queue.plan(NewJob(kind, fields, delay_s, run_at))
     keys = queue.keys_of(plan)
     if queue.wait_replicas:
         return plan.result(await write_and_wait_async(redis, plan.key(keys), plan.command(keys), queue.wait_replicas))
@@ -200,7 +214,7 @@ def enqueue_many(
     cluster, each job is written and waited for on its own.
     """
     queue = _Queue.of(prefix, partitions, wait_replicas)
-    plans = [_Plan.of(new) for new in jobs]
+    plans = [queue.plan(new) for new in jobs]
     if not plans:
         return []
     if queue.wait_replicas and is_cluster(redis):
@@ -230,7 +244,7 @@ async def enqueue_many_async(
 ) -> list[str]:
     """:func:`enqueue_many` for a ``redis.asyncio`` client."""
     queue = _Queue.of(prefix, partitions, wait_replicas)
-    plans = [_Plan.of(new) for new in jobs]
+    plans = [queue.plan(new) for new in jobs]
     if not plans:
         return []
     if queue.wait_replicas and is_cluster(redis):

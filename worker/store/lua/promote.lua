@@ -9,15 +9,23 @@ ARGV[2]  batch     how many members to move in this call
 Returns: the number of members moved (0..batch). The caller repeats while the
 return equals batch. Each member is XADDed and ZREMed in the same script, so a
 crash or a second promoter never adds a job twice nor loses one.
-A member that is not a JSON object of strings is moved with the single field
-`malformed_delayed` holding it, so the consumer's edge dead-letters it.
+A member that is not a JSON object of strings (numbers pass, as their text) is
+moved with the single field `malformed_delayed` holding it, so the consumer's
+edge dead-letters it: among them a member whose kind is not a string (a
+number, a list, an object, null), which would otherwise reach the stream as
+Lua's text for it ("table: 0x...").
 ]]
 local due = redis.call('ZRANGE', KEYS[1], '-inf', ARGV[1], 'BYSCORE', 'LIMIT', 0, tonumber(ARGV[2]))
 for _, member in ipairs(due) do
   local ok, fields = pcall(cjson.decode, member)
   local args = {}
-  if ok and type(fields) == 'table' then
+  if ok and type(fields) == 'table' and type(fields['kind']) == 'string' then
     for k, v in pairs(fields) do
+      local t = type(v)
+      if t ~= 'string' and t ~= 'number' then
+        args = {}
+        break
+      end
       args[#args + 1] = tostring(k)
       args[#args + 1] = tostring(v)
     end
