@@ -25,6 +25,7 @@ import redis
 from redis.crc import key_slot
 
 from worker.app import WorkerApp
+from worker.cli.acl import cmd_acl
 from worker.embedded.servers import EmbeddedServerError, embedded_stack
 from worker.errors import SettingsError, WorkerError
 from worker.kinds import REGISTRY, import_kind_modules
@@ -37,6 +38,7 @@ from worker.store.enqueue import enqueue
 from worker.store.heartbeats import HEARTBEAT_TTL_S, live_workers
 from worker.store.keys import GROUP, Keys
 from worker.store.partitions import check_recorded, keys_for, partition_keys, record_count, recorded_count
+from worker.store.roles import ROLES, refused
 
 if TYPE_CHECKING:
     from worker.archive.archiver import Archiver
@@ -76,6 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
         "health",
         help="exit 0 when Redis answers, the group exists and this worker's heartbeat is fresh",
     )
+    acl = sub.add_parser("acl", help="print a Redis role's rules for ACL SETUSER (scoped to QUEUE_PREFIX; no server)")
+    acl.add_argument("role", choices=sorted(ROLES), help=", ".join(f"{r.name}: {r.purpose}" for r in ROLES.values()))
     sub.add_parser(
         "migrate",
         help="apply the queue's own tables (the dead-letter archive) to ARCHIVE_URL "
@@ -169,7 +173,7 @@ def cmd_health(settings: Settings) -> int:
         )
     keys = Keys(settings.prefix)
     try:
-        client = connect(settings, socket_timeout=3, socket_connect_timeout=3, protocol=2, driver_info=None)
+        client = connect(settings, socket_timeout=3, socket_connect_timeout=3, protocol=2)
         count = recorded_count(client, settings.prefix) or settings.partitions
         for part in keys_for(settings.prefix, count):
             try:
@@ -315,6 +319,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         logs.configure(settings.log_format, settings.log_level)
         if args.command == "keys":
             return cmd_keys(settings)
+        if args.command == "acl":
+            return cmd_acl(settings, args.role)
         if args.command == "enqueue":
             return cmd_enqueue(settings, args)
         if args.command == "health":
@@ -327,6 +333,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except (EmbeddedServerError, WorkerError) as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except redis.exceptions.NoPermissionError as exc:
+        print(f"error: {refused(exc, 'worker')}", file=sys.stderr)
         return EXIT_FAILED
     except (redis.ConnectionError, redis.TimeoutError) as exc:
         print(f"error: Redis does not answer: {exc}", file=sys.stderr)

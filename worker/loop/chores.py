@@ -4,7 +4,8 @@ A chore is an async function called every ``interval_s`` (with jitter so a
 fleet of workers does not move in lockstep). It may return a number of
 seconds to sleep next instead (the promoter sleeps until the next retry is
 due). An exception is logged and the chore carries on after a backoff: a
-chore never takes the worker down (saq's ``upkeep``, Sidekiq's pollers).
+chore never takes the worker down (saq's ``upkeep``, Sidekiq's pollers). A
+permission Redis refuses is one line naming the command and the role.
 """
 
 from __future__ import annotations
@@ -13,8 +14,11 @@ import asyncio
 import logging
 import random
 
+import redis.exceptions
+
 from worker.app import Chore
 from worker.store.reconnect import CONNECTION_ERRORS, backoff_s
+from worker.store.roles import refused
 
 log = logging.getLogger("worker.loop.chores")
 
@@ -50,6 +54,10 @@ async def run_chore(chore: Chore, stopping: asyncio.Event) -> None:
             if failures == 1:
                 log.warning("Chore %s lost its connection (%s); retrying with backoff.", chore.name, exc)
             next_s = backoff_s(failures)
+        except redis.exceptions.NoPermissionError as exc:
+            failures += 1
+            log.error("Chore %s failed: %s; it will run again.", chore.name, refused(exc, "worker"))
+            next_s = backoff_s(failures, base_s=chore.interval_s, cap_s=30.0)
         except Exception:
             failures += 1
             log.exception("Chore %s failed; it will run again.", chore.name)
