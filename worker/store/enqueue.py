@@ -19,7 +19,6 @@ bytes of every field's name and value) is refused with a ValueError of one line.
 
 from __future__ import annotations
 
-import os
 import time
 import uuid
 from collections.abc import Iterable, Mapping
@@ -27,14 +26,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from worker.settings import Settings, declared, non_negative_int, positive_int
+from worker.settings import Settings
 from worker.store.connection import is_cluster
 from worker.store.durable import WAIT_TIMEOUT_MS, write_and_wait, write_and_wait_async
 from worker.store.keys import Keys, partition_of, queue_partitions
 from worker.store.wire import encode_member, job_bytes, job_id_of, text
 
 FieldValue = str | int | float
-DEFAULT_MAX_JOB_BYTES = declared(Settings)["max_job_bytes"].default
 
 
 def job_fields(kind: str, fields: Mapping[str, FieldValue] | None) -> dict[str, str]:
@@ -134,14 +132,10 @@ class _Queue:
     @classmethod
     def of(cls, prefix: str | None, partitions: int | None, wait_replicas: int | None) -> _Queue:
         """The queue the arguments name; None: ``QUEUE_PREFIX``, ``QUEUE_PARTITIONS``, ``WAIT_REPLICAS``."""
-        env = os.environ
-        prefix = env.get("QUEUE_PREFIX", "") if prefix is None else prefix
-        if partitions is None:
-            partitions = positive_int("QUEUE_PARTITIONS", env.get("QUEUE_PARTITIONS", "1"))
-        if wait_replicas is None:
-            wait_replicas = non_negative_int("WAIT_REPLICAS", env.get("WAIT_REPLICAS", "0"))
-        max_job_bytes = positive_int("MAX_JOB_BYTES", env.get("MAX_JOB_BYTES", DEFAULT_MAX_JOB_BYTES))
-        return cls(queue_partitions(prefix, partitions), wait_replicas, max_job_bytes)
+        prefix = Settings.one("prefix") if prefix is None else prefix
+        partitions = Settings.one("partitions") if partitions is None else partitions
+        wait_replicas = Settings.one("wait_replicas") if wait_replicas is None else wait_replicas
+        return cls(queue_partitions(prefix, partitions), wait_replicas, Settings.one("max_job_bytes"))
 
     def plan(self, new: NewJob) -> _Plan:
         """Where ``new`` goes; ValueError (one line) for a bad job or one over ``MAX_JOB_BYTES``."""

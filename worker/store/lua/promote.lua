@@ -15,25 +15,10 @@ edge dead-letters it: among them a member whose kind is not a string (a
 number, a list, an object, null), which would otherwise reach the stream as
 Lua's text for it ("table: 0x...").
 ]]
+--- @include "delayed_entry"
 local due = redis.call('ZRANGE', KEYS[1], '-inf', ARGV[1], 'BYSCORE', 'LIMIT', 0, tonumber(ARGV[2]))
 for _, member in ipairs(due) do
-  local ok, fields = pcall(cjson.decode, member)
-  local args = {}
-  if ok and type(fields) == 'table' and type(fields['kind']) == 'string' then
-    for k, v in pairs(fields) do
-      local t = type(v)
-      if t ~= 'string' and t ~= 'number' then
-        args = {}
-        break
-      end
-      args[#args + 1] = tostring(k)
-      args[#args + 1] = tostring(v)
-    end
-  end
-  if #args == 0 then
-    args = {'malformed_delayed', member}
-  end
-  redis.call('XADD', KEYS[2], '*', unpack(args))
+  redis.call('XADD', KEYS[2], '*', unpack(delayed_entry(member)))
   redis.call('ZREM', KEYS[1], member)
 end
 return #due
