@@ -159,7 +159,7 @@ def archive_hint(exc: psycopg.Error) -> str:
             f"opslib.archive() and join in pandas, or leave ARCHIVE_URL empty to keep {ARCHIVE_TABLE} beside "
             "the application's tables"
         )
-    return f". The workers create {ARCHIVE_TABLE} when they start (or run `python -m worker migrate`)"
+    return f". `python -m worker migrate` creates {ARCHIVE_TABLE} (the embedded stack's workers do at start)"
 
 
 def queue_keys(prefix: str | None) -> Keys:

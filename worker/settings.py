@@ -266,6 +266,14 @@ class Settings:
         "PostgreSQL URL of the dead-letter archive (table dead_letters); empty: the database of DATABASE_URL "
         "(the embedded PostgreSQL when that is unset); off: no archive",
     )
+    archive_migrate: str = setting(
+        "ARCHIVE_MIGRATE",
+        "auto",
+        choice("auto", "on", "off"),
+        "on: a worker creates the archive's table at start; off: it checks that the table exists "
+        "(`python -m worker migrate` creates it, as a role that may run DDL); auto: on for the embedded "
+        "PostgreSQL (no ARCHIVE_URL nor DATABASE_URL), off otherwise",
+    )
     reclaim_idle_ms: int = setting(
         "RECLAIM_IDLE_MS", "60000", positive_int, "idle time after which a pending entry is reclaimed"
     )
@@ -337,6 +345,13 @@ class Settings:
     def worker_name_set(self) -> bool:
         """True when ``WORKER_NAME`` named this worker (not the ``<host>-<pid>`` default)."""
         return self.worker_name != default_worker_name()
+
+    @property
+    def archive_migrates(self) -> bool:
+        """Whether a worker creates the archive's table at start (``ARCHIVE_MIGRATE``, ``auto`` resolved)."""
+        if self.archive_migrate == "auto":
+            return not self.archive_url and not self.database_url
+        return self.archive_migrate == "on"
 
     @property
     def archive_on(self) -> bool:

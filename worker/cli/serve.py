@@ -63,7 +63,9 @@ async def serve(
             if settings.archive_on:
                 from worker.archive.archiver import Archiver
 
-                archiver = Archiver(client, settings, settings.archive_url or database_url)
+                archiver = Archiver(
+                    client, settings, settings.archive_url or database_url, migrate=settings.archive_migrates
+                )
                 stack.push_async_callback(archiver.close)
                 await archiver.start()
                 for chore in archiver.chores():

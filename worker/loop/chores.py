@@ -5,7 +5,8 @@ fleet of workers does not move in lockstep). It may return a number of
 seconds to sleep next instead (the promoter sleeps until the next retry is
 due). An exception is logged and the chore carries on after a backoff: a
 chore never takes the worker down (saq's ``upkeep``, Sidekiq's pollers). A
-permission Redis refuses is one line naming the command and the role.
+permission Redis refuses, or a setup error of ours (a table not migrated), is
+one line naming what to do.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import random
 import redis.exceptions
 
 from worker.app import Chore
+from worker.errors import WorkerError
 from worker.store.reconnect import CONNECTION_ERRORS, backoff_s
 from worker.store.roles import refused
 
@@ -54,9 +56,10 @@ async def run_chore(chore: Chore, stopping: asyncio.Event) -> None:
             if failures == 1:
                 log.warning("Chore %s lost its connection (%s); retrying with backoff.", chore.name, exc)
             next_s = backoff_s(failures)
-        except redis.exceptions.NoPermissionError as exc:
+        except (redis.exceptions.NoPermissionError, WorkerError) as exc:
             failures += 1
-            log.error("Chore %s failed: %s; it will run again.", chore.name, refused(exc, "worker"))
+            why = refused(exc, "worker") if isinstance(exc, redis.exceptions.NoPermissionError) else str(exc)
+            log.error("Chore %s failed: %s; it will run again.", chore.name, why)
             next_s = backoff_s(failures, base_s=chore.interval_s, cap_s=30.0)
         except Exception:
             failures += 1
