@@ -36,7 +36,7 @@ from worker.store.heartbeats import live_workers
 from worker.store.keys import GROUP, queue_partitions
 
 JOBS = 10_000
-KINDS = "tests.faults.failover_kinds"
+KINDS = "tests.faults.kinds_failover"
 
 
 @pytest.fixture

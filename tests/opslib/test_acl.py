@@ -21,8 +21,9 @@ import pytest
 import redis
 
 import opslib
+from benchmarks.fixtures import ensure_group
 from tests.helpers import ROOT, Workers, wait_for
-from tests.opslib.seed import bury, ensure_group
+from tests.opslib.helpers import bury
 from worker.embedded.servers import free_port
 from worker.store.connection import connect
 from worker.store.enqueue import enqueue

@@ -15,7 +15,7 @@ import pytest
 import redis
 from prometheus_client.exposition import generate_latest
 
-from tests.faults.support import KINDS
+from tests.faults.helpers import KINDS
 from tests.helpers import ROOT, Workers
 from worker.kinds import Registry, job_kind
 from worker.observability.logs import TextFormatter
@@ -88,10 +88,10 @@ def test_metric_labels_take_declared_kinds_and_count_every_other_under_other(r: 
     for i in range(300):
         metrics.job_finished(f"random-{i}", "dead", 0.0, "unknown_kind")
     text = generate_latest(metrics.registry).decode()
-    dead = [line for line in text.splitlines() if line.startswith("stagedoor_jobs_dead_total{")]
+    dead = [line for line in text.splitlines() if line.startswith("worker_jobs_dead_total{")]
     assert sorted(dead) == [
-        'stagedoor_jobs_dead_total{kind="known",queue="m:",reason="exhausted"} 1.0',
-        'stagedoor_jobs_dead_total{kind="other",queue="m:",reason="unknown_kind"} 300.0',
+        'worker_jobs_dead_total{kind="known",queue="m:",reason="exhausted"} 1.0',
+        'worker_jobs_dead_total{kind="other",queue="m:",reason="unknown_kind"} 300.0',
     ]
 
 

@@ -24,7 +24,7 @@ import redis
 import opslib
 from stagedoor.schema import check_url
 from stagedoor.schema import migrate_url as migrate_stagedoor
-from tests.faults.support import KINDS
+from tests.faults.helpers import KINDS
 from tests.helpers import Workers, with_schema
 from worker.archive.schema_check import NotMigrated
 from worker.store.enqueue import enqueue
