@@ -42,9 +42,9 @@ async def stagedoor(app: WorkerApp) -> AsyncIterator[None]:
     own = StagedoorSettings.from_env()
     # DDL only where this worker may run it (the embedded stack, or STAGEDOOR_MIGRATE=on); else a check.
     prepare = migrate_url if own.migrates(bool(app.settings.database_url)) else check_url
-    await asyncio.to_thread(prepare, app.database_url)
+    await asyncio.to_thread(prepare, app.database_conninfo())
     async with open_context(
-        app.database_url,
+        app.database_conninfo,
         mail_api_url=own.mail_api_url,
         payrail_url=own.payrail_url,
         pool_size=app.settings.concurrency + 2,

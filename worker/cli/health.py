@@ -19,6 +19,7 @@ import sys
 import redis
 
 from worker.cli.exits import EXIT_FAILED, EXIT_OK
+from worker.redact import redact
 from worker.settings import Settings
 from worker.store.connection import connect
 from worker.store.heartbeats import HEARTBEAT_TTL_S, live_workers
@@ -49,7 +50,7 @@ def health(settings: Settings) -> int:
                 return EXIT_FAILED
         live = live_workers(client, keys)
     except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
-        print(f"unhealthy: Redis does not answer ({exc})")
+        print(redact(f"unhealthy: Redis does not answer ({exc})"))
         return EXIT_FAILED
     # Under a supervisor (WORKER_PROCESSES > 1) the consumers are <WORKER_NAME>-<i>: each must beat.
     expected = settings.processes

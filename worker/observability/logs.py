@@ -1,7 +1,9 @@
 """Logging set-up: readable sentences by default, one JSON object per line with
 ``LOG_FORMAT=json``. Job log calls pass the job's facts in ``extra`` (kind,
 job_id, attempt, outcome, duration_ms, request_id, trace) so the JSON lines
-carry them as fields and the text lines stay full sentences.
+carry them as fields and the text lines stay full sentences. Every line, its
+traceback included, passes through :func:`worker.redact.redact`: a driver's
+error that quotes a URL shows no password.
 
 Fields come from whoever wrote the job (a kind, an id, an error message), so
 the text lines escape control characters (``\\n``, ``\\x1b``...): an entry
@@ -13,6 +15,8 @@ import json
 import logging
 import sys
 from datetime import UTC, datetime
+
+from worker.redact import redact
 
 JOB_FIELDS = (
     "kind",
@@ -28,13 +32,6 @@ JOB_FIELDS = (
 
 #: C0 and C1 control characters, DEL and the Unicode line breaks, as escapes (``\n``, ``\x1b``, ``\u2028``).
 CONTROL_ESCAPES = {code: ascii(chr(code))[1:-1] for code in (*range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029)}
-
-
-class TextFormatter(logging.Formatter):
-    """A readable sentence per record, its control characters escaped (a traceback keeps its lines)."""
-
-    def formatMessage(self, record: logging.LogRecord) -> str:
-        return super().formatMessage(record).translate(CONTROL_ESCAPES)
 
 
 class JsonFormatter(logging.Formatter):
@@ -53,7 +50,18 @@ class JsonFormatter(logging.Formatter):
                 data[name] = value
         if record.exc_info:
             data["exception"] = self.formatException(record.exc_info)
-        return json.dumps(data, ensure_ascii=False, default=str)
+        return redact(json.dumps(data, ensure_ascii=False, default=str))
+
+
+class TextFormatter(logging.Formatter):
+    """The readable line (time, level, logger, message), redacted, its control characters escaped (a
+    traceback keeps its lines)."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        return super().formatMessage(record).translate(CONTROL_ESCAPES)
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(super().format(record))
 
 
 def configure(log_format: str = "text", level: str = "INFO") -> None:
