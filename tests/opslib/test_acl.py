@@ -168,6 +168,9 @@ def test_an_analyst_reads_everything_and_is_refused_a_move_in_one_line(
         assert len(opslib.delayed(**at)) == 1
         assert opslib.queue_stats(**at).dead == 1
         assert opslib.replay_kind("seat_label", dry_run=True, **at)["status"].tolist() == ["would replay"]
+        assert opslib.throughput(**at).empty  # no worker counted anything here
+        assert opslib.find("1A", **at)["where"].tolist() == ["running"]
+        assert opslib.find(dead_id, **at)["where"].tolist()[-1] == "dead"
         assert len(denials(r, name)) == 1  # only the XADD above
         with pytest.raises(opslib.OpslibError) as refused:
             opslib.replay([dead_id], **at)

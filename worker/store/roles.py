@@ -9,12 +9,13 @@ role      may
 ========  ==================================================================
 worker    run jobs: read and acknowledge entries, retry, dead-letter, hand
           dead letters to the archive, promote delayed jobs, tick the
-          scheduler, hold the metrics lock, beat (``workers``), enqueue;
+          scheduler, hold the metrics lock, beat (``workers``), add to the
+          flow counters, enqueue;
           ``WAIT`` when ``WAIT_REPLICAS`` > 0
 operator  every read of the analyst, and the moves of opslib: replay,
           discard, run_now, cancel_delayed
 analyst   read: every query of opslib (dead letters, pending, delayed,
-          queue_stats, replay_status, dry runs), health, and what
+          queue_stats, replay_status, throughput, find, dry runs), health, and what
           ``connect()`` asks (INFO, the cluster's topology)
 ========  ==================================================================
 
@@ -53,6 +54,7 @@ READS = (
     "get",
     "exists",
     "hgetall",
+    "smembers",
     "xlen",
     "xrange",
     "xrevrange",
@@ -69,7 +71,8 @@ READS = (
 )
 #: Running the moves (worker/store/lua), loaded once per client; EVAL for a move that waits for replicas.
 SCRIPTS = ("evalsha", "eval", "script|load", "script|exists")
-#: The worker's writes, its own and those of the scripts it runs (and redis-py's lock, for the metrics lock).
+#: The worker's writes, its own and those of the scripts it runs (and redis-py's lock, for the metrics lock;
+#: HINCRBY, EXPIREAT, SADD for the flow counters).
 WORKER_WRITES = (
     "xadd",
     "xack",
@@ -87,7 +90,10 @@ WORKER_WRITES = (
     "del",
     "incrby",
     "hset",
+    "hincrby",
+    "sadd",
     "expire",
+    "expireat",
     "pexpire",
     "pttl",
     "time",
