@@ -1,8 +1,8 @@
 """Are the tables there? The check a worker makes at start instead of running DDL.
 
-DDL runs only in ``python -m worker migrate`` and ``python -m stagedoor
-migrate``, as a role that may create tables (the migrator); the worker's own
-role has DML only. So at start a worker asks PostgreSQL whether the tables it
+DDL runs only in ``python -m worker migrate`` and an application's own
+migrate command (e.g. ``python -m myapp migrate``), as a role that may create
+tables (the migrator); the worker's own role has DML only. So at start a worker asks PostgreSQL whether the tables it
 writes exist, with every column it writes, in its connection's search path,
 and says which command creates them when they do not (``ARCHIVE_MIGRATE=on``,
 the embedded stack's default, migrates at start instead). The catalog is read

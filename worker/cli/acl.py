@@ -19,7 +19,7 @@ def cmd_acl(settings: Settings, role: str) -> int:
     if not settings.prefix:
         print(
             "warning: QUEUE_PREFIX is empty, so these rules reach every key of the database; "
-            "set QUEUE_PREFIX (e.g. stagedoor:) on the workers, opslib and here",
+            "set QUEUE_PREFIX (e.g. myapp:) on the workers, opslib and here",
             file=sys.stderr,
         )
     rules = ROLES[role].rules(settings.prefix, wait_replicas=settings.wait_replicas)

@@ -32,7 +32,7 @@ def health(settings: Settings) -> int:
     if not settings.prefix:
         print(
             "warning: QUEUE_PREFIX is empty, so the roles of `python -m worker acl` cannot be scoped to this "
-            "queue's keys; set QUEUE_PREFIX (e.g. stagedoor:)",
+            "queue's keys; set QUEUE_PREFIX (e.g. myapp:)",
             file=sys.stderr,
         )
     keys = Keys(settings.prefix)

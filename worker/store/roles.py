@@ -1,8 +1,7 @@
 """The three Redis roles, declared once: the commands each may run and the keys it may touch.
 
-``python -m worker acl ROLE`` prints a role's rules for ``ACL SETUSER``::
-
-    redis-cli ACL SETUSER stagedoor-worker on '>secret' $(python -m worker acl worker)
+``python -m worker acl ROLE`` prints a role's rules for ``ACL SETUSER``, one
+line quoted for a shell, to paste after ``redis-cli ACL SETUSER myapp-worker on '>secret'``.
 
 ========  ==================================================================
 role      may
