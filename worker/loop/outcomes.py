@@ -74,6 +74,8 @@ class Burial:
     kind: str | None = ""
     duration_s: float = 0.0
     min_idle_ms: int = 0
+    kept: dict[str, str] | None = None
+    """Fields the dead entry holds instead of the entry's own (an oversized entry, cut down)."""
 
 
 def log_fields(job: Job, outcome: str, duration_s: float, reason: str | None = None) -> dict[str, Any]:
@@ -224,7 +226,15 @@ class Outcomes:
         """Dead-letter an entry that is not a job it can run (never run: attempts 0)."""
         happened = f"could not run ({bad.reason})"
         await self.dead_letter(
-            Burial(bad.entry_id, reason=bad.reason, attempts=0, error=bad.error, happened=happened, kind=bad.kind)
+            Burial(
+                bad.entry_id,
+                reason=bad.reason,
+                attempts=0,
+                error=bad.error,
+                happened=happened,
+                kind=bad.kind,
+                kept=bad.kept,
+            )
         )
 
     async def poison(self, entry_id: str, deliveries: int, consumer: str, idle_ms: int) -> str | None:
@@ -257,6 +267,7 @@ class Outcomes:
         pending (another worker recorded its outcome, or claimed it since).
         """
         fields = {
+            **(burial.kept or {}),
             "attempts": str(burial.attempts),
             "error": burial.error,
             "traceback": burial.traceback,
@@ -267,7 +278,11 @@ class Outcomes:
         buried = await self.episode.land(
             self._key(burial.entry_id),
             lambda: self.scripts.bury(
-                burial.entry_id, fields, maxlen=self.settings.dead_ceiling, min_idle_ms=burial.min_idle_ms
+                burial.entry_id,
+                fields,
+                maxlen=self.settings.dead_ceiling,
+                min_idle_ms=burial.min_idle_ms,
+                keep_original=burial.kept is None,
             ),
         )
         if buried is None:
