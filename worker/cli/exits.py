@@ -11,6 +11,7 @@ import redis
 from worker.embedded.servers import EmbeddedServerError
 from worker.errors import SettingsError, WorkerError
 from worker.redact import redact
+from worker.store.roles import refused
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -25,6 +26,9 @@ def one_line_errors(call: Callable[[], int]) -> int:
         return EXIT_USAGE
     except (EmbeddedServerError, WorkerError) as exc:
         print(redact(f"error: {exc}"), file=sys.stderr)
+        return EXIT_FAILED
+    except redis.exceptions.NoPermissionError as exc:
+        print(f"error: {refused(exc, 'worker')}", file=sys.stderr)
         return EXIT_FAILED
     except (redis.ConnectionError, redis.TimeoutError) as exc:
         print(redact(f"error: Redis does not answer: {exc}"), file=sys.stderr)

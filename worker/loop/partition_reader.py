@@ -99,7 +99,7 @@ class PartitionReader:
         idle_ms = self.outcomes.settings.reclaim_idle_ms
         try:
             await self.outcomes.redis.xclaim(self.stream, GROUP, self.consumer, 0, ids, idle=idle_ms, justid=True)
-        except CONNECTION_ERRORS:
+        except (redis.exceptions.RedisError, OSError):  # away, or refusing writes
             log.warning("Could not give back %d entries of %s; they are reclaimed once idle.", len(ids), self.stream)
 
     def _read_command(self, count: int, block: bool) -> bytes:
