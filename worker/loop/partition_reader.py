@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 import redis.exceptions
@@ -112,3 +113,13 @@ class PartitionReader:
             packed = resp_command(head, "STREAMS", self.keys.jobs, ">")
             self._commands[(count, block)] = packed
         return packed
+
+
+async def give_back(parts: Sequence[PartitionReader], left: Sequence[tuple[Any, str, Any, float]]) -> None:
+    """Give back what a stopping worker read ahead and did not start (:meth:`PartitionReader.give_back`),
+    said in one line."""
+    if not left:
+        return
+    log.warning("%d entries read ahead did not start within SHUTDOWN_GRACE_S; giving them back.", len(left))
+    for part in parts:
+        await part.give_back([entry_id for owner, entry_id, _raw, _at in left if owner is part])

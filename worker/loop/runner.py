@@ -33,7 +33,7 @@ from worker.loop.chores import CONNECTION_ERRORS, run_chore
 from worker.loop.episode import Episode
 from worker.loop.observe import Observer, Tally
 from worker.loop.outcomes import Outcomes
-from worker.loop.partition_reader import PartitionReader
+from worker.loop.partition_reader import PartitionReader, give_back
 from worker.loop.read_ahead import ReadAhead
 from worker.loop.rotation import Rotation
 from worker.loop.slots import Raw, Slots
@@ -206,7 +206,7 @@ class Worker:
         grace_s = self.settings.shutdown_grace_s
         deadline = time.monotonic() + grace_s
         if self.slots.ahead:
-            await self._run_out_ahead(deadline)
+            await give_back(self.parts, await self.slots.run_out_ahead(deadline))
         inflight = self.slots.inflight
         left: set[asyncio.Task[None]] = set()
         if inflight:
@@ -236,14 +236,6 @@ class Worker:
                 unsent,
                 f" (Redis refuses writes: {reason})" if reason else "",
             )
-
-    async def _run_out_ahead(self, deadline: float) -> None:
-        """Start what was read ahead as slots free until ``deadline``; give back what did not start."""
-        left = await self.slots.run_out_ahead(deadline)
-        if left:
-            log.warning("%d entries read ahead did not start within SHUTDOWN_GRACE_S; giving them back.", len(left))
-            for part in self.parts:
-                await part.give_back([entry_id for owner, entry_id, _raw, _at in left if owner is part])
 
     async def _goodbye(self) -> None:
         for part in self.parts:
