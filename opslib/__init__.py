@@ -11,7 +11,9 @@ dead-letter archive in PostgreSQL: :func:`archive`, :func:`history` and
 :func:`cancel_delayed` (:mod:`opslib.moves.delayed_jobs`). A data
 fix previewed before it commits: :func:`transaction`. Times are shown in the zone of
 :func:`set_display_tz` (or ``OPSLIB_TZ``) while the data stays in UTC (:mod:`opslib.display`).
-A panel for notebooks:
+During an incident: :func:`kinds` (who runs what, and what is held back), :func:`pause`,
+:func:`resume`, :func:`throttle` (:mod:`opslib.moves.incident`), and :func:`actions`, every
+operator action in order (:mod:`opslib.actions`). A panel for notebooks:
 :func:`opslib.panel.widgets.dead_letter_panel`. On a terminal: ``python -m opslib``.
 
 Each function takes ``client=`` (and ``prefix=``) or finds the servers from
@@ -19,11 +21,14 @@ the environment (``REDIS_URL``, ``DATABASE_URL``, ``ARCHIVE_URL``, ``QUEUE_PREFI
 running ``make run``. Every error raised on purpose is an :class:`OpslibError`.
 """
 
+from opslib.actions import actions
 from opslib.archive import archive, history
 from opslib.display import install_formatter, set_display_tz
 from opslib.errors import OpslibError
+from opslib.kinds import kinds
 from opslib.moves.delayed_jobs import cancel_delayed, run_now
 from opslib.moves.discard import discard, discard_kind
+from opslib.moves.incident import pause, resume, throttle
 from opslib.moves.replay import replay, replay_kind, replay_status
 from opslib.plots import plot_history
 from opslib.queries import (
@@ -43,6 +48,7 @@ from opslib.transaction import transaction
 __all__ = [
     "OpslibError",
     "QueueStats",
+    "actions",
     "archive",
     "cancel_delayed",
     "dead_letters",
@@ -51,6 +57,8 @@ __all__ = [
     "discard_kind",
     "failure_groups",
     "history",
+    "kinds",
+    "pause",
     "pending",
     "pending_counts",
     "plot_history",
@@ -58,11 +66,13 @@ __all__ = [
     "replay",
     "replay_kind",
     "replay_status",
+    "resume",
     "run_now",
     "set_display_tz",
     "show",
     "signature",
     "sql",
+    "throttle",
     "transaction",
 ]
 

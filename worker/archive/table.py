@@ -27,7 +27,8 @@ discarded_at, discarded_by, discard_reason, discard_batch (one id per discard ca
 archived_at        when the row was written
 =================  ==========================================================
 
-``python -m worker migrate`` and every worker's start apply :data:`DDL`
+``python -m worker migrate`` and every worker's start apply :data:`DDL` (and the operators' audit
+table's, :mod:`worker.archive.actions_table`)
 (idempotent, under an advisory lock so workers starting together do not race).
 """
 
@@ -37,6 +38,7 @@ import base64
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from worker.archive.actions_table import ACTIONS_DDL
 from worker.store.vocabulary import (
     ARCHIVED_DEAD,
     ARCHIVED_DISCARDED,
@@ -106,6 +108,7 @@ def migrate(conn: psycopg.Connection[Any]) -> None:
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
         conn.execute(DDL)
+        conn.execute(ACTIONS_DDL)
 
 
 async def migrate_async(conn: psycopg.AsyncConnection[Any]) -> None:
@@ -113,6 +116,7 @@ async def migrate_async(conn: psycopg.AsyncConnection[Any]) -> None:
     async with conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
         await conn.execute(DDL)
+        await conn.execute(ACTIONS_DDL)
 
 
 def migrate_url(database_url: str) -> None:

@@ -2,10 +2,10 @@
 
 | chore | every | does |
 | --- | --- | --- |
-| promote | until the next due job, at most 1 s | moves due ``delayed`` jobs onto ``jobs`` (promote script) |
+| promote | until the next due job, at most 1 s | moves due ``delayed``, ``throttled`` jobs onto ``jobs`` (promote) |
 | reclaim | ``RECLAIM_INTERVAL_S`` | dead-letters poison; claims other idle pending entries and runs each alone |
 | refresh-claims | a third of ``RECLAIM_IDLE_MS`` | keeps this worker's long-running entries from looking idle |
-| heartbeat | 5 s | ``heartbeat:<worker>`` with a 15 s expiry (health checks, consumer clean-up) |
+| heartbeat | 5 s | ``workers:<worker>``, 15 s expiry (health checks, clean-up); ``kinds:<worker>`` beside it |
 | trim | 1 s | keeps ``jobs`` bounded without dropping undelivered or pending entries |
 | forget-consumers | 60 s | removes consumers of dead workers once they own nothing |
 | summary | 60 s | one log line: jobs processed per kind and outcome |
@@ -24,6 +24,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from worker.app import Chore
+from worker.kinds import declaration
 from worker.loop.chores import CONNECTION_ERRORS, sleep_or_stop
 from worker.store.consumers import forget_dead_consumers
 from worker.store.failures import now_iso
@@ -49,6 +50,7 @@ class Upkeep:
         self.redis = worker.redis
         self.settings = worker.settings
         self.keys = worker.keys
+        self.declared = declaration(worker.registry)
         self._side_tasks: set[asyncio.Task[None]] = set()
 
     def chores(self) -> list[Chore]:
@@ -72,13 +74,16 @@ class Upkeep:
         return wake_s
 
     async def promote(self, scripts: Scripts) -> float:
-        """Move one partition's due delayed jobs onto its ``jobs``; how long until its next one is due."""
-        while await scripts.promote(time.time(), 100) == 100:
-            pass
-        head = await self.redis.zrange(scripts.keys.delayed, 0, 0, withscores=True)
-        if not head:
-            return 1.0
-        return max(0.01, min(1.0, float(head[0][1]) - time.time()))
+        """Move one partition's due delayed (and throttle-deferred) jobs onto its ``jobs``; how long until
+        its next one is due."""
+        wake_s = 1.0
+        for throttled, source in ((False, scripts.keys.delayed), (True, scripts.keys.throttled)):
+            while await scripts.promote(time.time(), 100, throttled=throttled) == 100:
+                pass
+            head = await self.redis.zrange(source, 0, 0, withscores=True)
+            if head:
+                wake_s = min(wake_s, max(0.01, float(head[0][1]) - time.time()))
+        return wake_s
 
     def promote_soon(self, scripts: Scripts, delay_s: float) -> None:
         """Promote ``scripts``' partition once more after ``delay_s``: a retry due sooner than the chore's
@@ -125,12 +130,15 @@ class Upkeep:
     async def heartbeat(self) -> None:
         """Say this worker is alive (for health checks and consumer clean-up)."""
         info = json.dumps({"at": now_iso(), "inflight": len(self.worker.inflight), "slots": self.settings.concurrency})
-        await self.redis.set(self.keys.heartbeat(self.worker.name), info, ex=HEARTBEAT_TTL_S)
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.set(self.keys.heartbeat(self.worker.name), info, ex=HEARTBEAT_TTL_S)
+        pipe.set(self.keys.declared(self.worker.name), self.declared, ex=HEARTBEAT_TTL_S)
+        await pipe.execute()
 
     async def stop_heartbeat(self) -> None:
         """Remove this worker's heartbeat on the way out (best effort: it expires anyway)."""
         with contextlib.suppress(*CONNECTION_ERRORS):
-            await self.redis.delete(self.keys.heartbeat(self.worker.name))
+            await self.redis.delete(self.keys.heartbeat(self.worker.name), self.keys.declared(self.worker.name))
 
     async def trim(self) -> None:
         """Keep each ``jobs`` bounded: drop acknowledged entries, never undelivered or pending ones."""
