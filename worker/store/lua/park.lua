@@ -12,11 +12,12 @@ Returns: 1 when the entry was parked; 0 when the kind is no longer paused
 (resume ran since the worker last looked: run the job), nothing changed;
 -1 when the entry was no longer pending (another worker acknowledged it
 after a reclaim), nothing changed.
-Effects: ZADD parked `<kind> NUL <entry id, zero-padded> NUL <fields as a
-JSON array of name, value, ...>` and XACK the entry, in one script, so a job
+Effects: ZADD parked (includes/parked_member.lua: kind, the entry's id,
+its fields) and XACK the entry, in one script, so a job
 is parked once and never both parked and run. Members sort by kind, then by
 the entry's id, whoever parked them: resume puts them back in their order.
 ]]
+--- @include "parked_member"
 if redis.call('HEXISTS', KEYS[2], ARGV[3]) == 0 then
   return 0
 end
@@ -28,6 +29,5 @@ if redis.call('XACK', KEYS[1], ARGV[1], ARGV[2]) == 0 then
   return -1
 end
 local ms, seq = string.match(ARGV[2], '^(%d+)-(%d+)$')
-local order = string.format('%020d-%020d', tonumber(ms), tonumber(seq))
-redis.call('ZADD', KEYS[3], 0, ARGV[3] .. '\0' .. order .. '\0' .. cjson.encode(found[1][2]))
+redis.call('ZADD', KEYS[3], 0, parked_member(ARGV[3], tonumber(ms), tonumber(seq), found[1][2]))
 return 1

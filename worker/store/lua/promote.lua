@@ -17,26 +17,19 @@ paused kind's retries and delayed jobs wait for resume like the rest of it.
 A member that is not a JSON object of strings is moved with the single field
 `malformed_delayed` holding it, so the consumer's edge dead-letters it.
 ]]
+--- @include "delayed_entry"
+--- @include "parked_member"
 local due = redis.call('ZRANGE', KEYS[1], '-inf', ARGV[1], 'BYSCORE', 'LIMIT', 0, tonumber(ARGV[2]))
 local clock = redis.call('TIME')
 local now_ms = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 for i, member in ipairs(due) do
-  local ok, fields = pcall(cjson.decode, member)
-  local args = {}
+  local args = delayed_entry(member)
   local kind = nil
-  if ok and type(fields) == 'table' then
-    for k, v in pairs(fields) do
-      args[#args + 1] = tostring(k)
-      args[#args + 1] = tostring(v)
-    end
-    kind = fields['kind']
+  for j = 1, #args, 2 do
+    if args[j] == 'kind' then kind = args[j + 1] end
   end
-  if #args == 0 then
-    args = {'malformed_delayed', member}
-  end
-  if type(kind) == 'string' and redis.call('HEXISTS', KEYS[3], kind) == 1 then
-    local order = string.format('%020d-%020d', now_ms, i)
-    redis.call('ZADD', KEYS[4], 0, kind .. '\0' .. order .. '\0' .. cjson.encode(args))
+  if kind and redis.call('HEXISTS', KEYS[3], kind) == 1 then
+    redis.call('ZADD', KEYS[4], 0, parked_member(kind, now_ms, i, args))
   else
     redis.call('XADD', KEYS[2], '*', unpack(args))
   end
