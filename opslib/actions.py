@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import secrets
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -91,6 +92,16 @@ def record_action(
     except (OpslibError, psycopg.Error):
         pass
     client.xadd(keys.actions_log, record)
+
+
+def kind_of(ids: object, found: Iterable[str] = ()) -> str:
+    """The one kind of the entries acted on, for the action's record: a frame's ``kind`` column
+    (``dead_letters()``, ``delayed()``, a selection), else the kinds ``found`` on the entries;
+    "" when they are mixed or unknown."""
+    if isinstance(ids, pd.DataFrame) and "kind" in ids.columns:
+        found = ids["kind"].dropna().astype(str)
+    kinds = set(found) - {""}
+    return kinds.pop() if len(kinds) == 1 else ""
 
 
 def _apply_log(client: Any, keys: Keys, conn: psycopg.Connection[Any], log: list[Any]) -> None:

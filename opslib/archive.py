@@ -66,6 +66,7 @@ from opslib.archive_frames import (
 from opslib.checks import check_kind, check_limit, parse_since
 from opslib.connection import pg_session, queue_keys, readable_archive_url
 from opslib.errors import OpslibError
+from opslib.moves.archived import apply_pending_log
 from opslib.signatures import check_signature
 from worker.archive.table import OUTCOME_SUCCEEDED, STATUS_DEAD, STATUS_DISCARDED, STATUS_REPLAYED, TABLE
 
@@ -132,6 +133,7 @@ def archive(
     limit: int | None = None,
     conn: Any = None,
     prefix: str | None = None,
+    client: Any = None,
 ) -> pd.DataFrame:
     """Every archived dead letter, oldest first, with what became of it (columns in the module docstring).
 
@@ -140,7 +142,8 @@ def archive(
     duration back from now); ``status`` keeps ``"dead"``, ``"replayed"`` or
     ``"discarded"`` rows; ``signature`` keeps one failure group (a value of
     ``failure_groups().signature``); ``limit`` keeps the most recent
-    ``limit`` of what is left.
+    ``limit`` of what is left. The moves not yet in the rows (``jobs:dead:log``) are applied
+    first, so a replay or discard just made shows at once (``client=``: the Redis to read it from).
 
     >>> opslib.archive("send_email", since=pd.Timedelta("7D"), status="dead").groupby("signature").size()
     """
@@ -151,6 +154,7 @@ def archive(
         check_signature(signature)
     if kind is not None:
         check_kind(kind, [kind])  # a non-empty string; the name is checked when nothing matches it
+    apply_pending_log(conn, client=client, prefix=prefix)  # read your own writes: the moves just made are in the rows
     queue = queue_keys(prefix).prefix
     where, params = where_clause(queue, kind, died_from=start, died_before=end)
     if wanted is not None:
@@ -207,6 +211,7 @@ def history(
     until: object = None,
     conn: Any = None,
     prefix: str | None = None,
+    client: Any = None,
 ) -> pd.DataFrame:
     """How many dead letters died, were replayed, were discarded and succeeded after a replay, per period and kind.
 
@@ -224,6 +229,7 @@ def history(
     start, end = check_window(since, until)
     if kind is not None:
         check_kind(kind, [kind])  # a non-empty string; the name is checked when nothing matches it
+    apply_pending_log(conn, client=client, prefix=prefix)
     queue = queue_keys(prefix).prefix
     first = period_of(start, stride) if start is not None else None
     if end is None and start is not None:

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from opslib.errors import OpslibError
+from opslib.errors import OpslibError, UnknownKind
 from worker.store.keys import Keys
 from worker.store.wire import text
 
@@ -71,7 +71,7 @@ def check_kind(
     close = difflib.get_close_matches(kind, known, n=1)
     hint = f"; did you mean {close[0]!r}?" if close else ""
     listed = ", ".join(sorted(known)) or "none"
-    raise OpslibError(f"unknown kind {kind!r}{hint} Kinds {holder}: {listed}")
+    raise UnknownKind(f"unknown kind {kind!r}{hint} Kinds {holder}: {listed}")
 
 
 def check_entry_id(value: object) -> str:

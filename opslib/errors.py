@@ -11,3 +11,7 @@ without the rights a call needs. Notebooks and the CLI catch this one class.
 
 class OpslibError(Exception):
     """A call to opslib could not be carried out; the message says why and what to do instead."""
+
+
+class UnknownKind(OpslibError):
+    """No live worker declares the kind, and neither the queue nor the archive has seen it."""

@@ -190,3 +190,9 @@ def kinds(*, client: redis.Redis | None = None, prefix: str | None = None) -> pd
         rate = throttles.get(kind, {}).get("per_s") or policy.get("rate_limit")
         columns["throttle_per_s"].append(rate)
     return typed_frame(columns, KIND_COLUMNS, index=pd.Index(names, dtype=TEXT, name="kind"))
+
+
+def check_kind_known(kind: object, *, client: redis.Redis | None = None, prefix: str | None = None) -> str:
+    """:func:`check_known_kind` with a client from the environment (the CLI's runbook checks its kind)."""
+    with redis_session(client, prefix, "read the kinds") as (redis_client, keys):
+        return check_known_kind(kind, redis_client, keys, partitions(redis_client, keys))

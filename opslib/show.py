@@ -37,6 +37,7 @@ from opslib.columns import entry_times
 from opslib.connection import archive_url, partitions, redis_session
 from opslib.display import cut, local_time
 from opslib.errors import OpslibError
+from opslib.moves.archived import apply_pending_log
 from opslib.signatures import error_type, signature
 from worker.archive.table import TABLE, fields_from_json
 
@@ -264,6 +265,8 @@ def show(
             if found:
                 break
         queue = keys.prefix
+    if archive:
+        apply_pending_log(conn, client=client, prefix=prefix)  # a discard or replay just made is in the row
     row, note = archive_row(entry_id, queue, conn) if archive else ({}, "not read (archive=False)")
     stored = row.pop("fields", None)
     if found:

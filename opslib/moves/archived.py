@@ -25,9 +25,10 @@ from typing import Any
 
 import pandas as pd
 import psycopg
+import redis
 
 from opslib.checks import parse_since
-from opslib.connection import archive_url, connect_postgres, settings
+from opslib.connection import archive_url, connect_postgres, partitions, redis_session, settings
 from opslib.errors import OpslibError
 from worker.archive.dead_log import EVENT_DISCARDED, EVENT_REPLAYED, next_id, parse_record
 from worker.archive.rows import LOG_LOCK, TAKE_LOG_LOCK, record_statements, runs
@@ -140,6 +141,32 @@ def under_log_lock(conn: psycopg.Connection[Any], client: Any, keys: Keys) -> It
         yield
     if last is not None:
         client.xtrim(keys.dead_log, minid=next_id(last), approximate=False)
+
+
+def apply_pending_log(conn: Any = None, *, client: Any = None, prefix: str | None = None) -> None:
+    """Apply every partition's ``jobs:dead:log`` to the archive now, under the log lock, so that a read
+    of the archive right after a replay or discard shows it, whether or not a worker's archiver runs.
+
+    Best effort: with the archive off, no table yet, nothing logged, or a server or a right missing
+    (a read-only analyst), the read goes on with what the archive holds.
+    """
+    if conn is None and not settings().archive_on:
+        return
+    try:
+        with (
+            redis_session(client, prefix, "apply the archive's log") as (redis_client, keys),
+            open_archive(conn) as archive,
+        ):
+            parts = partitions(redis_client, keys)
+            pending = [p for p in parts if redis_client.xlen(p.dead_log)]
+            pg = archive.connection() if pending else None
+            if pg is None:
+                return
+            for part in pending:
+                with under_log_lock(pg, redis_client, part):
+                    pass
+    except (OpslibError, psycopg.Error, redis.exceptions.RedisError):
+        return
 
 
 def replay_job(stored: Any, dead_id: str, batch: str) -> list[tuple[bytes, bytes]]:

@@ -116,6 +116,7 @@ def discard(
         prefix=prefix,
         conn=conn,
         on_progress=on_progress,
+        audit=(by_whom, why, ids),
     )
 
 

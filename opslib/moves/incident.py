@@ -13,8 +13,8 @@
     Across all workers together, at most ``per_s`` of the kind's jobs start
     a second (a token bucket per kind); ``per_s=None`` lifts opslib's
     setting (the kind's own ``rate_limit``, if it declares one, applies
-    again). The jobs the old setting deferred are released at once, to be
-    judged by the new one.
+    again). The workers release the jobs the old setting deferred as soon
+    as they see the change, to be judged by the new one.
 
 Each returns a one-row frame: kind, action, by, reason, entries (int64: jobs
 released by a resume, else 0), per_s (float64, a throttle's rate), at.
@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import json
 import math
-import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -55,8 +54,6 @@ ACTION_COLUMNS = {
     "at": TIME,
 }
 NEEDS = "pausing and throttling need a user that may write the queue's keys and run its scripts (HSET, EVALSHA)"
-#: Far enough ahead that every deferred job is due: releasing ``throttled`` is a promote "now" of it all.
-EVERYTHING_DUE_S = 10**9
 
 
 def _done(
@@ -156,18 +153,13 @@ def throttle(
             listed = ", ".join(sorted(throttles)) or "none"
             raise OpslibError(f"{kind} has no throttle set by opslib, so there is none to lift (throttled: {listed})")
         check_known_kind(kind, redis_client, keys, parts)
+        pipe = redis_client.pipeline(transaction=False)
         if rate is None:
-            redis_client.hdel(keys.throttles, kind)
+            pipe.hdel(keys.throttles, kind)
         else:
             record = {"per_s": rate, "since": datetime.now(UTC).isoformat(), "by": author, "reason": why}
-            redis_client.hset(keys.throttles, kind, json.dumps(record))
-        _release_deferred(redis_client, parts)
+            pipe.hset(keys.throttles, kind, json.dumps(record))
+        pipe.delete(keys.bucket(kind))  # the new rate starts with a full bucket and no deferred turns
+        pipe.execute()
         record_action(redis_client, keys, "throttle", by=author, kind=kind, reason=why, detail={"per_s": rate})
     return _done(kind, "throttle", author, why, per_s=rate)
-
-
-def _release_deferred(client: Any, parts: list[Any]) -> None:
-    """Put every job a throttle deferred back on ``jobs`` now, to be judged by the throttles in force."""
-    for scripts in partition_scripts(client, parts):
-        while scripts.promote(time.time() + EVERYTHING_DUE_S, 100, throttled=True) == 100:
-            pass

@@ -58,6 +58,7 @@ from opslib.frames import combine, entry_order, parse_outcome, replay_status_to_
 from opslib.moves.archived import open_archive, replay_from_archive
 from opslib.moves.batches import BATCH_TIME
 from opslib.moves.dead_moves import move_dead
+from opslib.moves.discard import check_reason, who
 from opslib.moves.locate import Progress, dead_ids_of
 from opslib.moves.selection import of_kind
 from opslib.queries import entry_floor
@@ -75,6 +76,8 @@ NEEDS_WRITE = (
 def replay(
     ids: object,
     *,
+    reason: str | None = None,
+    by: str | None = None,
     dry_run: bool = False,
     client: redis.Redis | None = None,
     prefix: str | None = None,
@@ -87,8 +90,11 @@ def replay(
     (its index; its ``partition`` column says where each entry is). A bare id
     is looked for in every partition; one found in two partitions is refused
     (pass the ``dead_letters()`` rows instead). ``on_progress(done, total)``
-    is called after each chunk.
+    is called after each chunk. ``reason`` (optional) and ``by`` (default: the
+    operating-system user) go into the action's record (:func:`opslib.actions`).
     """
+    why = None if reason is None else check_reason(reason, "replay")
+    by_whom = who(by)
     return move_dead(
         dead_ids_of(ids),
         verb="replay",
@@ -103,6 +109,7 @@ def replay(
         prefix=prefix,
         conn=conn,
         on_progress=on_progress,
+        audit=(by_whom, why, ids),
     )
 
 
@@ -112,6 +119,8 @@ def replay_kind(
     signature: str | None = None,
     error_contains: str | None = None,
     since: object = None,
+    reason: str | None = None,
+    by: str | None = None,
     dry_run: bool = False,
     client: redis.Redis | None = None,
     prefix: str | None = None,
@@ -130,7 +139,16 @@ def replay_kind(
     targets = of_kind(
         kind, signature=signature, error_contains=error_contains, since=since, client=client, prefix=prefix, conn=conn
     )
-    return replay(targets, dry_run=dry_run, client=client, prefix=prefix, conn=conn, on_progress=on_progress)
+    return replay(
+        targets,
+        reason=reason,
+        by=by,
+        dry_run=dry_run,
+        client=client,
+        prefix=prefix,
+        conn=conn,
+        on_progress=on_progress,
+    )
 
 
 def replay_status(

@@ -13,8 +13,11 @@ resume that ran since the last look lets the job run instead.
 A job of a throttled kind takes a token from its kind's bucket (one for all
 workers); a job refused one is deferred to ``throttled`` with its attempts
 unchanged (the retry script's move) for the turn the bucket gives it, and
-the promoter brings it back then. Jobs of other kinds pass with one dict
-lookup.
+the promoter brings it back then. When the rates change (a throttle set,
+changed or lifted), each worker puts the deferred jobs back on ``jobs`` at
+once, to be judged by the new rates (the first to look moves them; a lifted
+throttle's backlog then runs at full speed). Jobs of other kinds pass with
+one dict lookup.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from worker.app import Chore
 from worker.kinds import Job, Registry
 from worker.store.keys import Keys
+from worker.store.scripts import Scripts
 from worker.store.wire import encode_member, text
 
 if TYPE_CHECKING:
@@ -38,6 +42,8 @@ REFRESH_INTERVAL_S = 0.25
 #: A bucket holds a quarter second of tokens (at least one): a start-up burst stays well within a
 #: quarter of any 5-second window's jobs.
 BURST_S = 0.25
+#: Far enough ahead that every deferred job is due: releasing ``throttled`` is a promotion of it all.
+EVERYTHING_DUE_S = 10**9
 
 
 def burst_of(per_s: float) -> float:
@@ -48,10 +54,11 @@ def burst_of(per_s: float) -> float:
 class Gate:
     """The pauses and rates this worker honours, and the moves for the jobs they hold back."""
 
-    def __init__(self, redis_client: Any, keys: Keys, partition0: Keys, registry: Registry) -> None:
+    def __init__(self, redis_client: Any, keys: Keys, scripts: list[Scripts], registry: Registry) -> None:
         self.redis = redis_client
         self.keys = keys
-        self.partition0 = partition0
+        self.scripts = scripts
+        self.partition0 = scripts[0].keys
         self.defaults = {name: spec.rate_limit for name, spec in registry.kinds.items() if spec.rate_limit}
         self.paused: dict[str, dict[str, Any]] = {}
         self.rates: dict[str, float] = dict(self.defaults)
@@ -77,10 +84,18 @@ class Gate:
             log.info("Kind %s is paused: its jobs wait in parked until resumed.", kind)
         for kind in self.paused.keys() - paused.keys():
             log.info("Kind %s is resumed.", kind)
-        if rates != self.rates:
-            log.info("Throttles now: %s.", ", ".join(f"{k} {v:g}/s" for k, v in sorted(rates.items())) or "none")
+        changed = rates != self.rates
         self.paused, self.rates = paused, rates
         self.held = frozenset(paused) | frozenset(rates)
+        if changed:
+            log.info("Throttles now: %s.", ", ".join(f"{k} {v:g}/s" for k, v in sorted(rates.items())) or "none")
+            await self.release_deferred()
+
+    async def release_deferred(self) -> None:
+        """Put every job a throttle deferred back on ``jobs`` now (each partition's ``throttled``)."""
+        for scripts in self.scripts:
+            while await scripts.promote(time.time() + EVERYTHING_DUE_S, 100, throttled=True) == 100:
+                pass
 
     async def admit(self, part: PartitionReader, job: Job) -> bool:
         """True: run ``job`` now. False: it was parked or deferred (its entry acknowledged by the move),

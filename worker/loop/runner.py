@@ -112,7 +112,7 @@ class Worker:
                 rng=self._rng,
             )
             self.parts.append(PartitionReader(redis_client, outcomes, self.name, block_ms))
-        self.gate = Gate(redis_client, self.keys, self.parts[0].keys, registry)
+        self.gate = Gate(redis_client, self.keys, [part.scripts for part in self.parts], registry)
 
     # ------------------------------------------------------------------ loop
 
