@@ -32,7 +32,7 @@ key (after QUEUE_PREFIX)   type        written by            read by
 ``throttles``              hash        opslib throttle       workers (gate), opslib,
                                        (kind -> JSON)        health, metrics
 ``throttle:<kind>``        hash, EX    take_token (workers)  take_token
-``kinds:<worker>``         string, EX  heartbeat chore       opslib.kinds, checks
+``kinds:<worker>``         string, EX  declare-kinds chore   opslib.kinds, checks
 ``actions:log``            stream      opslib (audited moves opslib (applies it to
                                        while PostgreSQL is   ``operator_actions``)
                                        away)
@@ -49,7 +49,7 @@ so that a lifted throttle can release them at once). ``throttles`` and the
 per-kind buckets are queue-wide: one rate for all workers and partitions.
 
 ``QUEUE_PREFIX`` (default empty) goes in front of every key, e.g.
-``{stagedoor}:`` so that all keys of one queue share a Redis Cluster slot.
+``{jobs}:`` so that all keys of one queue share a Redis Cluster slot.
 
 Partitions (``QUEUE_PARTITIONS`` = N > 1): partition p has its own ``jobs``
 (and group), ``delayed``, ``jobs:dead`` (and group ``archive``),
