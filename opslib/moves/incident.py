@@ -13,8 +13,8 @@
     Across all workers together, at most ``per_s`` of the kind's jobs start
     a second (a token bucket per kind); ``per_s=None`` lifts opslib's
     setting (the kind's own ``rate_limit``, if it declares one, applies
-    again). The workers release the jobs the old setting deferred as soon
-    as they see the change, to be judged by the new one.
+    again). The jobs the old setting deferred are released at once, to be
+    judged by the new one (the workers' token script reads the rate in force).
 
 Each returns a one-row frame: kind, action, by, reason, entries (int64: jobs
 released by a resume, else 0), per_s (float64, a throttle's rate), at.
@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -53,6 +54,8 @@ ACTION_COLUMNS = {
     "per_s": "float64",
     "at": TIME,
 }
+#: Far enough ahead that every deferred job is due: releasing ``throttled`` is a promotion of it all.
+EVERYTHING_DUE_S = 10**9
 NEEDS = "pausing and throttling need a user that may write the queue's keys and run its scripts (HSET, EVALSHA)"
 
 
@@ -161,5 +164,13 @@ def throttle(
             pipe.hset(keys.throttles, kind, json.dumps(record))
         pipe.delete(keys.bucket(kind))  # the new rate starts with a full bucket and no deferred turns
         pipe.execute()
+        _release_deferred(redis_client, parts)
         record_action(redis_client, keys, "throttle", by=author, kind=kind, reason=why, detail={"per_s": rate})
     return _done(kind, "throttle", author, why, per_s=rate)
+
+
+def _release_deferred(client: Any, parts: list[Any]) -> None:
+    """Put every job a throttle deferred back on ``jobs`` now (each partition's ``throttled``)."""
+    for scripts in partition_scripts(client, parts):
+        while scripts.promote(time.time() + EVERYTHING_DUE_S, 100, throttled=True) == 100:
+            pass

@@ -15,7 +15,7 @@ import opslib
 import worker
 from opslib.cli import main
 from tests.helpers import queue_state
-from tests.opslib.seed import bury
+from tests.opslib.helpers import bury
 from worker.archive.table import migrate_url
 from worker.store.keys import Keys
 

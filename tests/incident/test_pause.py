@@ -17,7 +17,7 @@ import redis
 import opslib
 import worker
 from tests.helpers import Workers, wait_for
-from tests.incident.support import KINDS, enqueue_jobs, runs, starts, stop, wait_runs
+from tests.incident.helpers import KINDS, enqueue_jobs, runs, starts, stop, wait_runs
 
 JOBS = 1500
 #: The promise is one second; the measured figure is printed (pytest -s) for the docs.

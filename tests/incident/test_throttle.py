@@ -13,7 +13,7 @@ import redis
 
 import opslib
 from tests.helpers import Workers, wait_for
-from tests.incident.support import KINDS, enqueue_jobs, runs, starts, wait_runs
+from tests.incident.helpers import KINDS, enqueue_jobs, runs, starts, wait_runs
 
 JOBS = 1500
 RATE = 40

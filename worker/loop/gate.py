@@ -11,13 +11,11 @@ round trip. The script checks the partition's own copy of the pause, so a
 resume that ran since the last look lets the job run instead.
 
 A job of a throttled kind takes a token from its kind's bucket (one for all
-workers); a job refused one is deferred to ``throttled`` with its attempts
-unchanged (the retry script's move) for the turn the bucket gives it, and
-the promoter brings it back then. When the rates change (a throttle set,
-changed or lifted), each worker puts the deferred jobs back on ``jobs`` at
-once, to be judged by the new rates (the first to look moves them; a lifted
-throttle's backlog then runs at full speed). Jobs of other kinds pass with
-one dict lookup.
+workers; the script reads the rate in force itself, so a throttle set,
+changed or lifted counts at once); a job refused one is deferred to
+``throttled`` with its attempts unchanged (the retry script's move) for the
+turn the bucket gives it, and the promoter brings it back then. Jobs of
+other kinds pass with one set lookup.
 """
 
 from __future__ import annotations
@@ -30,7 +28,6 @@ from typing import TYPE_CHECKING, Any
 from worker.app import Chore
 from worker.kinds import Job, Registry
 from worker.store.keys import Keys
-from worker.store.scripts import Scripts
 from worker.store.wire import encode_member, text
 
 if TYPE_CHECKING:
@@ -42,23 +39,15 @@ REFRESH_INTERVAL_S = 0.25
 #: A bucket holds a quarter second of tokens (at least one): a start-up burst stays well within a
 #: quarter of any 5-second window's jobs.
 BURST_S = 0.25
-#: Far enough ahead that every deferred job is due: releasing ``throttled`` is a promotion of it all.
-EVERYTHING_DUE_S = 10**9
-
-
-def burst_of(per_s: float) -> float:
-    """The size of a throttled kind's bucket, in tokens."""
-    return max(1.0, per_s * BURST_S)
 
 
 class Gate:
     """The pauses and rates this worker honours, and the moves for the jobs they hold back."""
 
-    def __init__(self, redis_client: Any, keys: Keys, scripts: list[Scripts], registry: Registry) -> None:
+    def __init__(self, redis_client: Any, keys: Keys, partition0: Keys, registry: Registry) -> None:
         self.redis = redis_client
         self.keys = keys
-        self.scripts = scripts
-        self.partition0 = scripts[0].keys
+        self.partition0 = partition0
         self.defaults = {name: spec.rate_limit for name, spec in registry.kinds.items() if spec.rate_limit}
         self.paused: dict[str, dict[str, Any]] = {}
         self.rates: dict[str, float] = dict(self.defaults)
@@ -84,18 +73,10 @@ class Gate:
             log.info("Kind %s is paused: its jobs wait in parked until resumed.", kind)
         for kind in self.paused.keys() - paused.keys():
             log.info("Kind %s is resumed.", kind)
-        changed = rates != self.rates
+        if rates != self.rates:
+            log.info("Throttles now: %s.", ", ".join(f"{k} {v:g}/s" for k, v in sorted(rates.items())) or "none")
         self.paused, self.rates = paused, rates
         self.held = frozenset(paused) | frozenset(rates)
-        if changed:
-            log.info("Throttles now: %s.", ", ".join(f"{k} {v:g}/s" for k, v in sorted(rates.items())) or "none")
-            await self.release_deferred()
-
-    async def release_deferred(self) -> None:
-        """Put every job a throttle deferred back on ``jobs`` now (each partition's ``throttled``)."""
-        for scripts in self.scripts:
-            while await scripts.promote(time.time() + EVERYTHING_DUE_S, 100, throttled=True) == 100:
-                pass
 
     async def admit(self, part: PartitionReader, job: Job) -> bool:
         """True: run ``job`` now. False: it was parked or deferred (its entry acknowledged by the move),
@@ -105,10 +86,9 @@ class Gate:
             parked = await scripts.park(job.entry_id, job.kind)
             if parked != 0:
                 return False
-        per_s = self.rates.get(job.kind)
-        if per_s is None:
+        if job.kind not in self.rates:
             return True
-        wait_s = float(await scripts.take_token(job.kind, time.time(), per_s, burst_of(per_s)))
+        wait_s = float(await scripts.take_token(job.kind, time.time(), self.defaults.get(job.kind), BURST_S))
         if wait_s <= 0:
             return True
         await scripts.defer(job.entry_id, time.time() + wait_s, encode_member(job.fields))

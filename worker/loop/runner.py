@@ -99,7 +99,7 @@ class Worker:
                 rng=self._rng,
             )
             self.parts.append(PartitionReader(redis_client, outcomes, self.name, block_ms))
-        self.gate = Gate(redis_client, self.keys, [part.scripts for part in self.parts], registry)
+        self.gate = Gate(redis_client, self.keys, self.parts[0].keys, registry)
         self.upkeep = Upkeep(redis_client, settings, self.slots, self.parts, self.stopping, self.tally)
         self.rotation = Rotation(
             self.slots,

@@ -29,9 +29,9 @@ key (after QUEUE_PREFIX)   type        written by            read by
                                                              opslib (counts)
 ``throttled``              zset        defer (retry script)  promote (every worker);
                                                              opslib throttle (release)
-``throttles``              hash        opslib throttle       workers (gate), opslib,
-                                       (kind -> JSON)        health, metrics
-``throttle:<kind>``        hash, EX    take_token (workers)  take_token
+``throttles``              hash        opslib throttle       workers (gate, take_token),
+                                       (kind -> JSON)        opslib, health, metrics
+``throttles:<kind>``       hash, EX    take_token (workers)  take_token
 ``kinds:<worker>``         string, EX  declare-kinds chore   opslib.kinds, checks
 ``actions:log``            stream      opslib (audited moves opslib (applies it to
                                        while PostgreSQL is   ``operator_actions``)
@@ -46,7 +46,9 @@ partition's ``parked``, ordered by kind then by their place on ``jobs``; a
 throttled kind's jobs refused a token wait in ``throttled`` (kept apart from
 ``delayed`` so that ``delayed()`` shows only retries and scheduled jobs, and
 so that a lifted throttle can release them at once). ``throttles`` and the
-per-kind buckets are queue-wide: one rate for all workers and partitions.
+per-kind buckets are queue-wide: one rate for all workers and partitions; they
+share a slot (``{prefix}{throttles}``, or the prefix's own tag) because
+take_token reads the rate in force beside the bucket.
 
 ``QUEUE_PREFIX`` (default empty) goes in front of every key, e.g.
 ``{jobs}:`` so that all keys of one queue share a Redis Cluster slot.
@@ -156,11 +158,17 @@ class Keys:
         return f"{self.base}throttled"
 
     @property
+    def _throttle_base(self) -> str:
+        """``throttles`` and the buckets share a slot (the take_token script reads both): under the
+        prefix's own hash tag, else under the tag ``{throttles}``."""
+        return f"{self.prefix}throttles" if has_hash_tag(self.prefix) else f"{self.prefix}{{throttles}}"
+
+    @property
     def throttles(self) -> str:
-        return f"{self.prefix}throttles"
+        return self._throttle_base
 
     def bucket(self, kind: str) -> str:
-        return f"{self.prefix}throttle:{kind}"
+        return f"{self._throttle_base}:{kind}"
 
     def declared(self, worker: str) -> str:
         """The kinds ``worker`` runs, with their policies (JSON, same expiry as its heartbeat)."""

@@ -131,8 +131,11 @@ class Scripts:
             "retry", [self.keys.throttled, self.keys.jobs], [GROUP, entry_id, repr(run_at), member], client
         )
 
-    def take_token(self, kind: str, now: float, per_s: float, burst: float, client: Any = None) -> Any:
-        return self._call("take_token", [self.keys.bucket(kind)], [repr(now), repr(per_s), repr(burst)], client)
+    def take_token(self, kind: str, now: float, default: float | None, burst_s: float, client: Any = None) -> Any:
+        keys = [self.keys.bucket(kind), self.keys.throttles]
+        return self._call(
+            "take_token", keys, [repr(now), kind, "" if default is None else repr(default), burst_s], client
+        )
 
     def retry(self, entry_id: str, run_at: float, member: str, client: Any = None) -> Any:
         return self._call(
