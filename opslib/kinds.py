@@ -38,6 +38,7 @@ from opslib.checks import check_kind, queue_kinds
 from opslib.columns import COUNT, FLAG, TEXT, TIME, typed_frame
 from opslib.connection import archive_url, partitions, pg_session, readable_archive_url, redis_session
 from opslib.errors import OpslibError
+from opslib.frames import parse_outcome
 from worker.observability.queue_state import live_workers
 from worker.store.keys import GROUP, Keys
 from worker.store.wire import decode_member, text
@@ -87,14 +88,7 @@ def held_back(client: Any, keys: Keys) -> tuple[dict[str, dict[str, Any]], dict[
 
 
 def _records(raw: dict[Any, Any]) -> dict[str, dict[str, Any]]:
-    found = {}
-    for kind, value in raw.items():
-        try:
-            record = json.loads(value)
-        except ValueError:
-            record = {}
-        found[text(kind)] = record if isinstance(record, dict) else {}
-    return found
+    return {text(kind): parse_outcome(value) for kind, value in raw.items()}
 
 
 def parked_kinds(client: Any, parts: Iterable[Keys]) -> Counter[str]:

@@ -45,7 +45,7 @@ from opslib.kinds import check_known_kind, held_back
 from opslib.moves.batches import partition_scripts
 from opslib.moves.discard import check_reason, who
 
-ACTION_COLUMNS = {
+DONE_COLUMNS = {
     "kind": TEXT,
     "action": TEXT,
     "by": TEXT,
@@ -71,7 +71,7 @@ def _done(
         "per_s": [math.nan if per_s is None else per_s],
         "at": [pd.Timestamp.now(tz="UTC")],
     }
-    return typed_frame(columns, ACTION_COLUMNS)
+    return typed_frame(columns, DONE_COLUMNS)
 
 
 def pause(
