@@ -7,7 +7,6 @@ columns of its ``*_COLUMNS`` map; :mod:`opslib.queries` does the reading.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -33,7 +32,7 @@ from worker.store.vocabulary import (
     WHERE_DELAYED,
     WHERE_JOBS,
 )
-from worker.store.wire import decode_member, job_id_of, text
+from worker.store.wire import decode_member, job_id_of, json_object, text
 
 Entry = tuple[bytes | str, Mapping[Any, Any]]
 """A stream entry as redis-py returns it: its id and its fields."""
@@ -337,11 +336,7 @@ def entry_order(entry_id: str) -> tuple[int, int]:
 
 def parse_outcome(raw: bytes | str) -> dict[str, Any]:
     """A value of the ``replay:<batch>`` hash as a dict (``{}`` when it is not a JSON object)."""
-    try:
-        value = json.loads(text(raw))
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
+    return json_object(raw)
 
 
 def replay_status_to_frame(

@@ -3,6 +3,7 @@ with no WORKER_NAME, finding the worker's heartbeat by this host's name (``<host
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -43,6 +44,14 @@ def test_health_finds_this_hosts_worker_and_not_another_hosts(
     wait_for(lambda: r.exists(keys.heartbeat(name)), what="the worker's heartbeat")
     healthy = health(redis_url, prefix)
     assert (healthy.returncode, healthy.stdout.strip()) == (0, "healthy: 1 worker heartbeat(s) fresh")
+    since = "2026-11-30T21:40:00+00:00"
+    r.hset(keys.paused, "render_tickets", json.dumps({"since": since, "by": "ana", "reason": "seat map fix"}))
+    r.hset(keys.throttles, "send_email", json.dumps({"per_s": 10.0}))
+    said = health(redis_url, prefix).stdout.strip()
+    assert said == (
+        f"healthy: 1 worker heartbeat(s) fresh; paused: render_tickets since {since} by ana (seat map fix); "
+        "throttled: send_email 10.0/s"
+    )
 
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(30) == 0  # its goodbye deletes the heartbeat

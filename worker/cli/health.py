@@ -3,7 +3,9 @@
 Healthy means: Redis answers, every partition's stream has the group
 ``workers``, and the heartbeat of this worker (``WORKER_NAME``; under a
 supervisor each ``<WORKER_NAME>-<i>``; unnamed, any ``<host>-*``) is fresh.
-One line on stdout says which; the exit code is 0 or 1.
+One line on stdout says which; the exit code is 0 or 1. A healthy worker's
+line also names the kinds paused (since when, by whom, why) and throttled:
+a worker holding a paused kind's jobs is healthy, and says why they wait.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from worker.settings import Settings
 from worker.store.connection import connect
 from worker.store.keys import GROUP, Keys
 from worker.store.partitions import keys_for, recorded_count
+from worker.store.wire import json_object, text
 
 
 def health(settings: Settings) -> int:
@@ -55,5 +58,17 @@ def health(settings: Settings) -> int:
     if len(beats) < expected:
         print(f"unhealthy: {len(beats)} of {expected} heartbeats matching {pattern} in the last {HEARTBEAT_TTL_S} s")
         return EXIT_FAILED
-    print(f"healthy: {len(beats)} worker heartbeat(s) fresh")
+    print(f"healthy: {len(beats)} worker heartbeat(s) fresh{held_back(client, keys, count)}")
     return EXIT_OK
+
+
+def held_back(client: redis.Redis, keys: Keys, count: int) -> str:
+    """ "; paused: K since T by B (why); throttled: K N/s" for the health line ("" when nothing is held)."""
+    said = []
+    for kind, raw in sorted(client.hgetall(keys_for(keys.prefix, count)[0].paused).items()):
+        pause = json_object(raw)
+        since, by, why = pause.get("since", "?"), pause.get("by", "?"), pause.get("reason", "")
+        said.append(f"paused: {text(kind)} since {since} by {by} ({why})")
+    for kind, raw in sorted(client.hgetall(keys.throttles).items()):
+        said.append(f"throttled: {text(kind)} {json_object(raw).get('per_s', '?')}/s")
+    return "".join(f"; {line}" for line in said)

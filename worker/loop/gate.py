@@ -20,7 +20,6 @@ other kinds pass with one set lookup.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from typing import TYPE_CHECKING, Any
@@ -28,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from worker.app import Chore
 from worker.kinds import Job, Registry
 from worker.store.keys import Keys
-from worker.store.wire import encode_member, text
+from worker.store.wire import encode_member, json_object, text
 
 if TYPE_CHECKING:
     from worker.loop.partition_reader import PartitionReader
@@ -63,10 +62,10 @@ class Gate:
         pipe.hgetall(self.partition0.paused)
         pipe.hgetall(self.keys.throttles)
         paused_raw, throttles_raw = await pipe.execute()
-        paused = {text(kind): _loads(value) for kind, value in paused_raw.items()}
+        paused = {text(kind): json_object(value) for kind, value in paused_raw.items()}
         rates = dict(self.defaults)
         for kind, value in throttles_raw.items():
-            per_s = _loads(value).get("per_s")
+            per_s = json_object(value).get("per_s")
             if isinstance(per_s, int | float) and per_s > 0:
                 rates[text(kind)] = float(per_s)
         for kind in paused.keys() - self.paused.keys():
@@ -93,11 +92,3 @@ class Gate:
             return True
         await scripts.defer(job.entry_id, time.time() + wait_s, encode_member(job.fields))
         return False
-
-
-def _loads(value: bytes | str) -> dict[str, Any]:
-    try:
-        loaded = json.loads(value)
-    except ValueError:
-        return {}
-    return loaded if isinstance(loaded, dict) else {}

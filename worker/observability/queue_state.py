@@ -26,7 +26,6 @@ reads as zeros, with every entry of ``jobs`` counted as lag.
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from dataclasses import Field, dataclass, field, fields
@@ -37,7 +36,7 @@ import redis.exceptions
 
 from worker.observability.waiting import oldest_waiting_s, oldest_waiting_s_async
 from worker.store.keys import GROUP, Keys
-from worker.store.wire import text
+from worker.store.wire import json_object, text
 
 #: ``pending_idle`` counts at most this many entries (XPENDING ... IDLE ... COUNT).
 PENDING_IDLE_LIMIT = 1000
@@ -165,7 +164,7 @@ def oldest_pause_s(paused: Any, now: float) -> float:
     oldest = now
     for value in paused:
         try:
-            since = datetime.fromisoformat(json.loads(value)["since"]).timestamp()
+            since = datetime.fromisoformat(json_object(value)["since"]).timestamp()
         except (ValueError, KeyError, TypeError):
             continue
         oldest = min(oldest, since)
