@@ -1,7 +1,7 @@
 """The worker's own cost per job, without Redis: start a slot, parse the entry, run a no-op handler, record
 the success.
 
-    .venv/bin/python benchmarks/hot_path.py [--jobs 200000] [--runs 5] [--metrics]
+    .venv/bin/python benchmarks/hot_path.py [--jobs 200000] [--runs 5] [--metrics] [--flow] [--flow-cost]
 
 Hands batches of 8 prebuilt entries (the fields ``enqueue`` writes) to
 :meth:`Slots.start` as the read loop does, and lets the slots finish before
@@ -9,7 +9,11 @@ the next batch, on uvloop; the acknowledgements gathered are dropped, never
 sent. What a job costs here is what the loop pays for it in CPU beyond the
 read and the acknowledgement's round trip: the figure to cut when tuning
 ``run_entry``, the parse, the observers and the outcome's bookkeeping.
-``--metrics`` adds the metrics observer (``METRICS_PORT`` set).
+``--metrics`` adds the metrics observer (``METRICS_PORT`` set), ``--flow`` the
+flow counters' (on unless ``FLOW_RETENTION=0``). ``--flow-cost`` runs without
+and with the flow counters in turn (``make bench`` does) and prints both and
+their difference: what the counters cost a job on the loop's path (their
+flush, once a second, is off this path).
 """
 
 from __future__ import annotations
@@ -25,8 +29,10 @@ import uvloop
 
 from worker.kinds import Job, Registry, job_kind
 from worker.loop.runner import Worker
+from worker.observability.flow import FlowCounter
 from worker.observability.metrics import JobCollector
 from worker.settings import Settings
+from worker.store.keys import Keys
 
 BATCH = 8
 
@@ -43,12 +49,15 @@ def entries(count: int) -> list[tuple[str, dict[bytes, bytes]]]:
     ]
 
 
-async def one_run(jobs: int, metrics: bool) -> float:
+async def one_run(jobs: int, metrics: bool, flow: bool = False) -> float:
     registry = Registry()
     job_kind("noop", registry=registry)(noop)
     settings = Settings.from_env({"WORKER_NAME": "hot-path", "ARCHIVE_URL": "off"})
-    observers = [JobCollector("")] if metrics else []
-    worker = Worker(aioredis.Redis(), settings, registry, observers=observers)  # never connects
+    client = aioredis.Redis()  # never connects
+    observers: list[JobCollector | FlowCounter] = [JobCollector("")] if metrics else []
+    if flow:
+        observers.append(FlowCounter(client, Keys(), registry.kinds, retention_days=8))
+    worker = Worker(client, settings, registry, observers=observers)
     part, slots = worker.parts[0], worker.slots
     todo = entries(jobs)
     started = time.perf_counter()
@@ -63,13 +72,46 @@ async def one_run(jobs: int, metrics: bool) -> float:
     return elapsed / jobs * 1e6
 
 
+def observer_cost(jobs: int) -> float:
+    """The flow counters' two calls a job (``job_started`` and ``job_finished``) alone, in µs a job."""
+    counter = FlowCounter(None, Keys(), ["noop"], retention_days=8)
+    started, finished = counter.job_started, counter.job_finished
+    begin = time.perf_counter()
+    for n in range(jobs):
+        started("noop", 0.003)
+        finished("noop", "succeeded", 0.0001 * (n & 7), None)
+    return (time.perf_counter() - begin) / jobs * 1e6
+
+
+def flow_cost(jobs: int, runs: int, metrics: bool) -> None:
+    """Runs without and with the flow counters in turn (so both see the same machine load); prints both,
+    and the counters' calls alone."""
+    off: list[float] = []
+    on: list[float] = []
+    for _ in range(runs):
+        off.append(uvloop.run(one_run(jobs, metrics, flow=False)))
+        on.append(uvloop.run(one_run(jobs, metrics, flow=True)))
+    alone = [observer_cost(jobs) for _ in range(runs)]
+    print(
+        f"{jobs:,} no-op jobs in batches of {BATCH}, no Redis, {runs} runs each: flow counters off "
+        f"{statistics.median(off):.2f} µs a job (min {min(off):.2f}), on {statistics.median(on):.2f} µs "
+        f"(min {min(on):.2f}); the counters' two calls alone {statistics.median(alone):.2f} µs a job "
+        f"(min {min(alone):.2f})"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", type=int, default=200_000)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--metrics", action="store_true", help="with the metrics observer (METRICS_PORT set)")
+    parser.add_argument("--flow", action="store_true", help="with the flow counters' observer")
+    parser.add_argument("--flow-cost", action="store_true", help="without and with the flow counters, side by side")
     args = parser.parse_args()
-    figures = [uvloop.run(one_run(args.jobs, args.metrics)) for _ in range(args.runs)]
+    if args.flow_cost:
+        flow_cost(args.jobs, args.runs, args.metrics)
+        return
+    figures = [uvloop.run(one_run(args.jobs, args.metrics, args.flow)) for _ in range(args.runs)]
     print(
         f"{args.jobs:,} no-op jobs in batches of {BATCH}, no Redis: {statistics.median(figures):.2f} µs a job "
         f"(median of {args.runs}; min {min(figures):.2f}, max {max(figures):.2f})"

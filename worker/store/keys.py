@@ -22,7 +22,10 @@ key (after QUEUE_PREFIX)   type        written by            read by
                                                              queue_state (metrics, opslib)
 ``replay:<batch>``         hash, EX    replay, worker        opslib.replay_status
 ``metrics:lock``           string, EX  metrics chore         metrics chore
-``paused``                 hash        opslib pause, resume  workers (gate, every 0.5 s),
+``flow:m:<start>:<kind>``  hash, EX    flow chore (HINCRBY)  opslib.throughput
+``flow:h:<start>:<kind>``  hash, EX    flow chore (HINCRBY)  opslib.throughput
+``flow:kinds``             set, EX     flow chore            opslib.throughput
+``paused``                 hash        opslib pause, resume  workers (gate, every 0.25 s),
                                        (kind -> JSON: since, park, promote, opslib,
                                        by, reason)           health, metrics
 ``parked``                 zset, lex   park, promote         unpark (opslib resume),
@@ -55,8 +58,9 @@ take_token reads the rate in force beside the bucket.
 
 Partitions (``QUEUE_PARTITIONS`` = N > 1): partition p has its own ``jobs``
 (and group), ``delayed``, ``jobs:dead`` (and group ``archive``),
-``jobs:dead:evicted``, ``jobs:dead:log``, ``replay:<batch>``, ``paused``, ``parked``,
-``throttled`` and tick locks ``sched:<name>:<tick>``, named
+``jobs:dead:evicted``, ``jobs:dead:log``, ``replay:<batch>``, tick locks ``sched:<name>:<tick>``,
+``paused``, ``parked``, ``throttled`` and flow counters ``flow:...`` (each worker writes its counts to
+one partition, opslib adds them up), named
 ``<prefix>{<tag>}:jobs`` and so on, where the hash tag ``p<p>-<k>`` is the
 first (k = 0, 1, ...) whose slot falls in the p-th of N equal ranges of the
 16384 slots: the ranges a cluster's primaries get when the slots are dealt out
@@ -177,6 +181,16 @@ class Keys:
     @property
     def actions_log(self) -> str:
         return f"{self.prefix}actions:log"
+
+    def flow(self, period_s: int, start_s: int, kind: str) -> str:
+        """The counters of ``kind`` for the minute (``period_s`` 60) or hour (3600) starting at ``start_s``
+        (epoch seconds); the fields are in :mod:`worker.store.flow`."""
+        return f"{self.base}flow:{'m' if period_s == 60 else 'h'}:{start_s}:{kind}"
+
+    @property
+    def flow_kinds(self) -> str:
+        """The kinds this partition holds flow counters of."""
+        return f"{self.base}flow:kinds"
 
 
 @cache
