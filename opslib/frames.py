@@ -328,6 +328,25 @@ STATUS_COLUMNS = {
 }
 
 
+def archived_status_to_frame(batch: str, rows: Iterable[Sequence[Any]]) -> pd.DataFrame:
+    """:func:`replay_status_to_frame`'s columns from the archive's rows of a batch Redis has forgotten:
+    (partition, dead_id, replay_outcome, replay_dead_id, replayed_at, and the error, attempts and dead_at
+    of the entry it failed again as). An outcome the archive never got reads "still queued"."""
+    rows = list(rows)
+    columns: dict[str, list[Any]] = {
+        "dead_id": [row[1] for row in rows],
+        "status": [row[2] or STATUS_STILL_QUEUED for row in rows],
+        "where": [WHERE_DEAD if row[2] == STATUS_FAILED_AGAIN else "" for row in rows],
+        "attempts": [row[6] or 0 for row in rows],
+        "error": [row[5] or "" for row in rows],
+        "new_dead_id": [row[3] or "" for row in rows],
+        "updated_at": [pd.Timestamp(row[7] or row[4]) if (row[7] or row[4]) else pd.NaT for row in rows],
+        "batch": [batch] * len(rows),
+        "partition": [row[0] for row in rows],
+    }
+    return typed_frame(columns, STATUS_COLUMNS)
+
+
 def entry_order(entry_id: str) -> tuple[int, int]:
     """Sort key of a stream entry id: (milliseconds, sequence)."""
     millis, _, seq = entry_id.partition("-")

@@ -14,7 +14,8 @@ import redis
 import opslib
 import worker
 from opslib.cli import main
-from tests.helpers import queue_state
+from tests.helpers import Workers, queue_state
+from tests.incident.helpers import KINDS
 from tests.opslib.helpers import bury
 from worker.archive.table import migrate_url
 from worker.store.keys import Keys
@@ -122,3 +123,21 @@ def test_with_no_worker_the_archive_shows_a_discard_and_a_replay_at_once(
     assert rows.loc[dead[0], "status"] == "discarded" and rows.loc[dead[0], "discarded_by"] == "ana"
     assert rows.loc[dead[1], "status"] == "replayed"
     assert opslib.show(dead[0], conn=archive_url, **at).life["status"] == "discarded"
+
+
+def test_replay_status_answers_from_the_archive_once_redis_forgot_the_batch(
+    r: redis.Redis, keys: Keys, at: dict[str, Any], archive_url: str, workers: Workers
+) -> None:
+    migrate_url(archive_url)
+    dead = dead_alpha(r, keys, 2)
+    batch = opslib.replay(dead, by="carl", **at).attrs["batch"]
+    r.delete(keys.replay(batch))  # what its 24-hour expiry does
+    status = opslib.replay_status(batch, **at)
+    assert list(status["dead_id"]) == dead
+    assert set(status["status"]) == {"still queued"}  # no worker has run them: the archive has no outcome yet
+    workers.burst(KINDS)
+    r.delete(keys.replay(batch))
+    status = opslib.replay_status(batch, **at)
+    assert list(status["status"]) == ["succeeded", "succeeded"] and set(status["batch"]) == {batch}
+    with pytest.raises(opslib.OpslibError, match="no replay batch '20200101T000000Z-00000000' in Redis nor"):
+        opslib.replay_status("20200101T000000Z-00000000", **at)
