@@ -129,7 +129,8 @@ def actions(
 
     ``since``: a time or a duration back from now (``"2h"``); ``kind``: only
     actions on that kind. Records still waiting in Redis are applied to
-    PostgreSQL first; with the archive off they are read from Redis.
+    PostgreSQL first; with the archive off, or before any worker created the table, they are
+    read from Redis.
     """
     start = parse_since(since)
     if kind is not None:
@@ -137,12 +138,14 @@ def actions(
     with redis_session(client, prefix, "read the operators' actions") as (redis_client, keys):
         log = redis_client.xrange(keys.actions_log, "-", "+")
         url = archive_url() if conn is None else conn
-        if url is None:
-            rows = [{name: text(fields.get(name.encode(), b"")) for name in FIELDS} for _id, fields in log]
-        else:
+        rows = [{name: text(fields.get(name.encode(), b"")) for name in FIELDS} for _id, fields in log]
+        if url is not None:
             with pg_session(url, readable_archive_url, "ARCHIVE_URL") as pg:
-                _apply_log(redis_client, keys, pg, log)
-                rows = _select(pg, keys.prefix)
+                try:
+                    _apply_log(redis_client, keys, pg, log)
+                    rows = _select(pg, keys.prefix)
+                except psycopg.errors.UndefinedTable:  # no worker has migrated yet: the log is all there is
+                    pg.rollback()
     frame = actions_to_frame(rows)
     if start is not None:
         frame = frame[frame["at"] >= start]
@@ -156,14 +159,7 @@ def _select(conn: psycopg.Connection[Any], queue: str) -> list[dict[str, Any]]:
         f"SELECT id, at, by, action, kind, entries, reason, batch, detail::text FROM {ACTIONS_TABLE} "
         "WHERE queue = %(queue)s ORDER BY at, id"
     )
-    try:
-        cursor = conn.execute(query, {"queue": queue})
-    except psycopg.errors.UndefinedTable:
-        conn.rollback()
-        raise OpslibError(
-            f"there is no {ACTIONS_TABLE} table yet: run `python -m worker migrate` (workers create it when they start)"
-        ) from None
-    return [dict(zip(FIELDS, row, strict=True)) for row in cursor.fetchall()]
+    return [dict(zip(FIELDS, row, strict=True)) for row in conn.execute(query, {"queue": queue}).fetchall()]
 
 
 def actions_to_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
