@@ -56,11 +56,12 @@ DEAD_COLUMNS = {
     "trace": TEXT,
     "replay_of": TEXT,
     "replay_batch": TEXT,
+    "replays": COUNT,
     "partition": COUNT,
 }
 #: Wire fields that are not payload: the columns above that come from a field, and ``failed_at`` (= dead_at).
 DEAD_WIRE_FIELDS = frozenset(DEAD_COLUMNS) - {"dead_at", "error_type", "signature", "partition"} | {"failed_at"}
-_DEAD_TEXT_FIELDS = [name for name in DEAD_COLUMNS if name in DEAD_WIRE_FIELDS and name != "attempts"]
+_DEAD_TEXT_FIELDS = [name for name in DEAD_COLUMNS if name in DEAD_WIRE_FIELDS and name not in ("attempts", "replays")]
 
 
 def add_payload_columns(
@@ -93,7 +94,10 @@ def dead_to_frame(raw: Iterable[RawEntry], partition: int = 0) -> pd.DataFrame:
     (:func:`worker.store.wire.job_id_of`: its ``job_id``, else its ``outbox_id``),
     as ``pending()`` and ``delayed()`` show it; ``outbox_id`` is the wire
     field itself. Absent wire fields are ``""``; ``attempts`` is 0 when
-    absent or not a number; a payload field that an entry lacks is NaN. A
+    absent or not a number, and so is ``replays`` (how many times the job was
+    replayed before it died this time: a dead letter with ``replays`` > 0 failed
+    again after a replay, and ``replay_of`` names the dead entry it came from);
+    a payload field that an entry lacks is NaN. A
     payload field named like a computed column (``dead_at``, ``error_type``,
     ``signature``) is shown as ``field:<name>``.
     """
@@ -113,6 +117,7 @@ def dead_to_frame(raw: Iterable[RawEntry], partition: int = 0) -> pd.DataFrame:
     columns["job_id"] = [job_id_of(row) for row in rows]
     columns["dead_at"] = entry_times(ids)
     columns["attempts"] = [whole_number(row.get("attempts", "")) for row in rows]
+    columns["replays"] = [whole_number(row.get("replays", "")) for row in rows]
     signatures: dict[str, str] = {}
     for error in columns["error"]:
         if error not in signatures:

@@ -16,7 +16,9 @@ allowed only read commands can run them all.
     malformed / unknown_kind), error_type (the exception name), error, signature (the
     error with values replaced, see :mod:`opslib.signatures`), traceback,
     worker, request_id, trace, replay_of, replay_batch (str, ``""`` when
-    absent), partition (int64: the queue partition, 0 with one), then the
+    absent), replays (int64: how many times the job was replayed before it
+    died this time; > 0 means it failed again after a replay), partition
+    (int64: the queue partition, 0 with one), then the
     payload's own fields, sorted by name (str, NaN where an entry lacks one).
     Oldest first.
 

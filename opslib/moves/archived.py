@@ -171,10 +171,19 @@ def apply_pending_log(conn: Any = None, *, client: Any = None, prefix: str | Non
 
 def replay_job(stored: Any, dead_id: str, batch: str) -> list[tuple[bytes, bytes]]:
     """The job a replay re-adds from an archived entry's ``fields``: as ``replay.lua`` builds it
-    (error fields dropped, attempts 0, ``replay_of``, ``replay_batch``)."""
-    drop = {name.encode() for name in (*DEAD_FIELDS, "attempts", "replay_of", "replay_batch")}
-    job = [(name, value) for name, value in fields_from_json(stored) if name not in drop]
-    return [*job, (b"attempts", b"0"), (b"replay_of", dead_id.encode()), (b"replay_batch", batch.encode())]
+    (error fields dropped, attempts 0, ``replay_of``, ``replay_batch``, ``replays`` + 1)."""
+    drop = {name.encode() for name in (*DEAD_FIELDS, "attempts", "replay_of", "replay_batch", "replays")}
+    fields = fields_from_json(stored)
+    before = next((value for name, value in fields if name == b"replays"), b"0")
+    replays = str((int(before) if before.isdigit() else 0) + 1).encode()
+    job = [(name, value) for name, value in fields if name not in drop]
+    return [
+        *job,
+        (b"attempts", b"0"),
+        (b"replay_of", dead_id.encode()),
+        (b"replay_batch", batch.encode()),
+        (b"replays", replays),
+    ]
 
 
 def replay_from_archive(
