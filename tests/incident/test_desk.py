@@ -141,3 +141,20 @@ def test_replay_status_answers_from_the_archive_once_redis_forgot_the_batch(
     assert list(status["status"]) == ["succeeded", "succeeded"] and set(status["batch"]) == {batch}
     with pytest.raises(opslib.OpslibError, match="no replay batch '20200101T000000Z-00000000' in Redis nor"):
         opslib.replay_status("20200101T000000Z-00000000", **at)
+
+
+def test_show_follows_a_job_that_failed_again_back_to_its_first_failure(
+    r: redis.Redis, keys: Keys, at: dict[str, Any], archive_url: str
+) -> None:
+    migrate_url(archive_url)
+    [first] = dead_alpha(r, keys, 1)
+    opslib.replay(first, **at)
+    [(new_id, fields)] = r.xrange(keys.jobs)
+    job = {k.decode(): v.decode() for k, v in fields.items()}
+    r.xdel(keys.jobs, new_id)  # it fails again: buried as the worker would bury it
+    again = bury(r, keys, job, {**ERROR, "error": "ValueError: seat 14-C is still not on the map"})
+    row = opslib.dead_letters("alpha", **at).loc[again]
+    assert (row["replay_of"], row["replays"]) == (first, 1)
+    shown = opslib.show(again, conn=archive_url, **at)
+    assert shown.chain == [(first, ERROR["error"])]
+    assert "Failed before (replayed, back to the first failure)" in str(shown)

@@ -342,3 +342,18 @@ def test_the_panel_pauses_and_resumes_a_kind_with_a_reason_and_escapes_it(r: red
     control.resume_button.click()
     assert "resumed: 0 waiting jobs" in control.message.value and "no kind is paused" in control.state.value
     assert list(opslib.actions(kind="seat_label", client=r, prefix=keys.prefix)["action"]) == ["pause", "resume"]
+
+
+def test_a_dead_letter_that_failed_again_after_a_replay_is_marked(r: redis.Redis, keys: Keys) -> None:
+    first = bury(r, keys, {"kind": "seat_label", "seat": "1-A"}, {"attempts": "2", "error": "SeatLabelInvalid: bad"})
+    again = bury(
+        r,
+        keys,
+        {"kind": "seat_label", "seat": "1-A", "replay_of": first, "replays": "1"},
+        {"attempts": "2", "error": "SeatLabelInvalid: bad"},
+    )
+    panel = DeadLetterPanel(client=r, prefix=keys.prefix)
+    labels = dict((value, label) for label, value in panel.entries.options)
+    assert "failed again after replay" in labels[again] and "failed again" not in labels[first]
+    panel.entries.value = (again,)
+    assert f"failed again after replay (1 replay, of {first})" in panel.entry.value
