@@ -15,8 +15,8 @@ given. None of them writes.
     trace, replay_of, replay_of_batch (str: the entry's own ``replay_batch``
     field, the replay it came from), replays (int64: replays before it died); then partition (int64), status (str:
     dead, replayed, discarded) and the life after death: replayed_at
-    (datetime64[ns, UTC]), replay_batch, replay_new_id (str: the batch that
-    replayed it and the new entry on ``jobs``), replay_outcome (str:
+    (datetime64[ns, UTC]), replay_batch, replayed_by, replay_new_id (str: the batch that
+    replayed it, who, and the new entry on ``jobs``), replay_outcome (str:
     succeeded, failed again, or "" while unknown), replay_dead_id (str: the
     new dead entry when it failed again), discarded_at (datetime64[ns, UTC]),
     discarded_by, discard_reason (str), archived_at (datetime64[ns, UTC]);

@@ -41,8 +41,8 @@ LOG_PAGE = 500
 
 _WHERE_DEAD = f"queue = %s AND partition = %s AND dead_id = ANY(%s) AND status = '{STATUS_DEAD}'"
 TAKE_FOR_REPLAY = (
-    f"UPDATE {TABLE} SET status = '{STATUS_REPLAYED}', replayed_at = %s::timestamptz, replay_batch = %s"
-    f" WHERE {_WHERE_DEAD} RETURNING dead_id, fields"
+    f"UPDATE {TABLE} SET status = '{STATUS_REPLAYED}', replayed_at = %s::timestamptz, replay_batch = %s,"
+    f" replayed_by = %s WHERE {_WHERE_DEAD} RETURNING dead_id, fields"
 )
 SET_NEW_ID = f"UPDATE {TABLE} SET replay_new_id = %s WHERE queue = %s AND partition = %s AND dead_id = %s"
 TAKE_FOR_DISCARD = (
@@ -187,13 +187,13 @@ def replay_job(stored: Any, dead_id: str, batch: str) -> list[tuple[bytes, bytes
 
 
 def replay_from_archive(
-    conn: psycopg.Connection[Any], client: Any, keys: Keys, dead_ids: list[str], batch: str, at: str
+    conn: psycopg.Connection[Any], client: Any, keys: Keys, dead_ids: list[str], batch: str, at: str, by: str = ""
 ) -> dict[str, str]:
-    """Re-add the jobs of ``dead_ids`` that the archive holds as ``dead`` in ``keys``' partition; dead id ->
-    new entry id."""
+    """Re-add the jobs of ``dead_ids`` that the archive holds as ``dead`` in ``keys``' partition (replayed by
+    ``by``); dead id -> new entry id."""
     scripts = Scripts(client, keys)
     with under_log_lock(conn, client, keys):
-        taken = conn.execute(TAKE_FOR_REPLAY, (at, batch, keys.prefix, keys.partition, dead_ids)).fetchall()
+        taken = conn.execute(TAKE_FOR_REPLAY, (at, batch, by or None, keys.prefix, keys.partition, dead_ids)).fetchall()
         if not taken:
             return {}
         pipe = client.pipeline(transaction=False)

@@ -108,9 +108,11 @@ def replay(
         verb="replay",
         needs=NEEDS_WRITE,
         take=lambda scripts, dead_id, batch, at, record, pipe: scripts.replay(
-            dead_id, batch, DEAD_FIELDS, at=at, record=record, client=pipe
+            dead_id, batch, DEAD_FIELDS, at=at, record=record, by=by_whom, client=pipe
         ),
-        take_archived=replay_from_archive,
+        take_archived=lambda pg, redis_client, keys, dead_ids, batch, at: replay_from_archive(
+            pg, redis_client, keys, dead_ids, batch, at, by=by_whom
+        ),
         to_frame=replay_to_frame,
         dry_run=dry_run,
         client=client,

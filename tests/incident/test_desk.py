@@ -118,10 +118,10 @@ def test_with_no_worker_the_archive_shows_a_discard_and_a_replay_at_once(
     migrate_url(archive_url)
     dead = dead_alpha(r, keys, 3)
     opslib.discard(dead[0], reason="order refunded", by="ana", **at)
-    opslib.replay(dead[1], **at)
+    opslib.replay(dead[1], by="carl", **at)
     rows = opslib.archive("alpha", conn=archive_url, **at)
     assert rows.loc[dead[0], "status"] == "discarded" and rows.loc[dead[0], "discarded_by"] == "ana"
-    assert rows.loc[dead[1], "status"] == "replayed"
+    assert rows.loc[dead[1], "status"] == "replayed" and rows.loc[dead[1], "replayed_by"] == "carl"
     assert opslib.show(dead[0], conn=archive_url, **at).life["status"] == "discarded"
 
 

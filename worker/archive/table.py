@@ -92,6 +92,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("status", f"text NOT NULL DEFAULT '{STATUS_DEAD}' {_STATUS_CHECK}", "dead | replayed | discarded", "move"),
     Column("replayed_at", "timestamptz", "when it was replayed", "move"),
     Column("replay_batch", "text", "the batch that replayed it", "move"),
+    Column("replayed_by", "text", "who replayed it (``by=``, else the operating-system user)", "move"),
     Column("replay_new_id", "text", "its new entry on ``jobs``", "move"),
     Column("replay_outcome", f"text {_OUTCOME_CHECK}", "succeeded | failed again", "move"),
     Column("replay_dead_id", "text", "the new dead entry when it failed again", "move"),

@@ -160,12 +160,20 @@ class Scripts:
         return self._call("bury", [self.keys.jobs, self.keys.dead, self.keys.dead_evicted], args, client)
 
     def replay(
-        self, dead_id: str, batch: str, drop: Iterable[str], *, at: str, record: bool, client: Any = None
+        self,
+        dead_id: str,
+        batch: str,
+        drop: Iterable[str],
+        *,
+        at: str,
+        record: bool,
+        by: str = "",
+        client: Any = None,
     ) -> Any:
         return self._call(
             "replay",
             [self.keys.dead, self.keys.jobs, self.keys.replay(batch), self.keys.dead_log],
-            [dead_id, batch, REPLAY_OUTCOME_TTL_S, RECORDED_QUEUED, at, int(record), *drop],
+            [dead_id, batch, REPLAY_OUTCOME_TTL_S, RECORDED_QUEUED, at, int(record), by, *drop],
             client,
         )
 

@@ -12,7 +12,8 @@ ARGV[4]  queued    the status recorded until the worker runs the job
                    (worker.vocabulary.RECORDED_QUEUED)
 ARGV[5]  at        when, ISO-8601 UTC (for the archive's replayed_at)
 ARGV[6]  record    '1': add a `replayed` record to the log (the archive is on); '0': do not
-ARGV[7..] names of fields to drop (error, traceback, reason, ...)
+ARGV[7]  by        who replays (for the archive's replayed_by; '' when not said)
+ARGV[8..] names of fields to drop (error, traceback, reason, ...)
 
 Returns: the new entry id on `jobs`, or false when the dead entry is no longer
 there (already replayed or discarded by someone else, trimmed, or evicted).
@@ -31,7 +32,7 @@ if #found == 0 then
   return false
 end
 local drop = {attempts = true, replay_of = true, replay_batch = true, replays = true}
-for i = 7, #ARGV do
+for i = 8, #ARGV do
   drop[ARGV[i]] = true
 end
 local fields = found[1][2]
@@ -59,7 +60,8 @@ redis.call('XDEL', KEYS[1], ARGV[1])
 redis.call('HSET', KEYS[3], ARGV[1], cjson.encode({status = ARGV[4], new_id = new_id}))
 redis.call('EXPIRE', KEYS[3], ARGV[3])
 if ARGV[6] == '1' then
-  local record = {'event', 'replayed', 'dead_id', ARGV[1], 'batch', ARGV[2], 'new_id', new_id, 'at', ARGV[5]}
+  local record = {'event', 'replayed', 'dead_id', ARGV[1], 'batch', ARGV[2], 'new_id', new_id, 'at', ARGV[5],
+                  'by', ARGV[7]}
   for i = 1, #fields, 2 do
     record[#record + 1] = 'f.' .. fields[i]
     record[#record + 1] = fields[i + 1]
