@@ -10,7 +10,8 @@ running it), retries (Int64), base_s, cap_s, timeout_s, rate_limit (float64,
 NaN when no live worker declares the kind or it has none), waiting (int64:
 on ``jobs``, not yet read), running (int64: delivered, not acknowledged),
 delayed, parked (waiting for resume), throttled (deferred by the throttle),
-dead (int64), paused (bool), paused_since (datetime64[ns, UTC]), paused_by,
+dead (int64), last_succeeded_at (datetime64[ns, UTC]: the latest success a
+live worker saw since it started; NaT for none), paused (bool), paused_since (datetime64[ns, UTC]), paused_by,
 paused_reason (str), throttle_per_s (float64: the rate in force, opslib's
 or the kind's own ``rate_limit``; NaN for none).
 
@@ -50,6 +51,7 @@ KIND_COLUMNS = {
     "workers": COUNT,
     **POLICY,
     **dict.fromkeys(COUNTS, COUNT),
+    "last_succeeded_at": TIME,
     "paused": FLAG,
     "paused_since": TIME,
     "paused_by": TEXT,
@@ -72,8 +74,9 @@ def declared_kinds(client: Any, keys: Keys) -> dict[str, dict[str, Any]]:
         except ValueError:
             continue
         for kind, policy in declared.get("kinds", {}).items():
-            entry = found.setdefault(kind, {"workers": []})
-            entry.update(policy)
+            entry = found.setdefault(kind, {"workers": [], "last_succeeded_at": None})
+            last = max(filter(None, (entry["last_succeeded_at"], policy.get("last_succeeded_at"))), default=None)
+            entry.update(policy, last_succeeded_at=last)
             entry["workers"].append(name)
     return found
 
@@ -177,6 +180,8 @@ def kinds(*, client: redis.Redis | None = None, prefix: str | None = None) -> pd
             columns[name].append(pd.NA if value is None and name == "retries" else value)
         for name in COUNTS:
             columns[name].append(counts[name][kind])
+        last = policy.get("last_succeeded_at")
+        columns["last_succeeded_at"].append(pd.Timestamp(last, unit="s", tz="UTC") if last else pd.NaT)
         columns["paused"].append(pause is not None)
         columns["paused_since"].append(pd.to_datetime((pause or {}).get("since"), errors="coerce", utc=True))
         columns["paused_by"].append((pause or {}).get("by", ""))

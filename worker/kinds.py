@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -154,9 +154,11 @@ def import_kind_modules(modules: Iterable[str]) -> None:
             ) from exc
 
 
-def declaration(registry: Registry) -> str:
+def declaration(registry: Registry, last_success: Mapping[str, float] | None = None) -> str:
     """What a worker publishes beside its heartbeat (``kinds:<worker>``): each kind it runs with its retry
-    policy, timeout and rate limit, and the schedules it carries, as JSON (read by ``opslib.kinds()``)."""
+    policy, timeout and rate limit (and, from ``last_success``, when it last succeeded here: epoch
+    seconds), and the schedules it carries, as JSON (read by ``opslib.kinds()``)."""
+    succeeded = last_success or {}
     kinds = {
         spec.name: {
             "retries": spec.retry.retries,
@@ -165,6 +167,7 @@ def declaration(registry: Registry) -> str:
             "give_up_on": [error.__name__ for error in spec.retry.give_up_on],
             "timeout_s": spec.timeout_s,
             "rate_limit": spec.rate_limit,
+            "last_succeeded_at": succeeded.get(spec.name),
         }
         for spec in registry.kinds.values()
     }

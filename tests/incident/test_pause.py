@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import pandas as pd
 import redis
 
 import opslib
@@ -59,6 +60,11 @@ def pause_mid_run(client: Any, pool: Workers, prefix: str, partitions: int, **en
     assert set(runs(client, prefix, "beta").values()) == {1}
     assert opslib.queue_stats(**at).dead == 0
     assert not bool(opslib.kinds(**at).loc["alpha", "paused"])
+    wait_for(  # published with the kinds every 5 s
+        lambda: opslib.kinds(**at).loc["alpha", "last_succeeded_at"] >= pd.Timestamp(called, unit="s", tz="UTC"),
+        10,
+        "alpha's last success in kinds()",
+    )
     logged = opslib.actions(kind="alpha", **at)
     assert list(logged["action"]) == ["pause", "resume"]
 

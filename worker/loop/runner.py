@@ -154,7 +154,7 @@ class Worker:
 
     def chores(self) -> list[Chore]:
         """The worker's own timed chores (:mod:`worker.loop.upkeep`), then the caller's (scheduler, relay, metrics)."""
-        declare = declare_chore(self.redis, self.keys, self.name, self.registry)
+        declare = declare_chore(self.redis, self.keys, self.name, self.registry, self.tally)
         return [*self.upkeep.chores(), self.gate.chore(), declare, *self.extra_chores]
 
     async def ensure_group(self) -> None:
