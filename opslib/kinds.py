@@ -40,7 +40,7 @@ from opslib.columns import COUNT, FLAG, TEXT, TIME, typed_frame
 from opslib.connection import archive_url, partitions, pg_session, readable_archive_url, redis_session
 from opslib.errors import OpslibError
 from opslib.frames import parse_outcome
-from worker.observability.queue_state import live_workers
+from worker.store.heartbeats import live_workers
 from worker.store.keys import GROUP, Keys
 from worker.store.wire import decode_member, text
 

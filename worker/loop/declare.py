@@ -4,8 +4,8 @@ Every worker writes ``kinds:<worker>`` (:func:`worker.kinds.declaration`: each
 kind with its retry policy, timeout and rate limit, and the schedules it
 carries, and when each kind last succeeded in this worker) with the
 heartbeat's interval and expiry. Readers take the
-declarations of live workers only (those whose heartbeat exists), so a
-stopped worker's kinds drop out with its heartbeat.
+declarations of live workers only (those whose heartbeat in ``workers`` is
+fresh), so a stopped worker's kinds drop out with its heartbeat.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 from worker.app import Chore
 from worker.kinds import Registry, declaration
 from worker.loop.observe import Tally
-from worker.loop.upkeep import HEARTBEAT_INTERVAL_S, HEARTBEAT_TTL_S
+from worker.store.heartbeats import HEARTBEAT_INTERVAL_S, HEARTBEAT_TTL_S
 from worker.store.keys import Keys
 
 

@@ -14,8 +14,11 @@ return equals batch. Each member is XADDed (or, for a paused kind, added to
 `parked` after the kind's parked jobs) and ZREMed in the same script, so a
 crash or a second promoter never adds a job twice nor loses one, and a
 paused kind's retries and delayed jobs wait for resume like the rest of it.
-A member that is not a JSON object of strings is moved with the single field
-`malformed_delayed` holding it, so the consumer's edge dead-letters it.
+A member that is not a JSON object of strings (numbers pass, as their text) is
+moved with the single field `malformed_delayed` holding it, so the consumer's
+edge dead-letters it: among them a member whose kind is not a string (a
+number, a list, an object, null), which would otherwise reach the stream as
+Lua's text for it ("table: 0x...").
 ]]
 --- @include "delayed_entry"
 --- @include "parked_member"
