@@ -401,3 +401,25 @@ def test_on_stop_what_was_read_ahead_runs_as_slots_free_and_the_rest_is_returned
         assert (runs.done, left) == (["0-1", "0-2", "0-3"], [])
     else:
         assert (list(runs.beside), left) == (["0-1"], ["0-2", "0-3"])  # the slot never freed
+
+
+def test_while_redis_refuses_what_was_read_ahead_waits_and_then_runs() -> None:
+    runs = Runs()
+    part = MemoryPartition(0)
+    troubles: dict[str, float] = {"outcome 0/0-9": 1.0}  # the worker's episode of refused writes
+
+    async def main() -> None:
+        runs.slots = slots = Slots(1, runs, troubles)
+        slots.take(part, [("0-1", {}), ("0-2", {}), ("0-3", {})], read_at=time.monotonic())
+        await asyncio.gather(*slots.inflight.values())
+        async with slots.reading:
+            slots.start_ahead()
+        assert (runs.done, len(slots.ahead), slots.free) == (["0-1"], 2, 1)  # the free slot is the loop's to read
+        troubles.clear()
+        for _ in range(2):
+            async with slots.reading:
+                slots.start_ahead()
+            await asyncio.gather(*slots.inflight.values())
+
+    drive(main)
+    assert runs.done == ["0-1", "0-2", "0-3"]

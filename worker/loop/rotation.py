@@ -118,7 +118,7 @@ class Rotation:
         (none after a top-up read found nothing, until the slots need a read)."""
         target, ahead = self.read_ahead.target, len(self.slots.ahead)
         self.slots.low_water = target // 2
-        if self._dry or ahead * 2 > target:
+        if self._dry or ahead * 2 > target or self.slots.troubles:
             return 0
         return target - ahead
 

@@ -78,8 +78,8 @@ class Worker:
         self.extra_chores = list(chores)
         self.more_work = list(more_work)
         self.stopping = asyncio.Event()
-        self.slots = Slots(settings.concurrency, self.run_entry)
         self.episode = Episode()
+        self.slots = Slots(settings.concurrency, self.run_entry, self.episode.troubles)
         """Redis refusing writes: decided outcomes kept until they land (:mod:`worker.loop.episode`)."""
         self._threads = ThreadPoolExecutor(settings.concurrency, thread_name_prefix="job")
         self._rng = random.Random()

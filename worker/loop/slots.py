@@ -26,7 +26,7 @@ import asyncio
 import contextlib
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from typing import Any, Protocol
 
 Raw = dict[bytes, bytes]
@@ -59,7 +59,7 @@ RunEntry = Callable[[Any, str, Raw, bool], Coroutine[Any, Any, None]]
 class Slots:
     """The worker's ``capacity`` job slots: what is in flight, since when, and who waits for a free one."""
 
-    def __init__(self, capacity: int, run_entry: RunEntry) -> None:
+    def __init__(self, capacity: int, run_entry: RunEntry, troubles: Mapping[str, float] | None = None) -> None:
         self.capacity = capacity
         self._run_entry = run_entry
         self.inflight: dict[tuple[int, str], asyncio.Task[None]] = {}
@@ -74,6 +74,10 @@ class Slots:
         self.quieting = 0
         """Non-zero while :meth:`run_alone` waits for quiet or runs its entry: no slot goes on to the next
         entry read ahead."""
+        self.troubles: Mapping[str, float] = {} if troubles is None else troubles
+        """While not empty (the worker's episode of refused writes, :mod:`worker.loop.episode`), what was
+        read ahead waits: slots that free do not start it, so the loop reads for them (and notices a lost
+        server) and a refusing Redis gets no new work from this worker beyond what the slots read."""
         self.low_water = 0
         """A slot that frees wakes the loop once no more than this many entries are left ahead (the loop
         tops the buffer up then)."""
@@ -105,7 +109,7 @@ class Slots:
         ahead, inflight, started_at = self.ahead, self.inflight, self.started_at
         while True:
             await self._run_entry(part, entry_id, raw, False)
-            if not ahead or self.quieting or task is None or self.free <= 0:
+            if not ahead or self.quieting or self.troubles or task is None or self.free <= 0:
                 return
             part, entry_id, raw, read_at = ahead.popleft()
             slot = (part.index, entry_id)
@@ -124,6 +128,8 @@ class Slots:
     def start_ahead(self) -> None:
         """Start entries read ahead, oldest first, in the free slots (the caller holds :attr:`reading`)."""
         ahead = self.ahead
+        if self.troubles:
+            return
         for _ in range(min(self.free, len(ahead))):
             part, entry_id, raw, read_at = ahead.popleft()
             self.start(part, entry_id, raw, read_at=read_at)
@@ -131,7 +137,7 @@ class Slots:
     async def run_out_ahead(self, deadline: float) -> list[tuple[Partition, str, Raw, float]]:
         """On stop: start what was read ahead as slots free, until ``deadline`` (monotonic); return (and
         forget) what did not start."""
-        while self.ahead and time.monotonic() < deadline:
+        while self.ahead and not self.troubles and time.monotonic() < deadline:
             self.freed.clear()
             async with self.reading:  # never beside an entry run alone
                 self.start_ahead()
@@ -159,7 +165,7 @@ class Slots:
         slot = (index, entry_id)
         self.inflight.pop(slot, None)
         self.started_at.pop(slot, None)
-        if len(self.ahead) <= self.low_water or self.quieting:
+        if len(self.ahead) <= self.low_water or self.quieting or self.troubles:
             self.freed.set()
 
     def hold(self, task: asyncio.Task[Any]) -> None:
