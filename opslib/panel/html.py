@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import html
+from collections.abc import Sequence
 
 import pandas as pd
 
@@ -161,3 +162,37 @@ def question_html(action: str, count: int, kind: str, signature: str, *, selecte
     if reason:
         return f"{question} for good, because: <i>{html.escape(reason)}</i>?"
     return f"{question}?"
+
+
+SPARK_WIDTH, SPARK_HEIGHT = 180, 26
+
+
+def _polyline(values: Sequence[int], top: int, colour: str) -> str:
+    step = SPARK_WIDTH / max(len(values) - 1, 1)
+    points = " ".join(
+        f"{n * step:.1f},{SPARK_HEIGHT - 1 - value / top * (SPARK_HEIGHT - 2):.1f}" for n, value in enumerate(values)
+    )
+    return f'<polyline fill="none" stroke="{colour}" stroke-width="1.5" points="{points}"/>'
+
+
+def flow_html(per_minute: pd.DataFrame) -> str:
+    """The last hour's flow in the header: a sparkline of jobs succeeded and failed per minute, and their sums.
+
+    ``per_minute``: one row per minute (oldest first) with ``succeeded`` and
+    ``failed`` (retried or dead), summed over the kinds. Numbers only reach
+    the page (no text from the queue), as SVG drawn inline.
+    """
+    if per_minute.empty:
+        return "<p>No flow counted in the last hour.</p>"
+    succeeded, failed = per_minute["succeeded"].astype(int).tolist(), per_minute["failed"].astype(int).tolist()
+    top = max(1, *succeeded, *failed)
+    label = f"jobs per minute over the last hour, at most {top:,} a minute"
+    svg = (
+        f'<svg width="{SPARK_WIDTH}" height="{SPARK_HEIGHT}" viewBox="0 0 {SPARK_WIDTH} {SPARK_HEIGHT}" '
+        f'role="img" aria-label="{label}" style="vertical-align:middle">'
+        f"<title>{label}</title>{_polyline(succeeded, top, '#27ae60')}{_polyline(failed, top, '#c0392b')}</svg>"
+    )
+    return (
+        f'<p>last hour {svg} <span style="color:#27ae60">{sum(succeeded):,} succeeded</span> · '
+        f'<span style="color:#c0392b">{sum(failed):,} failed</span></p>'
+    )

@@ -3,19 +3,20 @@ and 230 send_sms ones: more than a page).
 
 Voilà serves ``notebooks/dead_letter_panel.ipynb`` on 127.0.0.1 (times in
 Europe/Prague); Debian's headless Chromium, driven by Playwright, uses every
-control once: Auto-refresh (a dead letter added meanwhile shows up), the kind
-selector (the groups table follows), the search, the time range, the pages
-of a long group (Older, Newer), the CSV link (its file read back), the
-barcode group with one entry selected (its traceback read; the list and the
-preview in one order; Confirm on the same screen as the list), that entry
-discarded with a reason, then the rest of the group replayed, and reads the
-results and the status on the page. Every request that is not to loopback is
-aborted (Voilà's page asks CDNs for fonts). The page with the barcode entry
-selected is saved as ``test-artifacts/panel.png``, and with
-``UPDATE_SCREENSHOTS=1`` as ``docs/images/panel.png`` (what docs/opslib.md
-shows) and as the panel notebook's stored picture (for readers without a
-kernel: GitHub, nbviewer, an HTML export); on failure, a screenshot and the
-worker's log go to ``test-artifacts/``.
+control once: the header's sparkline of the last hour's flow, Auto-refresh (a
+dead letter added meanwhile shows up), the kind selector (the groups table
+follows), the search, the time range, the pages of a long group (Older,
+Newer), the CSV link (its file read back), the barcode group with one entry
+selected (its traceback read; the list and the preview in one order; Confirm
+on the same screen as the list), that entry discarded with a reason, then the
+rest of the group replayed, and reads the results and the status on the page.
+Every request that is not to loopback is aborted (Voilà's page asks CDNs for
+fonts). The page with the barcode entry selected is saved as
+``test-artifacts/panel.png``, and with ``UPDATE_SCREENSHOTS=1`` as
+``docs/images/panel.png`` (what docs/opslib.md shows) and as the panel
+notebook's stored picture (for readers without a kernel: GitHub, nbviewer, an
+HTML export); on failure, a screenshot and the worker's log go to
+``test-artifacts/``.
 
 ``make test`` installs Chromium where it can (root and apt-get); elsewhere
 this test skips and says why, except under ``CI=true``, where it must run.
@@ -220,6 +221,9 @@ def drive(page: Page, voila: str, night: NightStack) -> None:
     page.wait_for_selector(".opslib-groups table", timeout=90_000)
     counts = page.locator(".opslib-counts")
     wait_text(counts, f"{40 + 1 + SMS} dead letters")
+    flow = page.locator(".opslib-flow")  # the night's worker ran the demo's jobs within the hour
+    assert flow.locator("svg polyline").count() == 2
+    assert re.search(r"last hour +[1-9][\d,]* succeeded · [1-9][\d,]* failed", flow.inner_text()), flow.inner_text()
     page.get_by_role("button", name="Auto-refresh").click()  # on: the panel reads the queue every 10 s
     add_late_dead_letter(night)
     wait_text(counts, f"{40 + 2 + SMS} dead letters", 45)

@@ -18,7 +18,7 @@ import opslib
 from opslib.errors import OpslibError
 from opslib.frames import replay_status_to_frame
 from opslib.panel.filters import panel_time
-from opslib.panel.html import status_html
+from opslib.panel.html import flow_html, status_html
 from opslib.panel.layout import ENTRY_ROWS
 from opslib.panel.ticker import Ticker
 from opslib.panel.widgets import DeadLetterPanel
@@ -83,6 +83,7 @@ def test_the_panel_previews_exactly_what_it_replays(r: redis.Redis, keys: Keys) 
     panel = DeadLetterPanel(client=r, prefix=keys.prefix)
     assert "<b>4</b> dead letters" in panel.counts.value
     assert panel.counts.value.endswith(" · 1 consumer</p>")  # the bury script's "seeder"
+    assert panel.flow.value == "<p>No flow counted in the last hour.</p>"  # no worker ran a job
     assert [label for label, _ in panel.group.options] == [
         "3 × SeatLabelInvalid: <str> is bad",
         "1 × ConnectionError: <num>",
@@ -324,3 +325,15 @@ def test_a_ticker_keeps_its_clock_when_a_tick_raises() -> None:
         ticker.stop()
 
     asyncio.run(run())
+
+
+def test_the_header_draws_the_last_hours_flow_as_a_sparkline_of_numbers_only() -> None:
+    per_minute = pd.DataFrame({"succeeded": [0, 4, 8, 2], "failed": [0, 0, 2, 0]})
+    page = flow_html(per_minute)
+    assert '<svg width="180" height="26"' in page and page.count("<polyline") == 2
+    succeeded = re.search(r'stroke="#27ae60" stroke-width="1.5" points="([^"]+)"', page).group(1)  # type: ignore[union-attr]
+    heights = [float(point.split(",")[1]) for point in succeeded.split()]
+    assert heights[2] == 1.0 and heights[0] == 25.0  # the busiest minute at the top, an idle one at the bottom
+    assert "14 succeeded</span> · <span" in page and "2 failed" in page
+    assert "at most 8 a minute" in page
+    assert flow_html(per_minute.iloc[0:0]) == "<p>No flow counted in the last hour.</p>"
