@@ -65,7 +65,7 @@ async def serve(
             if settings.archive_on:
                 from worker.archive.archiver import Archiver
 
-                archiver = Archiver(client, settings, app.archive_conninfo)
+                archiver = Archiver(client, settings, app.archive_conninfo, migrate=settings.archive_migrates)
                 stack.push_async_callback(archiver.close)
                 await archiver.start()
                 for chore in archiver.chores():
@@ -91,6 +91,8 @@ async def serve(
                 observers=[*observers, *flow],
                 more_work=app.more_work,
             )
+            for metrics in observers:
+                metrics.watch_outcomes(lambda: worker.episode.waiting)
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, worker.stop)

@@ -13,7 +13,12 @@ own ``job_id``; the outbox relay's ``outbox_id``, which stays on the wire as
 such), and a job named by neither gets a minted ``job_id`` (uuid4 hex). The
 job goes to the partition of its identity (:func:`worker.store.keys.partition_of`);
 with ``WAIT_REPLICAS`` > 0 a call returns once that many replicas have the
-job (:mod:`worker.store.durable`).
+job (:mod:`worker.store.durable`). A job over ``MAX_JOB_BYTES`` (the UTF-8
+bytes of every field's name and value) is refused with a ValueError of one line.
+
+When Redis refuses the write (out of memory, read-only, misconfigured
+persistence, no permission), each raises :class:`worker.errors.QueueRefused`,
+one line naming the reason (:mod:`worker.store.refusals`).
 """
 
 from __future__ import annotations
@@ -29,7 +34,11 @@ from worker.settings import Settings
 from worker.store.connection import is_cluster
 from worker.store.durable import WAIT_TIMEOUT_MS, write_and_wait, write_and_wait_async
 from worker.store.keys import Keys, partition_of, queue_partitions
-from worker.store.wire import encode_member, job_id_of, text
+from worker.store.refusals import refused_as_queue_refused
+from worker.store.wire import encode_member, job_bytes, job_id_of, text
+
+NOT_ENQUEUED = "the job was not enqueued; enqueue it again once Redis accepts writes"
+SOME_NOT_ENQUEUED = "some or all of the jobs were not enqueued; enqueue them again once Redis accepts writes"
 
 FieldValue = str | int | float
 
@@ -89,8 +98,14 @@ class _Plan:
     member: str
 
     @classmethod
-    def of(cls, new: NewJob) -> _Plan:
+    def of(cls, new: NewJob, max_job_bytes: int) -> _Plan:
         job = job_fields(new.kind, new.fields)
+        size = job_bytes(job)
+        if size > max_job_bytes:
+            raise ValueError(
+                f"the {new.kind!r} job is {size} bytes, over MAX_JOB_BYTES={max_job_bytes}; keep large payloads "
+                "elsewhere (a database row, object storage) and put their reference in the job"
+            )
         due = run_at_epoch(new.delay_s, new.run_at)
         return cls(job, due, encode_member(job) if due is not None else "")
 
@@ -120,6 +135,7 @@ class _Queue:
 
     parts: list[Keys]
     wait_replicas: int
+    max_job_bytes: int
 
     @classmethod
     def of(cls, prefix: str | None, partitions: int | None, wait_replicas: int | None) -> _Queue:
@@ -127,7 +143,11 @@ class _Queue:
         prefix = Settings.one("prefix") if prefix is None else prefix
         partitions = Settings.one("partitions") if partitions is None else partitions
         wait_replicas = Settings.one("wait_replicas") if wait_replicas is None else wait_replicas
-        return cls(queue_partitions(prefix, partitions), wait_replicas)
+        return cls(queue_partitions(prefix, partitions), wait_replicas, Settings.one("max_job_bytes"))
+
+    def plan(self, new: NewJob) -> _Plan:
+        """Where ``new`` goes; ValueError (one line) for a bad job or one over ``MAX_JOB_BYTES``."""
+        return _Plan.of(new, self.max_job_bytes)
 
     def keys_of(self, plan: _Plan) -> Keys:
         """The keys of the partition the job belongs to."""
@@ -153,10 +173,11 @@ def enqueue(
     returns once that many replicas have it (:mod:`worker.store.durable`).
     """
     queue = _Queue.of(prefix, partitions, wait_replicas)
-    plan = _Plan.of(NewJob(kind, fields, delay_s, run_at))
-    if queue.wait_replicas:
-        return _durably(redis, queue, plan)
-    return plan.result(plan.send(redis, queue.keys_of(plan)))
+    plan = queue.plan(NewJob(kind, fields, delay_s, run_at))
+    with refused_as_queue_refused(NOT_ENQUEUED):
+        if queue.wait_replicas:
+            return _durably(redis, queue, plan)
+        return plan.result(plan.send(redis, queue.keys_of(plan)))
 
 
 async def enqueue_async(
@@ -172,11 +193,13 @@ async def enqueue_async(
 ) -> str:
     """:func:`enqueue` for a ``redis.asyncio`` client."""
     queue = _Queue.of(prefix, partitions, wait_replicas)
-    plan = _Plan.of(NewJob(kind, fields, delay_s, run_at))
+    plan = queue.plan(NewJob(kind, fields, delay_s, run_at))
     keys = queue.keys_of(plan)
-    if queue.wait_replicas:
-        return plan.result(await write_and_wait_async(redis, plan.key(keys), plan.command(keys), queue.wait_replicas))
-    return plan.result(await plan.send(redis, keys))
+    with refused_as_queue_refused(NOT_ENQUEUED):
+        if queue.wait_replicas:
+            command = plan.command(keys)
+            return plan.result(await write_and_wait_async(redis, plan.key(keys), command, queue.wait_replicas))
+        return plan.result(await plan.send(redis, keys))
 
 
 def enqueue_many(
@@ -196,17 +219,18 @@ def enqueue_many(
     cluster, each job is written and waited for on its own.
     """
     queue = _Queue.of(prefix, partitions, wait_replicas)
-    plans = [_Plan.of(new) for new in jobs]
+    plans = [queue.plan(new) for new in jobs]
     if not plans:
         return []
-    if queue.wait_replicas and is_cluster(redis):
-        return [_durably(redis, queue, plan) for plan in plans]
-    pipe = redis.pipeline(transaction=False)
-    for plan in plans:
-        plan.send(pipe, queue.keys_of(plan))
-    if queue.wait_replicas:
-        pipe.execute_command("WAIT", queue.wait_replicas, WAIT_TIMEOUT_MS)
-    replies = pipe.execute()
+    with refused_as_queue_refused(SOME_NOT_ENQUEUED):
+        if queue.wait_replicas and is_cluster(redis):
+            return [_durably(redis, queue, plan) for plan in plans]
+        pipe = redis.pipeline(transaction=False)
+        for plan in plans:
+            plan.send(pipe, queue.keys_of(plan))
+        if queue.wait_replicas:
+            pipe.execute_command("WAIT", queue.wait_replicas, WAIT_TIMEOUT_MS)
+        replies = pipe.execute()
     return [plan.result(reply) for plan, reply in zip(plans, replies, strict=False)]
 
 
@@ -226,20 +250,21 @@ async def enqueue_many_async(
 ) -> list[str]:
     """:func:`enqueue_many` for a ``redis.asyncio`` client."""
     queue = _Queue.of(prefix, partitions, wait_replicas)
-    plans = [_Plan.of(new) for new in jobs]
+    plans = [queue.plan(new) for new in jobs]
     if not plans:
         return []
-    if queue.wait_replicas and is_cluster(redis):
-        out = []
+    with refused_as_queue_refused(SOME_NOT_ENQUEUED):
+        if queue.wait_replicas and is_cluster(redis):
+            out = []
+            for plan in plans:
+                keys = queue.keys_of(plan)
+                reply = await write_and_wait_async(redis, plan.key(keys), plan.command(keys), queue.wait_replicas)
+                out.append(plan.result(reply))
+            return out
+        pipe = redis.pipeline(transaction=False)
         for plan in plans:
-            keys = queue.keys_of(plan)
-            reply = await write_and_wait_async(redis, plan.key(keys), plan.command(keys), queue.wait_replicas)
-            out.append(plan.result(reply))
-        return out
-    pipe = redis.pipeline(transaction=False)
-    for plan in plans:
-        plan.send(pipe, queue.keys_of(plan))
-    if queue.wait_replicas:
-        pipe.execute_command("WAIT", queue.wait_replicas, WAIT_TIMEOUT_MS)
-    replies = await pipe.execute()
+            plan.send(pipe, queue.keys_of(plan))
+        if queue.wait_replicas:
+            pipe.execute_command("WAIT", queue.wait_replicas, WAIT_TIMEOUT_MS)
+        replies = await pipe.execute()
     return [plan.result(reply) for plan, reply in zip(plans, replies, strict=False)]
