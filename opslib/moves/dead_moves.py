@@ -15,6 +15,7 @@ from typing import Any
 
 import pandas as pd
 
+from opslib.actions import kind_of, record_action
 from opslib.connection import partitions, redis_session
 from opslib.moves.archived import open_archive
 from opslib.moves.batches import new_batch_id, partition_scripts
@@ -44,9 +45,11 @@ def move_dead(
     prefix: str | None,
     conn: Any,
     on_progress: Progress | None,
+    audit: tuple[str, str | None, object],
 ) -> pd.DataFrame:
     """Move ``targets`` out of ``jobs:dead`` (``verb``: ``"replay"`` or ``"discard"``) and return
-    ``to_frame`` of each id's result; ``dry_run`` writes nothing and needs no write rights."""
+    ``to_frame`` of each id's result; ``dry_run`` writes nothing and needs no write rights.
+    ``audit`` is (by, reason, the ids as asked) for the action's record (:mod:`opslib.actions`)."""
     action = "look up dead letters" if dry_run else f"{verb} dead letters"
     with (
         redis_session(client, prefix, action, needs="" if dry_run else needs) as (redis_client, keys),
@@ -77,4 +80,8 @@ def move_dead(
                         done[n] = taken[found.dead_ids[n]]
                         found.where[n] = p  # the archive held it
         results = [done.get(n) for n in range(len(found.dead_ids))]
+        by, reason, ids = audit
+        moved = sum(1 for result in results if result)
+        kind = kind_of(ids, found.kinds)
+        record_action(redis_client, keys, verb, by=by, kind=kind, entries=moved, reason=reason, batch=batch)
         return to_frame(found.dead_ids, results, batch, dry_run=False, partitions=found.where)

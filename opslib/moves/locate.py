@@ -11,7 +11,7 @@ one found in two is refused rather than guessed.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import pandas as pd
@@ -21,6 +21,7 @@ from opslib.checks import check_entry_id
 from opslib.errors import OpslibError
 from opslib.moves.archived import Archive, dead_anywhere, still_dead
 from worker.store.keys import Keys
+from worker.store.wire import text
 
 CHUNK = 500
 PROGRESS_FROM = 1000
@@ -66,6 +67,8 @@ class Located:
     where: list[int]
     in_stream: list[bool]
     fallback: list[int]
+    kinds: set[str] = field(default_factory=set)
+    """The kinds of the entries found in ``jobs:dead`` (for the action's record)."""
 
     def found(self) -> list[bool]:
         return [p != NOWHERE for p in self.where]
@@ -92,6 +95,7 @@ def locate(client: Any, parts: list[Keys], targets: list[Target], archive: Archi
     candidates = [[p] if p is not None and p < count else list(range(count)) for _, p in targets]
     asks = [(n, p) for n, cands in enumerate(candidates) for p in cands]
     hits: dict[int, list[int]] = {}
+    kinds: set[str] = set()
     for start in range(0, len(asks), CHUNK):
         chunk = asks[start : start + CHUNK]
         pipe = client.pipeline(transaction=False)
@@ -100,6 +104,7 @@ def locate(client: Any, parts: list[Keys], targets: list[Target], archive: Archi
         for (n, p), hit in zip(chunk, pipe.execute(), strict=True):
             if hit:
                 hits.setdefault(n, []).append(p)
+                kinds.add(text(hit[0][1].get(b"kind", hit[0][1].get("kind", b""))))
     gone = [n for n in range(len(targets)) if n not in hits]
     pg = archive.connection() if archive.enabled and gone else None  # before anything changes
     if pg is not None:
@@ -126,7 +131,7 @@ def locate(client: Any, parts: list[Keys], targets: list[Target], archive: Archi
     streamed = set(range(len(targets))) - set(gone)
     in_stream = [n in streamed for n in range(len(targets))]
     fallback = [p if p != NOWHERE or len(cands) > 1 else cands[0] for p, cands in zip(where, candidates, strict=True)]
-    return Located(dead_ids, where, in_stream, fallback)
+    return Located(dead_ids, where, in_stream, fallback, kinds)
 
 
 def pipelined(
