@@ -17,7 +17,7 @@ import pandas as pd
 
 from opslib.display import MONOSPACE, display_tz, local_time, plural, readable
 from opslib.frames import DEAD_COLUMNS
-from opslib.panel.filters import AGAIN, failed_again, newest_first
+from opslib.panel.filters import newest_first, replay_badge
 from opslib.queries import QueueStats
 from worker.store.vocabulary import DISCARD_DISCARDED, REPLAY_MISSING, REPLAY_REPLAYED, STATUS_SUCCEEDED
 
@@ -30,6 +30,7 @@ TRACEBACK_CHARS = 20_000
 TABLE_STYLE = (
     "<style>.opslib-table td,.opslib-table th{padding:2px 12px 2px 0;text-align:left;vertical-align:top}</style>"
 )
+BADGE_STYLE = "background:#fdebd0;color:#8a4b00;border-radius:8px;padding:0 6px;font-weight:normal"
 PRE_STYLE = (
     f"white-space:pre-wrap;max-height:24em;overflow:auto;{MONOSPACE};font-size:12px;"
     "line-height:1.35;background:#f6f6f6;padding:6px"
@@ -73,7 +74,7 @@ def preview_html(taken: pd.DataFrame, *, selected: bool = False) -> str:
     """The entries an action would take: how many, and the newest :data:`PREVIEW_ROWS`, newest first (as the list)."""
     if taken.empty:
         return "<p>No dead letters match: nothing to replay or discard.</p>"
-    fixed = ["dead_at", "kind", "job_id", "outbox_id", "attempts", "error"]
+    fixed = ["dead_at", "kind", "job_id", "outbox_id", "attempts", "replays", "error"]
     payload = [name for name in taken.columns if name not in DEAD_COLUMNS]
     shown = newest_first(taken).head(PREVIEW_ROWS).reset_index()[["dead_id", *fixed, *payload]]
     more = f"; the newest {PREVIEW_ROWS} shown" if len(taken) > PREVIEW_ROWS else ""
@@ -105,9 +106,12 @@ def entry_html(dead_id: str | None, row: pd.Series | None) -> str:
         return "<p><i>Select an entry in the list to read its traceback.</i></p>"
     attempts = plural(int(row["attempts"]), "attempt") if pd.notna(row["attempts"]) else "attempts not known"
     parts = [dead_id, local_time(row["dead_at"]), row["kind"], row["reason"], attempts]
-    if failed_again(row):
-        parts.append(f"{AGAIN} ({plural(int(row.get('replays', 0) or 0), 'replay')}, of {row.get('replay_of', '')})")
     about = " · ".join(html.escape(str(part)) for part in parts)
+    badge = replay_badge(row)
+    if badge:
+        of = html.escape(str(row.get("replay_of") or ""))
+        about += f' <span style="{BADGE_STYLE}">{html.escape(badge)}</span> failed again; it came from {of}'
+
     traceback = str(row["traceback"] or "")
     cut_note = ""
     if len(traceback) > TRACEBACK_CHARS:

@@ -68,18 +68,20 @@ class PanelWidgets:
         self.refresh_status = w.Button(description="Refresh status", layout=w.Layout(display="none"))
         for name, css in CLASSES.items():
             getattr(self, name).add_class(css)
+        filters = w.HBox([self.kind, self.search, self.since, self.until]).add_class("opslib-filters")
+        actions = w.HBox([self.replay_button, self.discard_button, self.reason, self.csv_button, self.csv])
         self.box = w.VBox(
             [
                 w.HTML("<h3>Dead letters</h3>"),
                 w.HBox([self.counts, self.reload, self.auto]),
                 self.flow,
-                w.HBox([self.kind, self.search, self.since, self.until]),
+                filters,
                 self.filter_message,
                 self.table,
                 self.group,
                 self.entries,
                 w.HBox([self.newer, self.page, self.older]),
-                w.HBox([self.replay_button, self.discard_button, self.reason, self.csv_button, self.csv]),
+                actions.add_class("opslib-actions"),
                 self.asking,
                 self.message,
                 self.progress,

@@ -85,7 +85,7 @@ class DeadLetterPanel(PanelWidgets):
         self.widget = self.box
         self.at: dict[str, Any] = {"client": client, "prefix": prefix}
         self.pause_control = PauseControl(self.at)
-        header = 2  # the title and the counts row: the Pause / Resume control stands right under them
+        header = 3  # the title, the counts row and the flow line: the Pause / Resume control stands right under them
         self.box.children = (*self.box.children[:header], self.pause_control.box, *self.box.children[header:])
         self.dead = self.shown = self.in_group = self.taken = pd.DataFrame()
         self.action, self.batch, self._settling = "replay", "", False

@@ -349,7 +349,8 @@ def test_the_panel_pauses_and_resumes_a_kind_with_a_reason_and_escapes_it(r: red
     assert "pause needs a reason" in control.message.value and not r.exists(keys.paused)
     control.reason.value = f"seat map fix {SCRIPT}"
     control.pause_button.click()
-    assert "<b>seat_label</b> paused since" in control.state.value
+    assert "<b>seat_label</b> paused since " in control.state.value
+    assert " UTC by " in control.state.value  # since when, in the display zone
     assert "&lt;script&gt;" in control.state.value and "<script" not in control.state.value
     assert bool(opslib.kinds(client=r, prefix=keys.prefix).loc["seat_label", "paused"])
     control.resume_button.click()
@@ -357,7 +358,9 @@ def test_the_panel_pauses_and_resumes_a_kind_with_a_reason_and_escapes_it(r: red
     assert list(opslib.actions(kind="seat_label", client=r, prefix=keys.prefix)["action"]) == ["pause", "resume"]
 
 
-def test_a_dead_letter_that_failed_again_after_a_replay_is_marked(r: redis.Redis, keys: Keys) -> None:
+def test_a_dead_letter_that_failed_again_after_a_replay_carries_a_badge_with_its_replay_count(
+    r: redis.Redis, keys: Keys
+) -> None:
     first = bury(r, keys, {"kind": "seat_label", "seat": "1-A"}, {"attempts": "2", "error": "SeatLabelInvalid: bad"})
     again = bury(
         r,
@@ -365,8 +368,18 @@ def test_a_dead_letter_that_failed_again_after_a_replay_is_marked(r: redis.Redis
         {"kind": "seat_label", "seat": "1-A", "replay_of": first, "replays": "1"},
         {"attempts": "2", "error": "SeatLabelInvalid: bad"},
     )
+    thrice = bury(
+        r,
+        keys,
+        {"kind": "seat_label", "seat": "1-A", "replay_of": again, "replays": "3"},
+        {"attempts": "2", "error": "SeatLabelInvalid: bad"},
+    )
     panel = DeadLetterPanel(client=r, prefix=keys.prefix)
     labels = dict((value, label) for label, value in panel.entries.options)
-    assert "failed again after replay" in labels[again] and "failed again" not in labels[first]
-    panel.entries.value = (again,)
-    assert f"failed again after replay (1 replay, of {first})" in panel.entry.value
+    assert labels[again].startswith(f"{again} · ↻ 1 replay · ") and labels[thrice].startswith(
+        f"{thrice} · ↻ 3 replays · "
+    )
+    assert "↻" not in labels[first]
+    panel.entries.value = (thrice,)
+    assert ">↻ 3 replays</span> failed again; it came from " + again in panel.entry.value
+    assert "<td>3</td>" in panel.preview.value  # the preview's replays column
