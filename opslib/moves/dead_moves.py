@@ -11,6 +11,7 @@ an entry someone else took first (``missing``).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import pandas as pd
@@ -22,9 +23,11 @@ from opslib.moves.locate import Progress, Target, locate, pipelined
 from worker.store.failures import now_iso
 from worker.store.keys import Keys
 from worker.store.scripts import Scripts
+from worker.store.trace_context import sending
 
-TakeFromStream = Callable[[Scripts, str, str, str, bool, Any], Any]
-"""(partition's scripts, dead id, batch, at, record in the archive, pipeline) -> the script's result."""
+TakeFromStream = Callable[[Scripts, str, str, str, bool, Any, Mapping[str, str]], Any]
+"""(partition's scripts, dead id, batch, at, record in the archive, pipeline, trace context) -> the script's
+result. The trace context is {} unless the move is traced and a span is active."""
 TakeFromArchive = Callable[[Any, Any, Keys, list[str], str, str], Mapping[str, Any]]
 """(archive connection, Redis client, partition's keys, dead ids, batch, at) -> dead id -> result, for those taken."""
 ToFrame = Callable[..., pd.DataFrame]
@@ -44,9 +47,14 @@ def move_dead(
     prefix: str | None,
     conn: Any,
     on_progress: Progress | None,
+    traced: bool = False,
 ) -> pd.DataFrame:
     """Move ``targets`` out of ``jobs:dead`` (``verb``: ``"replay"`` or ``"discard"``) and return
-    ``to_frame`` of each id's result; ``dry_run`` writes nothing and needs no write rights."""
+    ``to_frame`` of each id's result; ``dry_run`` writes nothing and needs no write rights.
+
+    ``traced`` (replay): inside an active span, the moves run under a ``replay <queue>`` span
+    linked to each entry's last attempt (:func:`worker.store.trace_context.sending`), whose
+    context ``take`` writes into the jobs."""
     action = "look up dead letters" if dry_run else f"{verb} dead letters"
     with (
         redis_session(client, prefix, action, needs="" if dry_run else needs) as (redis_client, keys),
@@ -59,13 +67,19 @@ def move_dead(
         batch, at = new_batch_id(), now_iso()
         scripts = partition_scripts(redis_client, parts)
         streamed = found.streamed()
-        results = pipelined(
-            redis_client,
-            streamed,
-            lambda pipe, n: take(scripts[found.where[n]], found.dead_ids[n], batch, at, archive.enabled, pipe),
-            verb,
-            on_progress,
+        tracing: AbstractContextManager[dict[str, str]] = (
+            sending(keys.jobs, len(streamed), verb, [found.links[n] for n in streamed]) if traced else nullcontext({})
         )
+        with tracing as context:
+            results = pipelined(
+                redis_client,
+                streamed,
+                lambda pipe, n: take(
+                    scripts[found.where[n]], found.dead_ids[n], batch, at, archive.enabled, pipe, context
+                ),
+                verb,
+                on_progress,
+            )
         done: dict[int, Any] = {n: result for n, result in zip(streamed, results, strict=True) if result}
         missed = found.from_archive(done)
         pg = archive.connection() if missed and archive.enabled else None

@@ -96,7 +96,7 @@ def discard(
         dead_ids_of(ids),
         verb="discard",
         needs=NEEDS_WRITE,
-        take=lambda scripts, dead_id, batch, at, record, pipe: scripts.discard(
+        take=lambda scripts, dead_id, batch, at, record, pipe, _context: scripts.discard(
             dead_id, batch, by=by_whom, reason=why, at=at, record=record, client=pipe
         ),
         take_archived=lambda pg, redis_client, keys, dead_ids, batch, at: dict.fromkeys(

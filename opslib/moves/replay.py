@@ -8,7 +8,12 @@ dropped, ``replay_of`` = the dead id and ``replay_batch`` = the batch id; the
 log record marks the archive's row ``replayed`` with the batch and the new
 id. An id that ``jobs:dead`` no longer holds (trimmed once archived) but the
 archive holds as ``dead`` is re-added from its archived fields
-(:mod:`opslib.moves.archived`). Two people replaying (or one replaying, one
+(:mod:`opslib.moves.archived`). Inside an active OpenTelemetry span, the
+replay runs under a ``replay <queue>`` span linked to each entry's last
+attempt (its ``trace_link``) and writes that span's context into the jobs
+(``traceparent``, ``tracestate``), so each replayed job's first attempt links
+to it (docs/operations.md, "Tracing"); entries re-added from the archive
+keep their own. Two people replaying (or one replaying, one
 discarding) the same entries at once move each once; an entry no longer
 there is reported as ``missing``, not an error. The calls are pipelined, 500
 at a time.
@@ -92,8 +97,8 @@ def replay(
         dead_ids_of(ids),
         verb="replay",
         needs=NEEDS_WRITE,
-        take=lambda scripts, dead_id, batch, at, record, pipe: scripts.replay(
-            dead_id, batch, DEAD_FIELDS, at=at, record=record, client=pipe
+        take=lambda scripts, dead_id, batch, at, record, pipe, context: scripts.replay(
+            dead_id, batch, DEAD_FIELDS, at=at, record=record, client=pipe, context=context
         ),
         take_archived=replay_from_archive,
         to_frame=replay_to_frame,
@@ -102,6 +107,7 @@ def replay(
         prefix=prefix,
         conn=conn,
         on_progress=on_progress,
+        traced=True,
     )
 
 

@@ -42,6 +42,7 @@ from worker.loop.observe import Observer, Tally
 from worker.loop.outcomes import Outcomes
 from worker.loop.partition_reader import READ_ERRORS, PartitionReader
 from worker.loop.rotation import Rotation
+from worker.loop.tracing import Tracing
 from worker.loop.upkeep import HEARTBEAT_TTL_S as HEARTBEAT_TTL_S
 from worker.loop.upkeep import Upkeep
 from worker.settings import Settings
@@ -91,6 +92,7 @@ class Worker:
         self._reading = asyncio.Lock()
         self._threads = ThreadPoolExecutor(settings.concurrency, thread_name_prefix="job")
         self._rng = random.Random()
+        self._tracing = Tracing.detect(self.keys.jobs)
         self.upkeep = Upkeep(self)
         self.rotation = Rotation(self)
         block_ms = min(settings.block_ms, 50) if burst else settings.block_ms
@@ -216,7 +218,11 @@ class Worker:
 
     def _start(self, part: PartitionReader, entry_id: str, raw: dict[bytes, bytes], alone: bool = False) -> None:
         slot = (part.index, entry_id)
-        self.inflight[slot] = asyncio.create_task(self.run_entry(part, entry_id, raw, alone=alone))
+        if self._tracing is None:
+            run = self.run_entry(part, entry_id, raw, alone=alone)
+        else:
+            run = self._tracing.run_entry(self.run_entry, part, entry_id, raw, alone)
+        self.inflight[slot] = asyncio.create_task(run)
         self.started_at[slot] = time.monotonic()
 
     async def _drained(self) -> bool:

@@ -1,7 +1,9 @@
 """Logging set-up: readable sentences by default, one JSON object per line with
 ``LOG_FORMAT=json``. Job log calls pass the job's facts in ``extra`` (kind,
 job_id, attempt, outcome, duration_ms, request_id, trace) so the JSON lines
-carry them as fields and the text lines stay full sentences."""
+carry them as fields and the text lines stay full sentences. A JSON line logged
+inside a span (an attempt's ``process`` span when the worker traces) carries
+its ``trace_id`` and ``span_id``."""
 
 from __future__ import annotations
 
@@ -9,6 +11,8 @@ import json
 import logging
 import sys
 from datetime import UTC, datetime
+
+from worker.store.trace_context import active_span
 
 JOB_FIELDS = (
     "kind",
@@ -19,6 +23,8 @@ JOB_FIELDS = (
     "reason",
     "request_id",
     "trace",
+    "trace_id",
+    "span_id",
 )
 
 
@@ -32,6 +38,10 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
+        span = active_span()
+        if span is not None:
+            context = span.get_span_context()
+            data["trace_id"], data["span_id"] = f"{context.trace_id:032x}", f"{context.span_id:016x}"
         for name in JOB_FIELDS:
             value = getattr(record, name, None)
             if value is not None:

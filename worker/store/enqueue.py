@@ -13,7 +13,10 @@ own ``job_id``; the outbox relay's ``outbox_id``, which stays on the wire as
 such), and a job named by neither gets a minted ``job_id`` (uuid4 hex). The
 job goes to the partition of its identity (:func:`worker.store.keys.partition_of`);
 with ``WAIT_REPLICAS`` > 0 a call returns once that many replicas have the
-job (:mod:`worker.store.durable`).
+job (:mod:`worker.store.durable`). Inside an active span, each call writes the
+W3C trace context (``traceparent``, ``tracestate``) into its jobs, under a
+``send`` span when a tracer records (:func:`worker.store.trace_context.sending`);
+fields that carry a ``traceparent`` of their own (the outbox relay's) keep it.
 """
 
 from __future__ import annotations
@@ -30,13 +33,17 @@ from worker.settings import non_negative_int, positive_int
 from worker.store.connection import is_cluster
 from worker.store.durable import WAIT_TIMEOUT_MS, write_and_wait, write_and_wait_async
 from worker.store.keys import Keys, partition_of, queue_partitions
+from worker.store.trace_context import TRACEPARENT, sending
 from worker.store.wire import encode_member, job_id_of, text
 
 FieldValue = str | int | float
 
 
-def job_fields(kind: str, fields: Mapping[str, FieldValue] | None) -> dict[str, str]:
-    """The flat string map of a new job, attempts 0, with a ``job_id`` minted unless the fields name the job."""
+def job_fields(
+    kind: str, fields: Mapping[str, FieldValue] | None, context: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The flat string map of a new job, attempts 0, with a ``job_id`` minted unless the fields name the job,
+    and the trace ``context`` unless the fields carry a ``traceparent``."""
     if not isinstance(kind, str) or not kind:
         raise ValueError(f"kind must be a non-empty string, got {kind!r}")
     out: dict[str, str] = {}
@@ -53,6 +60,8 @@ def job_fields(kind: str, fields: Mapping[str, FieldValue] | None) -> dict[str, 
     if not job_id_of(out):
         out["job_id"] = uuid.uuid4().hex
     out["attempts"] = "0"
+    if context and TRACEPARENT not in out:
+        out.update(context)
     return out
 
 
@@ -90,8 +99,8 @@ class _Plan:
     member: str
 
     @classmethod
-    def of(cls, new: NewJob) -> _Plan:
-        job = job_fields(new.kind, new.fields)
+    def of(cls, new: NewJob, context: Mapping[str, str] | None = None) -> _Plan:
+        job = job_fields(new.kind, new.fields, context)
         due = run_at_epoch(new.delay_s, new.run_at)
         return cls(job, due, encode_member(job) if due is not None else "")
 
@@ -133,6 +142,11 @@ class _Queue:
             wait_replicas = non_negative_int("WAIT_REPLICAS", env.get("WAIT_REPLICAS", "0"))
         return cls(queue_partitions(prefix, partitions), wait_replicas)
 
+    @property
+    def destination(self) -> str:
+        """The queue's name for spans (``messaging.destination.name``): its ``jobs`` key without a partition."""
+        return Keys(self.parts[0].prefix).jobs
+
     def keys_of(self, plan: _Plan) -> Keys:
         """The keys of the partition the job belongs to."""
         return self.parts[partition_of(job_id_of(plan.job), len(self.parts))]
@@ -157,10 +171,11 @@ def enqueue(
     returns once that many replicas have it (:mod:`worker.store.durable`).
     """
     queue = _Queue.of(prefix, partitions, wait_replicas)
-    plan = _Plan.of(NewJob(kind, fields, delay_s, run_at))
-    if queue.wait_replicas:
-        return _durably(redis, queue, plan)
-    return plan.result(plan.send(redis, queue.keys_of(plan)))
+    with sending(queue.destination, 1) as context:
+        plan = _Plan.of(NewJob(kind, fields, delay_s, run_at), context)
+        if queue.wait_replicas:
+            return _durably(redis, queue, plan)
+        return plan.result(plan.send(redis, queue.keys_of(plan)))
 
 
 async def enqueue_async(
@@ -176,11 +191,13 @@ async def enqueue_async(
 ) -> str:
     """:func:`enqueue` for a ``redis.asyncio`` client."""
     queue = _Queue.of(prefix, partitions, wait_replicas)
-    plan = _Plan.of(NewJob(kind, fields, delay_s, run_at))
-    keys = queue.keys_of(plan)
-    if queue.wait_replicas:
-        return plan.result(await write_and_wait_async(redis, plan.key(keys), plan.command(keys), queue.wait_replicas))
-    return plan.result(await plan.send(redis, keys))
+    with sending(queue.destination, 1) as context:
+        plan = _Plan.of(NewJob(kind, fields, delay_s, run_at), context)
+        keys = queue.keys_of(plan)
+        if queue.wait_replicas:
+            reply = await write_and_wait_async(redis, plan.key(keys), plan.command(keys), queue.wait_replicas)
+            return plan.result(reply)
+        return plan.result(await plan.send(redis, keys))
 
 
 def enqueue_many(
@@ -200,9 +217,14 @@ def enqueue_many(
     cluster, each job is written and waited for on its own.
     """
     queue = _Queue.of(prefix, partitions, wait_replicas)
-    plans = [_Plan.of(new) for new in jobs]
-    if not plans:
+    news = list(jobs)
+    if not news:
         return []
+    with sending(queue.destination, len(news)) as context:
+        return _send_many(redis, queue, [_Plan.of(new, context) for new in news])
+
+
+def _send_many(redis: Any, queue: _Queue, plans: list[_Plan]) -> list[str]:
     if queue.wait_replicas and is_cluster(redis):
         return [_durably(redis, queue, plan) for plan in plans]
     pipe = redis.pipeline(transaction=False)
@@ -230,9 +252,14 @@ async def enqueue_many_async(
 ) -> list[str]:
     """:func:`enqueue_many` for a ``redis.asyncio`` client."""
     queue = _Queue.of(prefix, partitions, wait_replicas)
-    plans = [_Plan.of(new) for new in jobs]
-    if not plans:
+    news = list(jobs)
+    if not news:
         return []
+    with sending(queue.destination, len(news)) as context:
+        return await _send_many_async(redis, queue, [_Plan.of(new, context) for new in news])
+
+
+async def _send_many_async(redis: Any, queue: _Queue, plans: list[_Plan]) -> list[str]:
     if queue.wait_replicas and is_cluster(redis):
         out = []
         for plan in plans:

@@ -15,7 +15,7 @@ move runs whole on one Redis Cluster node (Redis >= 7.0 for the ``#!lua`` line).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -26,6 +26,7 @@ import redis.cluster
 
 from worker.store.durable import write_and_wait, write_and_wait_async
 from worker.store.keys import ARCHIVE_GROUP, GROUP, REPLAY_OUTCOME_TTL_S, Keys
+from worker.store.trace_context import TRACE_LINK
 from worker.store.vocabulary import RECORDED_QUEUED
 
 CLUSTER_PIPELINES = (redis.cluster.ClusterPipeline, aiocluster.ClusterPipeline)
@@ -122,13 +123,22 @@ class Scripts:
         return self._call("bury", [self.keys.jobs, self.keys.dead, self.keys.dead_evicted], args, client)
 
     def replay(
-        self, dead_id: str, batch: str, drop: Iterable[str], *, at: str, record: bool, client: Any = None
+        self,
+        dead_id: str,
+        batch: str,
+        drop: Iterable[str],
+        *,
+        at: str,
+        record: bool,
+        client: Any = None,
+        context: Mapping[str, str] | None = None,
     ) -> Any:
+        """``context``: the replay's trace fields, which replace the entry's (and its ``trace_link`` goes)."""
+        args: list[Any] = [dead_id, batch, REPLAY_OUTCOME_TTL_S, RECORDED_QUEUED, at, int(record), *drop]
+        if context:
+            args += [TRACE_LINK, "=", *(x for pair in context.items() for x in pair)]
         return self._call(
-            "replay",
-            [self.keys.dead, self.keys.jobs, self.keys.replay(batch), self.keys.dead_log],
-            [dead_id, batch, REPLAY_OUTCOME_TTL_S, RECORDED_QUEUED, at, int(record), *drop],
-            client,
+            "replay", [self.keys.dead, self.keys.jobs, self.keys.replay(batch), self.keys.dead_log], args, client
         )
 
     def discard(
