@@ -1,7 +1,7 @@
 """The worker's own cost per job, without Redis: start a slot, parse the entry, run a no-op handler, record
 the success.
 
-    .venv/bin/python benchmarks/hot_path.py [--jobs 200000] [--runs 5] [--metrics]
+    .venv/bin/python benchmarks/hot_path.py [--jobs 200000] [--runs 5] [--metrics] [--tracing MODE]
 
 Hands batches of 8 prebuilt entries (the fields ``enqueue`` writes) to
 :meth:`Worker._start` as the read loop does, and lets the slots finish before
@@ -10,6 +10,15 @@ sent. What a job costs here is what the loop pays for it in CPU beyond the
 read and the acknowledgement's round trip: the figure to cut when tuning
 ``run_entry``, the parse, the observers and the outcome's bookkeeping.
 ``--metrics`` adds the metrics observer (``METRICS_PORT`` set).
+
+``--tracing`` picks what OpenTelemetry the process has: ``off`` (none),
+``api`` (the API imported, no SDK: the worker must not trace), ``sdk`` (an
+SDK tracer provider with no exporter: a span per job, exported to nothing).
+``--tracing compare`` (what ``make bench`` runs) runs the three side by side,
+each in a process of its own, rounds interleaved, and prints what tracing
+adds to a job. Its ``off`` process has OpenTelemetry blocked from import, as
+an install without the ``otel`` extra: redis-py imports it whenever it is
+installed, so in this venv a plain run always has the API loaded.
 """
 
 from __future__ import annotations
@@ -17,6 +26,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
+import subprocess
+import sys
 import time
 import uuid
 
@@ -29,6 +40,7 @@ from worker.observability.metrics import JobCollector
 from worker.settings import Settings
 
 BATCH = 8
+MODES = ("off", "api", "sdk")
 
 
 async def noop(job: Job) -> None:
@@ -43,12 +55,13 @@ def entries(count: int) -> list[tuple[str, dict[bytes, bytes]]]:
     ]
 
 
-async def one_run(jobs: int, metrics: bool) -> float:
+async def one_run(jobs: int, metrics: bool, tracing: bool) -> float:
     registry = Registry()
     job_kind("noop", registry=registry)(noop)
     settings = Settings.from_env({"WORKER_NAME": "hot-path", "ARCHIVE_URL": "off"})
     observers = [JobCollector("")] if metrics else []
     worker = Worker(aioredis.Redis(), settings, registry, observers=observers)  # never connects
+    assert (worker._tracing is not None) is tracing, "the worker should trace with an SDK, and only then"
     part = worker.parts[0]
     todo = entries(jobs)
     started = time.perf_counter()
@@ -63,16 +76,62 @@ async def one_run(jobs: int, metrics: bool) -> float:
     return elapsed / jobs * 1e6
 
 
+def set_up_tracing(mode: str) -> None:
+    """Give this process the OpenTelemetry of ``mode`` (module docstring)."""
+    if mode == "api":
+        import opentelemetry.trace  # noqa: F401
+    elif mode == "sdk":
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
+
+        trace.set_tracer_provider(TracerProvider())
+
+
+_WITHOUT_OTEL = (
+    "import runpy, sys; sys.modules['opentelemetry'] = None; sys.argv = sys.argv[1:]; "
+    "runpy.run_path(sys.argv[0], run_name='__main__')"
+)
+"""Runs this script with ``import opentelemetry`` failing, as where the package is not installed."""
+
+
+def compare(jobs: int, runs: int) -> None:
+    """The three modes side by side, one process per run, rounds interleaved."""
+    figures: dict[str, list[float]] = {mode: [] for mode in MODES}
+    for _ in range(runs):
+        for mode in MODES:
+            args = [__file__, "--jobs", str(jobs), "--runs", "1", "--tracing", mode, "--figure"]
+            argv = [sys.executable, "-c", _WITHOUT_OTEL, *args] if mode == "off" else [sys.executable, *args]
+            figures[mode].append(float(subprocess.run(argv, check=True, capture_output=True, text=True).stdout))
+    off = statistics.median(figures["off"])
+    print(f"{jobs:,} no-op jobs in batches of {BATCH}, no Redis, medians of {runs} (min–max), µs a job:")
+    for mode, label in zip(MODES, ("tracing off", "API, no SDK", "SDK, no exporter"), strict=True):
+        median = statistics.median(figures[mode])
+        print(
+            f"  {label:<17} {median:6.2f} ({min(figures[mode]):.2f}–{max(figures[mode]):.2f})"
+            f"  {median - off:+.2f} against off"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", type=int, default=200_000)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--metrics", action="store_true", help="with the metrics observer (METRICS_PORT set)")
+    parser.add_argument("--tracing", choices=[*MODES, "compare"], default="off")
+    parser.add_argument("--figure", action="store_true", help="print the median µs a job alone (for compare)")
     args = parser.parse_args()
-    figures = [uvloop.run(one_run(args.jobs, args.metrics)) for _ in range(args.runs)]
+    if args.tracing == "compare":
+        compare(args.jobs, args.runs)
+        return
+    set_up_tracing(args.tracing)
+    figures = [uvloop.run(one_run(args.jobs, args.metrics, args.tracing == "sdk")) for _ in range(args.runs)]
+    if args.figure:
+        print(f"{statistics.median(figures):.4f}")
+        return
     print(
-        f"{args.jobs:,} no-op jobs in batches of {BATCH}, no Redis: {statistics.median(figures):.2f} µs a job "
-        f"(median of {args.runs}; min {min(figures):.2f}, max {max(figures):.2f})"
+        f"{args.jobs:,} no-op jobs in batches of {BATCH}, no Redis, tracing {args.tracing}: "
+        f"{statistics.median(figures):.2f} µs a job (median of {args.runs}; min {min(figures):.2f}, "
+        f"max {max(figures):.2f})"
     )
 
 
