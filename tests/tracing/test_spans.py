@@ -3,6 +3,7 @@ dead-lettered, replayed inside an analyst's span, then succeeding (docs/operatio
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -43,7 +44,7 @@ def test_request_retry_dead_letter_replay_success(
 ) -> None:
     client_file, worker_file = tmp_path / "client.jsonl", tmp_path / "worker.jsonl"
     client(workers, client_file, "enqueue", "fixed_by_replay", "order_id=7")
-    workers.burst(KINDS, TRACE_SPANS_FILE=str(worker_file))
+    log = workers.burst(KINDS, TRACE_SPANS_FILE=str(worker_file), LOG_FORMAT="json").stdout
     [(dead_id, dead)] = r.xrange(keys.dead)
     client(workers, client_file, "replay", dead_id.decode())
     workers.burst(KINDS, TRACE_SPANS_FILE=str(worker_file))
@@ -91,3 +92,14 @@ def test_request_retry_dead_letter_replay_success(
     assert replayed["parent"] is None and replayed["trace_id"] not in (fix["trace_id"], second["trace_id"])
     assert replayed["links"] == [[replay["trace_id"], replay["span_id"]]]
     assert (replayed["status"], replayed["events"]) == ("OK", [])
+
+    # The JSON log lines of an attempt carry its trace: the handler's own, and the worker's.
+    lines = [json.loads(line) for line in log.splitlines() if line.startswith("{")]
+    running = [line for line in lines if line["message"].startswith("Running")]
+    assert [(line["trace_id"], line["span_id"]) for line in running] == [
+        (first["trace_id"], first["span_id"]),
+        (second["trace_id"], second["span_id"]),
+    ]
+    [retrying] = [line for line in lines if line.get("outcome") == "retried"]
+    [buried] = [line for line in lines if line.get("outcome") == "dead"]
+    assert (retrying["trace_id"], buried["trace_id"]) == (first["trace_id"], second["trace_id"])
