@@ -95,6 +95,13 @@ def span_context_of(traceparent: str | None) -> Any:
     return span_context if span_context.is_valid else None
 
 
+def current_fields() -> dict[str, str]:
+    """The active span's context as wire fields ({} when none is active), for a job to be sent later
+    (an outbox row's, which the relay publishes)."""
+    span = active_span()
+    return {} if span is None else context_fields(span)
+
+
 @contextmanager
 def sending(
     destination: str, count: int, operation: str = "send", links: Iterable[str] = ()
