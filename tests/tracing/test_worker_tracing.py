@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from tests.helpers import ROOT, Workers
+from tests.helpers import ROOT, Workers, wait_for
 from tests.tracing import spans
 from tests.tracing.test_spans import KINDS, client, one
 from worker import enqueue
@@ -104,3 +105,19 @@ def test_under_opentelemetry_instrument_the_spans_name_the_enqueuers_trace(
     assert process["parent_id"] == f"0x{send['span_id']}"
     assert process["kind"] == "SpanKind.CONSUMER"
     assert process["resource"]["attributes"]["service.name"] == "stagedoor-worker"
+
+
+def test_a_scheduled_job_continues_the_trace_its_tick_started(prefix: str, workers: Workers, tmp_path: Path) -> None:
+    worker_file, tick_log = tmp_path / "worker.jsonl", tmp_path / "ticks"
+    proc = workers.start("tests.tracing.kinds_scheduled", TRACE_SPANS_FILE=str(worker_file), TICK_LOG=str(tick_log))
+    wait_for(lambda: tick_log.exists() and tick_log.read_text().strip(), what="a scheduled job to run")
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(30) == 0, workers.log(proc)
+    found = spans.read(worker_file)
+    ticks = {span["span_id"]: span for span in found if span["name"] == f"schedule {prefix}jobs"}
+    processed = [span for span in found if span["name"] == f"process {prefix}jobs"]
+    assert processed and ticks
+    for span in processed:
+        tick = ticks[span["parent"]]
+        assert (tick["kind"], tick["parent"], tick["trace_id"]) == ("PRODUCER", None, span["trace_id"])
+        assert span["attributes"]["stagedoor.job.kind"] == "traced_tick"

@@ -104,7 +104,7 @@ def current_fields() -> dict[str, str]:
 
 @contextmanager
 def sending(
-    destination: str, count: int, operation: str = "send", links: Iterable[str] = ()
+    destination: str, count: int, operation: str = "send", links: Iterable[str] = (), root: bool = False
 ) -> Iterator[dict[str, str]]:
     """Around writing ``count`` jobs to ``destination``: yields the trace fields to give each job.
 
@@ -112,10 +112,12 @@ def sending(
     ``<operation> <destination>`` under the active one, linked to the spans
     ``links`` name (traceparents; a replay's: the dead letters' last
     attempts), whose context the jobs carry; a non-recording tracer (API
-    without SDK) passes the active span's context on unchanged.
+    without SDK) passes the active span's context on unchanged. ``root``
+    (the scheduler's tick): with no span active, start a trace when
+    OpenTelemetry is loaded and its tracer records.
     """
     parent = active_span()
-    if parent is None:
+    if parent is None and not (root and "opentelemetry.trace" in sys.modules):
         yield {}
         return
     from opentelemetry import trace
@@ -133,4 +135,5 @@ def sending(
     with tracer.start_as_current_span(
         f"{operation} {destination}", kind=trace.SpanKind.PRODUCER, attributes=attributes, links=linked
     ) as span:
-        yield context_fields(span if span.get_span_context().is_valid else parent)
+        source = span if span.get_span_context().is_valid else parent
+        yield {} if source is None else context_fields(source)
