@@ -20,51 +20,26 @@ import pandas as pd
 from opslib.columns import COUNT, TEXT, TIME, typed_frame
 from opslib.errors import OpslibError
 from opslib.frames import DEAD_COLUMNS, add_payload_columns
+from worker.archive.table import COLUMN_NAMES, COLUMNS
+
+#: Columns of the table that ``archive()`` does not show as such: the queue is the query's filter, the wire
+#: ``fields`` become ``job_id``, ``outbox_id`` and the payload's columns, ``dead_id`` is the index.
+NOT_SHOWN = frozenset({"queue", "fields", "dead_id", "discard_batch"})
+_DTYPES = {"text": TEXT, "timestamptz": TIME, "integer": COUNT, "smallint": COUNT}
 
 #: ``archive()``: index ``dead_id`` (str), then these, then the payload's own fields (str, NaN where absent).
 #: The first columns are ``dead_letters()``'s, except that its ``replay_batch`` (the batch of the replay this
 #: job came from) is named ``replay_of_batch`` here: ``replay_batch`` is the batch that replayed this entry.
+#: Then the table's columns written after death (``worker.archive.table.COLUMNS``), in table order.
 ARCHIVE_COLUMNS = {
     **{("replay_of_batch" if name == "replay_batch" else name): dtype for name, dtype in DEAD_COLUMNS.items()},
-    "status": TEXT,
-    "replayed_at": TIME,
-    "replay_batch": TEXT,
-    "replay_new_id": TEXT,
-    "replay_outcome": TEXT,
-    "replay_dead_id": TEXT,
-    "discarded_at": TIME,
-    "discarded_by": TEXT,
-    "discard_reason": TEXT,
-    "archived_at": TIME,
+    **{
+        column.name: _DTYPES[column.sql.split()[0]]
+        for column in COLUMNS
+        if column.writer != "entry" and column.name not in NOT_SHOWN
+    },
 }
 
-#: The table's columns that ``archive()`` selects, in the order :func:`archive_to_frame` reads them.
-ARCHIVE_SELECT = (
-    "dead_id",
-    "dead_at",
-    "fields",
-    "kind",
-    "attempts",
-    "reason",
-    "error_type",
-    "error",
-    "signature",
-    "traceback",
-    "worker",
-    "request_id",
-    "trace",
-    "partition",
-    "status",
-    "replayed_at",
-    "replay_batch",
-    "replay_new_id",
-    "replay_outcome",
-    "replay_dead_id",
-    "discarded_at",
-    "discarded_by",
-    "discard_reason",
-    "archived_at",
-)
 #: Columns read from the wire fields, and the field each comes from; the others from the table's columns.
 _FROM_FIELDS = {
     "job_id": "job_id",
@@ -72,6 +47,13 @@ _FROM_FIELDS = {
     "replay_of": "replay_of",
     "replay_of_batch": "replay_batch",
 }
+
+#: The table's columns that ``archive()`` selects (read by name in :func:`archive_to_frame`).
+ARCHIVE_SELECT = tuple(
+    name
+    for name in COLUMN_NAMES
+    if name in {"dead_id", "fields"} or (name in ARCHIVE_COLUMNS and name not in _FROM_FIELDS)
+)
 
 
 def wire_text(value: str | Mapping[str, str]) -> str:

@@ -89,7 +89,7 @@ from opslib.frames import (
     select_dead,
 )
 from opslib.signatures import check_signature, failure_groups_to_frame
-from worker.observability.queue_state import read_partitions_state
+from worker.observability.queue_state import read_partitions_state, stat_fields
 from worker.store.connection import on_owner
 from worker.store.keys import GROUP, Keys
 from worker.store.wire import text
@@ -244,19 +244,8 @@ def delayed(kind: str | None = None, *, client: redis.Redis | None = None, prefi
     return frame
 
 
-STAT_NAMES = (
-    "stream_length",
-    "lag",
-    "oldest_waiting_s",
-    "pending",
-    "pending_idle",
-    "delayed",
-    "delayed_due",
-    "dead",
-    "dead_evicted",
-    "consumers",
-    "consumers_live",
-)
+#: The rows of ``queue_stats()``: the fields of ``worker.observability.queue_state.QueueState``, in order.
+STAT_NAMES = tuple(stat.name for stat in stat_fields())
 
 
 @dataclass(frozen=True)

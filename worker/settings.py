@@ -140,8 +140,13 @@ def module_list(_name: str, raw: str) -> tuple[str, ...]:
     return tuple(m.strip() for m in raw.split(",") if m.strip())
 
 
+def default_worker_name() -> str:
+    """This process's consumer name when ``WORKER_NAME`` is empty: ``<host>-<pid>``."""
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
 def worker_name(_name: str, raw: str) -> str:
-    return raw.strip() or f"{socket.gethostname()}-{os.getpid()}"
+    return raw.strip() or default_worker_name()
 
 
 S = TypeVar("S")
@@ -308,12 +313,24 @@ class Settings:
         """Read every setting from ``env`` (default ``os.environ``); ``overrides`` (by field name) win."""
         return from_env(cls, env, overrides)
 
+    @classmethod
+    def one(cls, field: str, env: Mapping[str, str] | None = None) -> Any:
+        """One setting (by field name) read from ``env`` (default ``os.environ``) and checked, the others
+        left unread: for a caller such as ``enqueue`` that needs a single value and must not fail on another."""
+        spec = declared(cls)[field]
+        return spec.parse(spec.env, (os.environ if env is None else env).get(spec.env, spec.default))
+
     def __post_init__(self) -> None:
         if self.dead_hard_maxlen and self.dead_hard_maxlen < self.dead_maxlen:
             raise SettingsError(
                 f"DEAD_HARD_MAXLEN={self.dead_hard_maxlen} is below DEAD_MAXLEN={self.dead_maxlen}; "
                 "the hard ceiling must be at least the cap (leave it empty for 10 x DEAD_MAXLEN)"
             )
+
+    @property
+    def worker_name_set(self) -> bool:
+        """True when ``WORKER_NAME`` named this worker (not the ``<host>-<pid>`` default)."""
+        return self.worker_name != default_worker_name()
 
     @property
     def archive_on(self) -> bool:

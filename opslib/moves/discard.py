@@ -39,7 +39,7 @@ from opslib.frames import discard_to_frame
 from opslib.moves.archived import discard_from_archive
 from opslib.moves.dead_moves import move_dead
 from opslib.moves.locate import Progress, dead_ids_of
-from opslib.moves.replay import as_frame, dead_ids_of_kind
+from opslib.moves.selection import of_kind
 
 MAX_REASON_CHARS = 2000
 NEEDS_WRITE = (
@@ -132,17 +132,11 @@ def discard_kind(
     """
     check_reason(reason)
     who(by)
-    targets = dead_ids_of_kind(
-        kind,
-        signature=signature,
-        error_contains=error_contains,
-        since=since,
-        client=client,
-        prefix=prefix,
-        conn=conn,
+    targets = of_kind(
+        kind, signature=signature, error_contains=error_contains, since=since, client=client, prefix=prefix, conn=conn
     )
     return discard(
-        as_frame(targets),
+        targets,
         reason=reason,
         by=by,
         dry_run=dry_run,

@@ -57,14 +57,15 @@ import pandas as pd
 import redis
 
 from opslib.checks import check_batch, parse_since
-from opslib.connection import partitions, queue_keys, redis_session
+from opslib.connection import partitions, redis_session
 from opslib.errors import OpslibError
 from opslib.frames import combine, entry_order, parse_outcome, replay_status_to_frame, replay_to_frame
-from opslib.moves.archived import archived_dead, open_archive, replay_from_archive
+from opslib.moves.archived import open_archive, replay_from_archive
 from opslib.moves.batches import BATCH_TIME
 from opslib.moves.dead_moves import move_dead
-from opslib.moves.locate import NOWHERE, Progress, Target, dead_ids_of
-from opslib.queries import dead_letters, entry_floor
+from opslib.moves.locate import Progress, dead_ids_of
+from opslib.moves.selection import of_kind
+from opslib.queries import entry_floor
 from worker.archive.table import TABLE
 from worker.store.keys import GROUP, Keys
 from worker.store.vocabulary import FINAL_STATUSES, RECORDED_QUEUED, WHERE_JOBS, WHERE_RUNNING
@@ -111,32 +112,6 @@ def replay(
     )
 
 
-def dead_ids_of_kind(
-    kind: str,
-    *,
-    signature: str | None,
-    error_contains: str | None,
-    since: object,
-    client: redis.Redis | None,
-    prefix: str | None,
-    conn: Any,
-) -> list[Target]:
-    """(dead id, partition) of ``kind``'s dead letters matching the filters, in every partition's
-    ``jobs:dead`` and in the archive (as ``dead``), oldest first."""
-    if error_contains is not None and (not isinstance(error_contains, str) or not error_contains):
-        raise OpslibError(f"error_contains must be a non-empty string, got {error_contains!r}")
-    dead = dead_letters(kind, since=since, signature=signature, client=client, prefix=prefix)
-    if error_contains is not None:
-        dead = dead[dead["error"].str.contains(error_contains, regex=False)]
-    found = [(str(dead_id), int(p)) for dead_id, p in zip(dead.index, dead["partition"], strict=True)]
-    with open_archive(conn) as archive:
-        pg = archive.connection() if archive.enabled else None
-        if pg is not None:
-            keys = queue_keys(prefix)
-            found += archived_dead(pg, keys, kind, signature=signature, error_contains=error_contains, since=since)
-    return sorted(set(found), key=lambda target: (entry_order(target[0]), target[1]))
-
-
 def replay_kind(
     kind: str,
     *,
@@ -158,26 +133,10 @@ def replay_kind(
     it with ``dry_run=True`` first: it returns the same rows with status
     ``would replay`` and writes nothing.
     """
-    targets = dead_ids_of_kind(
-        kind,
-        signature=signature,
-        error_contains=error_contains,
-        since=since,
-        client=client,
-        prefix=prefix,
-        conn=conn,
+    targets = of_kind(
+        kind, signature=signature, error_contains=error_contains, since=since, client=client, prefix=prefix, conn=conn
     )
-    return replay(as_frame(targets), dry_run=dry_run, client=client, prefix=prefix, conn=conn, on_progress=on_progress)
-
-
-def as_frame(targets: list[Target]) -> pd.DataFrame:
-    """Targets as the frame :func:`replay` and ``discard`` take (dead_id and partition columns)."""
-    return pd.DataFrame(
-        {
-            "dead_id": [dead_id for dead_id, _ in targets],
-            "partition": [NOWHERE if p is None else p for _, p in targets],
-        }
-    )
+    return replay(targets, dry_run=dry_run, client=client, prefix=prefix, conn=conn, on_progress=on_progress)
 
 
 def replay_status(

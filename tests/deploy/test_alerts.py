@@ -48,7 +48,7 @@ def exported_metric_names() -> set[str]:
     client = aioredis.Redis()
     metrics = Metrics(settings, client, Registry(), Archiver(client, settings, ""))
     metrics.queue_collector.state = QueueState(
-        *range(8), consumers=(Consumer("w1", 0, 0, live=True),), consumers_live=1, oldest_waiting_s=9.0
+        *range(9), consumers=(Consumer("w1", 0, 0, live=True),), consumers_live=1
     )
     assert metrics.archive is not None
     metrics.archive.backlog = ArchiveBacklog(dead=1, log=2, oldest_s=3.0, dead_added=4)

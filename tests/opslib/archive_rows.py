@@ -13,11 +13,10 @@ from typing import Any
 
 import psycopg
 import redis
-from psycopg.types.json import Jsonb
 
-from opslib.columns import entry_times
-from opslib.signatures import error_type, signature
-from worker.archive.table import TABLE, fields_to_json, migrate
+from worker.archive import rows
+from worker.archive.rows import ROW_COLUMNS
+from worker.archive.table import TABLE, migrate
 from worker.store.keys import Keys
 
 
@@ -36,22 +35,8 @@ def dead_row(
     fields = {"kind": kind, "job_id": f"job-{dead_id}", "attempts": "2", **(payload or {})}
     fields |= {"error": error, "traceback": "Traceback ...", "reason": "exhausted", "worker": "worker-1"}
     fields["failed_at"] = dead_at.isoformat()
-    return {
-        "queue": queue,
-        "dead_id": dead_id,
-        "dead_at": dead_at,
-        "kind": kind,
-        "job_id": fields["job_id"],
-        "attempts": 2,
-        "reason": "exhausted",
-        "error_type": error_type(error),
-        "error": error,
-        "signature": signature(error),
-        "traceback": "Traceback ...",
-        "worker": "worker-1",
-        "fields": Jsonb(fields_to_json((k.encode(), v.encode()) for k, v in fields.items())),
-        **life,
-    }
+    wire = [(name.encode(), value.encode()) for name, value in fields.items()]
+    return dict(zip(ROW_COLUMNS, rows.dead_row(queue, 0, dead_id, wire), strict=True)) | life
 
 
 def insert_rows(conn: psycopg.Connection[Any], rows: Iterable[dict[str, Any]]) -> None:
@@ -69,28 +54,10 @@ def at(hour: int, minute: int = 0, day: int = 30) -> datetime:
 def archive_dead_stream(r: redis.Redis, keys: Keys, database_url: str) -> int:
     """Copy every entry of ``jobs:dead`` into the archive as the archiver would (status dead); return how many."""
     entries = r.xrange(keys.dead)
-    rows = []
-    for (entry_id, raw), dead_at in zip(entries, entry_times([e[0].decode() for e in entries]), strict=True):
-        fields = {name.decode(): value.decode() for name, value in raw.items()}
-        attempts = fields.get("attempts", "")
-        rows.append(
-            {
-                "queue": keys.prefix,
-                "dead_id": entry_id.decode(),
-                "dead_at": dead_at.to_pydatetime(),
-                "kind": fields.get("kind", ""),
-                "job_id": fields.get("job_id") or fields.get("outbox_id", ""),
-                "attempts": int(attempts) if attempts.isdigit() else None,
-                "reason": fields.get("reason", ""),
-                "error_type": error_type(fields.get("error", "")),
-                "error": fields.get("error", ""),
-                "signature": signature(fields.get("error", "")),
-                "traceback": fields.get("traceback", ""),
-                "worker": fields.get("worker", ""),
-                "fields": Jsonb(fields_to_json(raw.items())),
-            }
-        )
     with psycopg.connect(database_url, autocommit=True) as conn:
         migrate(conn)
-        insert_rows(conn, rows)
-    return len(rows)
+        for entry_id, raw in entries:
+            conn.execute(
+                rows.INSERT_ROW, rows.dead_row(keys.prefix, keys.partition, entry_id.decode(), list(raw.items()))
+            )
+    return len(entries)

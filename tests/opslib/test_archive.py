@@ -20,6 +20,7 @@ from opslib.archive_frames import (
     ARCHIVE_COLUMNS,
     ARCHIVE_SELECT,
     HISTORY_COLUMNS,
+    NOT_SHOWN,
     archive_to_frame,
     freq_label,
     history_to_frame,
@@ -28,7 +29,7 @@ from opslib.archive_frames import (
 from opslib.frames import DEAD_COLUMNS
 from stagedoor.schema import migrate_url as migrate_stagedoor
 from tests.opslib.archive_rows import at, dead_row, insert_rows
-from worker.archive.table import migrate
+from worker.archive.table import COLUMNS, migrate
 
 HOUR = pd.Timedelta("1h")
 
@@ -368,3 +369,13 @@ def test_sql_says_where_the_archive_is_when_it_is_elsewhere(pg_url: str, monkeyp
     monkeypatch.setenv("ARCHIVE_URL", "postgresql://postgres@127.0.0.1:5432/archive")
     with pytest.raises(opslib.OpslibError, match="The archive lives where ARCHIVE_URL points, not in DATABASE_URL's"):
         opslib.sql("SELECT count(*) FROM dead_letters")
+
+
+def test_every_column_of_the_table_is_shown_selected_or_named_as_not_shown() -> None:
+    """A column added to ``worker.archive.table.COLUMNS`` reaches ``archive()`` or is left out on purpose."""
+    for column in COLUMNS:
+        shown = column.name in ARCHIVE_COLUMNS or column.name in NOT_SHOWN
+        assert shown, f"{column.name}: add it to opslib.frames.DEAD_COLUMNS (entry) or to NOT_SHOWN"
+        if column.writer == "entry" and column.name not in NOT_SHOWN:
+            assert column.name in DEAD_COLUMNS, f"{column.name} comes from the entry: dead_letters() shows it too"
+    assert set(ARCHIVE_SELECT) <= {column.name for column in COLUMNS}

@@ -160,3 +160,21 @@ def test_past_the_hard_ceiling_the_dead_stream_evicts_counts_and_logs_it(
     )
     assert "Chore archive lost its connection" in workers.log(proc)
     assert proc.poll() is None
+
+
+def test_the_table_the_insert_and_the_row_follow_one_declaration_of_the_columns() -> None:
+    from worker.archive.rows import INSERT_ROW, ROW_COLUMNS, dead_row
+    from worker.archive.table import COLUMN_NAMES, COLUMNS, DDL, PRIMARY_KEY
+
+    for column in COLUMNS:
+        assert f"    {column.name} " in DDL
+        if column.name not in PRIMARY_KEY:  # a column declared later reaches an existing table
+            assert f"ADD COLUMN IF NOT EXISTS {column.name} {column.sql};" in DDL
+    assert tuple(c.name for c in COLUMNS if c.writer == "entry") == ROW_COLUMNS
+    assert f"({', '.join(ROW_COLUMNS)})" in INSERT_ROW
+    row = dead_row("q:", 2, "1700000000000-1", [(b"kind", b"k"), (b"job_id", b"j"), (b"error", b"E: x")])
+    named = dict(zip(ROW_COLUMNS, row, strict=True))
+    assert (named["queue"], named["partition"], named["kind"], named["job_id"], named["error_type"]) == (
+        "q:", 2, "k", "j", "E",
+    )  # fmt: skip
+    assert set(COLUMN_NAMES) >= set(ROW_COLUMNS)

@@ -10,6 +10,8 @@ import pytest
 import redis
 import redis.asyncio as aioredis
 
+from worker.errors import SettingsError
+from worker.settings import Settings
 from worker.store.enqueue import NewJob, enqueue, enqueue_many, enqueue_many_async, job_fields
 from worker.store.keys import Keys
 
@@ -70,3 +72,20 @@ def test_the_async_batch_adds_what_enqueue_adds(r: redis.Redis, keys: Keys, redi
     assert fields_of(r, keys.jobs) == fields_of(r, one.jobs)
     assert r.zrange(keys.delayed, 0, -1, withscores=True) == r.zrange(one.delayed, 0, -1, withscores=True)
     assert member == '{"attempts":"0","kind":"mail","outbox_id":"6"}'
+
+
+def test_enqueue_reads_the_queue_settings_through_settings_and_only_those(
+    r: redis.Redis, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("QUEUE_PREFIX", prefix)
+    monkeypatch.setenv("REDIS_MODE", "sideways")  # wrong, but not enqueue's business
+    enqueue(r, "noop", {"job_id": "env-1"})
+    assert [f[b"job_id"] for _, f in r.xrange(Keys(prefix).jobs)] == [b"env-1"]
+    monkeypatch.setenv("QUEUE_PARTITIONS", "zero")
+    with pytest.raises(SettingsError, match="QUEUE_PARTITIONS='zero'"):
+        enqueue(r, "noop", {"job_id": "env-2"})
+
+
+def test_a_worker_name_given_is_told_from_the_host_pid_default() -> None:
+    assert not Settings.from_env({}).worker_name_set
+    assert Settings.from_env({"WORKER_NAME": "box-1"}).worker_name_set

@@ -9,7 +9,7 @@ import redis
 
 from worker.store.enqueue import enqueue
 from worker.store.keys import ARCHIVE_GROUP, GROUP, Keys
-from worker.store.scripts import Scripts
+from worker.store.scripts import NAMES, Scripts, source
 from worker.store.wire import decode_member, encode_member
 
 
@@ -245,3 +245,13 @@ def test_forget_consumers_cleans_the_archive_group_on_the_dead_stream_too(r: red
     r.xack(keys.dead, ARCHIVE_GROUP, entry_id)
     assert scripts.forget_consumers(0, ["gone"], stream=keys.dead, group=ARCHIVE_GROUP) == [b"gone"]
     assert r.xinfo_consumers(keys.dead, ARCHIVE_GROUP) == []
+
+
+def test_every_script_loads_with_its_includes_in_place_and_its_lua_line_first() -> None:
+    for name in NAMES:
+        text = source(name)
+        assert text.startswith("#!lua\n"), name  # the server polices undeclared keys
+        assert "KEYS[1]" in text.split("]]", 1)[0], f"{name}: the header declares its KEYS"
+        assert "@include" not in text, name
+    assert "local function delayed_entry" in source("promote") and "local function delayed_entry" in source("run_now")
+    assert "local function group_frontier" in source("trim") and "local function group_frontier" in source("trim_dead")

@@ -14,12 +14,14 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 import opslib
+from opslib.queries import STAT_NAMES
 from tests.opslib.seed import bury, ensure_group
 from worker.kinds import Registry
 from worker.observability.metrics import Metrics
 from worker.observability.queue_state import (
     Consumer,
     QueueState,
+    combined,
     lag_to_count,
     live_workers,
     read_queue_state,
@@ -112,7 +114,7 @@ def test_metrics_and_queue_stats_give_the_same_numbers(r: redis.Redis, keys: Key
 
 
 def test_a_queue_never_read_reads_as_zeros_with_its_entries_as_lag(r: redis.Redis, keys: Keys) -> None:
-    assert read_queue_state(r, keys, reclaim_idle_ms=RECLAIM_IDLE_MS) == QueueState(0, 0, 0, 0, 0, 0, 0, 0, (), 0)
+    assert read_queue_state(r, keys, reclaim_idle_ms=RECLAIM_IDLE_MS) == QueueState(0, 0, 0.0, 0, 0, 0, 0, 0, 0, (), 0)
     r.xadd(keys.jobs, {"kind": "ok"})  # a stream without the group
     state = read_queue_state(r, keys, reclaim_idle_ms=RECLAIM_IDLE_MS)
     assert (state.stream_length, state.lag, state.pending, state.consumers) == (1, 1, 0, ())
@@ -149,6 +151,7 @@ def test_the_replies_become_the_state() -> None:
         dead_evicted=2,
         consumers=(Consumer("w1", 2, 900, live=True), Consumer("gone", 0, 10, live=False)),
         consumers_live=2,
+        oldest_waiting_s=0.0,
     )
 
 
@@ -170,3 +173,13 @@ def test_a_missing_group_reads_as_empty_and_other_errors_raise() -> None:
     denied[6] = redis.exceptions.NoPermissionError("NOPERM this user has no permissions to run the 'xlen' command")
     with pytest.raises(redis.exceptions.NoPermissionError):
         state_of(denied, set())
+
+
+def test_partitions_combine_as_each_field_declares() -> None:
+    one = state_of(replies(), {"w1", "w2"}, oldest_waiting_s=4.0)
+    other = state_of(replies(), {"w1", "w2"}, oldest_waiting_s=9.0)
+    both = combined([one, other])
+    assert (both.stream_length, both.lag, both.pending, both.dead, both.dead_evicted) == (14, 6, 4, 18, 4)
+    assert (both.oldest_waiting_s, both.consumers_live) == (9.0, 2)  # the longest wait; heartbeats counted once
+    assert both.consumers == (Consumer("w1", 4, 900, live=True), Consumer("gone", 0, 10, live=False))
+    assert tuple(vars(both)) == STAT_NAMES  # queue_stats() shows every field, in the dataclass's order

@@ -24,7 +24,14 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from worker.archive.dead_log import EVENT_DISCARDED, EVENT_OUTCOME, EVENT_REPLAYED, Record
-from worker.archive.table import STATUS_DEAD, STATUS_DISCARDED, STATUS_REPLAYED, TABLE, fields_to_json
+from worker.archive.table import (
+    ENTRY_COLUMNS,
+    STATUS_DEAD,
+    STATUS_DISCARDED,
+    STATUS_REPLAYED,
+    TABLE,
+    fields_to_json,
+)
 from worker.store.signatures import error_type, signature
 
 LOG_LOCK = 514_720_030
@@ -32,24 +39,8 @@ LOG_LOCK = 514_720_030
 (the two-key form takes two int4)."""
 MAX_ATTEMPTS = 2**31 - 1
 
-ROW_COLUMNS = (
-    "queue",
-    "partition",
-    "dead_id",
-    "dead_at",
-    "kind",
-    "job_id",
-    "attempts",
-    "reason",
-    "error_type",
-    "error",
-    "signature",
-    "traceback",
-    "worker",
-    "request_id",
-    "trace",
-    "fields",
-)
+#: The columns of a new row, in :func:`dead_row`'s order: those the table declares as written from the entry.
+ROW_COLUMNS = ENTRY_COLUMNS
 INSERT_ROW = (
     f"INSERT INTO {TABLE} ({', '.join(ROW_COLUMNS)}) VALUES ({', '.join(['%s'] * len(ROW_COLUMNS))})"
     " ON CONFLICT DO NOTHING"
@@ -97,24 +88,25 @@ def dead_row(queue: str, partition: int, dead_id: str, fields: Sequence[tuple[by
     named = dict(fields)
     error = _text(named.get(b"error"))
     request_id, trace = named.get(b"request_id"), named.get(b"trace")
-    return (
-        queue,
-        partition,
-        dead_id,
-        dead_at(dead_id),
-        _text(named.get(b"kind")),
-        _text(named.get(b"job_id") or named.get(b"outbox_id")),
-        _attempts(named.get(b"attempts")),
-        _text(named.get(b"reason")),
-        error_type(error),
-        error,
-        signature(error),
-        _text(named.get(b"traceback")),
-        _text(named.get(b"worker")),
-        None if request_id is None else _text(request_id),
-        None if trace is None else _text(trace),
-        Jsonb(fields_to_json(fields)),
-    )
+    row = {
+        "queue": queue,
+        "partition": partition,
+        "dead_id": dead_id,
+        "dead_at": dead_at(dead_id),
+        "kind": _text(named.get(b"kind")),
+        "job_id": _text(named.get(b"job_id") or named.get(b"outbox_id")),
+        "attempts": _attempts(named.get(b"attempts")),
+        "reason": _text(named.get(b"reason")),
+        "error_type": error_type(error),
+        "error": error,
+        "signature": signature(error),
+        "traceback": _text(named.get(b"traceback")),
+        "worker": _text(named.get(b"worker")),
+        "request_id": None if request_id is None else _text(request_id),
+        "trace": None if trace is None else _text(trace),
+        "fields": Jsonb(fields_to_json(fields)),
+    }
+    return tuple(row[name] for name in ROW_COLUMNS)
 
 
 def record_statements(queue: str, partition: int, records: Iterable[Record]) -> list[Statement]:

@@ -6,26 +6,12 @@ with what became of it. The row holds the entry's fields exactly as they were
 on the wire (``fields``, see :func:`fields_to_json`) so the job can be rebuilt
 from the archive alone, and the columns an analyst filters and groups by.
 
-=================  ==========================================================
-column             holds
-=================  ==========================================================
-queue              the queue's key prefix (``QUEUE_PREFIX``; '' by default)
-partition          the partition whose ``jobs:dead`` held the entry (0 with one)
-dead_id            the entry id in ``jobs:dead``
-dead_at            when it died (the entry id's milliseconds)
-kind, job_id       ``job_id`` is the job's ``job_id``, else its ``outbox_id``
-attempts           attempts made (NULL when the field was not a number)
-reason             exhausted | permanent | poison | malformed | unknown_kind
-error_type, error  ``Type`` and ``Type: message``
-signature          the error with its variable parts replaced (failure groups)
-traceback, worker, request_id, trace   as on the entry
-fields             every field as on the wire (jsonb; see fields_to_json)
-status             dead | replayed | discarded
-replayed_at, replay_batch, replay_new_id, replay_outcome (succeeded |
-failed again), replay_dead_id (the new dead entry when it failed again)
-discarded_at, discarded_by, discard_reason, discard_batch (one id per discard call)
-archived_at        when the row was written
-=================  ==========================================================
+Its columns are declared once, in :data:`COLUMNS` (name, SQL type, what the
+column holds, who writes it): the DDL below, the archiver's insert
+(:mod:`worker.archive.rows`) and opslib's select are all derived from that
+declaration. A new column is one line there; an ``entry`` column also needs
+its value in :func:`worker.archive.rows.dead_row` (a test fails until it has
+one), and opslib's ``archive()`` frame says whether it shows it.
 
 ``python -m worker migrate`` and every worker's start apply :data:`DDL`
 (idempotent, under an advisory lock so workers starting together do not race).
@@ -35,7 +21,8 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
 
 from worker.store.vocabulary import (
     ARCHIVED_DEAD,
@@ -60,45 +47,85 @@ STATUS_DISCARDED = ARCHIVED_DISCARDED
 OUTCOME_SUCCEEDED = STATUS_SUCCEEDED
 OUTCOME_FAILED_AGAIN = STATUS_FAILED_AGAIN
 
-DDL = f"""
+#: Who writes a column: ``entry`` the archiver's insert, from the dead entry (:func:`worker.archive.rows.dead_row`);
+#: ``move`` a replay, a discard or a replayed job's outcome (:mod:`worker.archive.rows`, ``opslib.moves``);
+#: ``table`` PostgreSQL (a default).
+Writer = Literal["entry", "move", "table"]
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of ``dead_letters``: its name, its SQL type with constraints, what it holds, who writes it."""
+
+    name: str
+    sql: str
+    holds: str
+    writer: Writer
+
+
+_STATUS_CHECK = f"CHECK (status IN ('{STATUS_DEAD}', '{STATUS_REPLAYED}', '{STATUS_DISCARDED}'))"
+_OUTCOME_CHECK = f"CHECK (replay_outcome IN ('{OUTCOME_SUCCEEDED}', '{OUTCOME_FAILED_AGAIN}'))"
+
+#: The archive's columns, in table order: the one declaration the DDL, the insert and opslib's select read.
+COLUMNS: tuple[Column, ...] = (
+    Column("queue", "text NOT NULL", "the queue's key prefix (``QUEUE_PREFIX``; '' by default)", "entry"),
+    Column(
+        "partition", "smallint NOT NULL DEFAULT 0", "the partition whose ``jobs:dead`` held it (0 with one)", "entry"
+    ),
+    Column("dead_id", "text NOT NULL", "the entry id in ``jobs:dead``", "entry"),
+    Column("dead_at", "timestamptz NOT NULL", "when it died (the entry id's milliseconds)", "entry"),
+    Column("kind", "text NOT NULL DEFAULT ''", "the job's kind", "entry"),
+    Column("job_id", "text NOT NULL DEFAULT ''", "the job's ``job_id``, else its ``outbox_id``", "entry"),
+    Column("attempts", "integer", "attempts made (NULL when the field was not a number)", "entry"),
+    Column("reason", "text NOT NULL DEFAULT ''", "exhausted | permanent | poison | malformed | unknown_kind", "entry"),
+    Column("error_type", "text NOT NULL DEFAULT ''", "the error's ``Type``", "entry"),
+    Column("error", "text NOT NULL DEFAULT ''", "``Type: message``", "entry"),
+    Column("signature", "text NOT NULL DEFAULT ''", "the error with its variable parts replaced (groups)", "entry"),
+    Column("traceback", "text NOT NULL DEFAULT ''", "as on the entry", "entry"),
+    Column("worker", "text NOT NULL DEFAULT ''", "the worker that buried it", "entry"),
+    Column("request_id", "text", "as on the entry", "entry"),
+    Column("trace", "text", "as on the entry", "entry"),
+    Column("fields", "jsonb NOT NULL", "every field as on the wire (see :func:`fields_to_json`)", "entry"),
+    Column("status", f"text NOT NULL DEFAULT '{STATUS_DEAD}' {_STATUS_CHECK}", "dead | replayed | discarded", "move"),
+    Column("replayed_at", "timestamptz", "when it was replayed", "move"),
+    Column("replay_batch", "text", "the batch that replayed it", "move"),
+    Column("replay_new_id", "text", "its new entry on ``jobs``", "move"),
+    Column("replay_outcome", f"text {_OUTCOME_CHECK}", "succeeded | failed again", "move"),
+    Column("replay_dead_id", "text", "the new dead entry when it failed again", "move"),
+    Column("discarded_at", "timestamptz", "when it was discarded", "move"),
+    Column("discarded_by", "text", "who discarded it", "move"),
+    Column("discard_reason", "text", "why", "move"),
+    Column("discard_batch", "text", "one id per discard call", "move"),
+    Column("archived_at", "timestamptz NOT NULL DEFAULT now()", "when the row was written", "table"),
+)
+COLUMN_NAMES = tuple(column.name for column in COLUMNS)
+PRIMARY_KEY = ("queue", "partition", "dead_id")
+#: The columns the archiver's insert fills, in :func:`worker.archive.rows.dead_row`'s order.
+ENTRY_COLUMNS = tuple(column.name for column in COLUMNS if column.writer == "entry")
+
+_WIDTH = max(map(len, COLUMN_NAMES)) + 1
+DDL = (
+    f"""
 CREATE TABLE IF NOT EXISTS {TABLE} (
-    queue          text        NOT NULL,
-    partition      smallint    NOT NULL DEFAULT 0,
-    dead_id        text        NOT NULL,
-    dead_at        timestamptz NOT NULL,
-    kind           text        NOT NULL DEFAULT '',
-    job_id         text        NOT NULL DEFAULT '',
-    attempts       integer,
-    reason         text        NOT NULL DEFAULT '',
-    error_type     text        NOT NULL DEFAULT '',
-    error          text        NOT NULL DEFAULT '',
-    signature      text        NOT NULL DEFAULT '',
-    traceback      text        NOT NULL DEFAULT '',
-    worker         text        NOT NULL DEFAULT '',
-    request_id     text,
-    trace          text,
-    fields         jsonb       NOT NULL,
-    status         text        NOT NULL DEFAULT '{STATUS_DEAD}'
-                   CHECK (status IN ('{STATUS_DEAD}', '{STATUS_REPLAYED}', '{STATUS_DISCARDED}')),
-    replayed_at    timestamptz,
-    replay_batch   text,
-    replay_new_id  text,
-    replay_outcome text CHECK (replay_outcome IN ('{OUTCOME_SUCCEEDED}', '{OUTCOME_FAILED_AGAIN}')),
-    replay_dead_id text,
-    discarded_at   timestamptz,
-    discarded_by   text,
-    discard_reason text,
-    discard_batch  text,
-    archived_at    timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (queue, partition, dead_id)
+"""
+    + "".join(f"    {column.name.ljust(_WIDTH)}{column.sql},\n" for column in COLUMNS)
+    + f"""    PRIMARY KEY ({", ".join(PRIMARY_KEY)})
 );
-CREATE INDEX IF NOT EXISTS {TABLE}_kind_dead_at ON {TABLE} (queue, kind, dead_at);
+"""
+    # A column declared after the table was made is added to it (it must be nullable or have a default).
+    + "".join(
+        f"ALTER TABLE {TABLE} ADD COLUMN IF NOT EXISTS {column.name} {column.sql};\n"
+        for column in COLUMNS
+        if column.name not in PRIMARY_KEY
+    )
+    + f"""CREATE INDEX IF NOT EXISTS {TABLE}_kind_dead_at ON {TABLE} (queue, kind, dead_at);
 -- Covers opslib.history(): an index-only scan reads ~60 bytes a row, not the heap's tracebacks.
 CREATE INDEX IF NOT EXISTS {TABLE}_dead_at ON {TABLE} (queue, dead_at)
     INCLUDE (kind, replayed_at, discarded_at, replay_outcome);
 CREATE INDEX IF NOT EXISTS {TABLE}_signature ON {TABLE} (queue, signature);
 CREATE INDEX IF NOT EXISTS {TABLE}_replay_batch ON {TABLE} (replay_batch) WHERE replay_batch IS NOT NULL;
 """
+)
 
 
 def migrate(conn: psycopg.Connection[Any]) -> None:

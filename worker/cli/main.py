@@ -1,53 +1,35 @@
-"""``python -m worker``: run the worker, enqueue a job, check health, apply the queue's tables.
+"""``python -m worker``: its arguments, and the small commands (enqueue, keys, migrate).
 
-Exit codes: 0 success (and a clean stop on SIGTERM/SIGINT); 1 a failure at
-run time (Redis unreachable for ``enqueue``, an unhealthy ``health``); 2 a bad
-setting or argument, named in one line on stderr.
+Running a worker is :func:`worker.cli.serve.run` (no argparse there: an
+application or a test calls it with its own settings), ``health`` is
+:mod:`worker.cli.health`, the supervisor :mod:`worker.cli.supervisor`.
+Exit codes: :mod:`worker.cli.exits`.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
-import logging
-import os
 import re
-import signal
-import socket
 import sys
-from collections.abc import Coroutine, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 import redis
 from redis.crc import key_slot
 
-from worker.app import WorkerApp
+from worker.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from worker.cli.health import health
+from worker.cli.serve import import_kinds, run
 from worker.embedded.servers import EmbeddedServerError, embedded_stack
 from worker.errors import SettingsError, WorkerError
-from worker.kinds import REGISTRY, import_kind_modules
-from worker.loop.runner import HEARTBEAT_TTL_S, Worker
-from worker.loop.scheduler import scheduler_chore
+from worker.kinds import REGISTRY
 from worker.observability import logs
-from worker.observability.queue_state import glob_escape, live_workers
 from worker.settings import Settings, settings_help
-from worker.store.connection import connect, connect_async
+from worker.store.connection import connect
 from worker.store.enqueue import enqueue
-from worker.store.keys import GROUP, Keys
-from worker.store.partitions import check_recorded, keys_for, partition_keys, record_count, recorded_count
-
-if TYPE_CHECKING:
-    from worker.archive.archiver import Archiver
-    from worker.observability.metrics import Metrics
-
-# The archive (psycopg), the metrics endpoint (prometheus_client) and the supervisor are imported where
-# they are switched on: psycopg alone adds about 55 ms to every start, of a worker or of `health`.
-
-log = logging.getLogger("worker")
-
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+from worker.store.keys import Keys
+from worker.store.partitions import check_recorded, partition_keys, recorded_count
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -102,13 +84,6 @@ def parse_fields(pairs: Sequence[str]) -> dict[str, str]:
     return fields
 
 
-def import_kinds(settings: Settings) -> None:
-    """Import the modules that declare the kinds; the one-line hint when none is named."""
-    if not settings.kinds:
-        raise SettingsError("no job kinds: set WORKER_KINDS (e.g. WORKER_KINDS=stagedoor.kinds) or pass --kinds")
-    import_kind_modules(settings.kinds)
-
-
 def cmd_enqueue(settings: Settings, args: argparse.Namespace) -> int:
     fields = parse_fields(args.fields)
     delay_s = parse_delay(args.delay) if args.delay else None
@@ -154,44 +129,6 @@ def cmd_keys(settings: Settings) -> int:
     return EXIT_OK
 
 
-def cmd_health(settings: Settings) -> int:
-    """Healthy: Redis answers, the group exists, a heartbeat of this worker is fresh."""
-    keys = Keys(settings.prefix)
-    try:
-        client = connect(settings, socket_timeout=3, socket_connect_timeout=3)
-        client.ping()
-        count = recorded_count(client, settings.prefix) or settings.partitions
-        for part in keys_for(settings.prefix, count):
-            try:
-                groups = client.xinfo_groups(part.jobs)
-            except redis.ResponseError:
-                print(f"unhealthy: stream {part.jobs} does not exist yet")
-                return EXIT_FAILED
-            if not any(g["name"] in (GROUP, GROUP.encode()) for g in groups):
-                print(f"unhealthy: consumer group {GROUP} does not exist on {part.jobs}")
-                return EXIT_FAILED
-    except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
-        print(f"unhealthy: Redis does not answer ({exc})")
-        return EXIT_FAILED
-    # Under a supervisor (WORKER_PROCESSES > 1) the consumers are <WORKER_NAME>-<i>: each must beat.
-    name = os.environ.get("WORKER_NAME", "").strip()
-    expected = settings.processes
-    if name:
-        worker_glob = glob_escape(name) + ("-*" if expected > 1 else "")
-    else:
-        worker_glob = glob_escape(socket.gethostname()) + "-*"
-    beats = live_workers(client, keys, worker_glob)
-    pattern = keys.heartbeat(worker_glob)
-    if not beats:
-        print(f"unhealthy: no heartbeat matching {pattern} in the last {HEARTBEAT_TTL_S} s")
-        return EXIT_FAILED
-    if len(beats) < expected:
-        print(f"unhealthy: {len(beats)} of {expected} heartbeats matching {pattern} in the last {HEARTBEAT_TTL_S} s")
-        return EXIT_FAILED
-    print(f"healthy: {len(beats)} worker heartbeat(s) fresh")
-    return EXIT_OK
-
-
 def cmd_migrate(settings: Settings) -> int:
     """Apply the archive's table to ARCHIVE_URL, DATABASE_URL or the embedded PostgreSQL."""
     if not settings.archive_on:
@@ -216,83 +153,6 @@ def cmd_migrate(settings: Settings) -> int:
     return EXIT_OK
 
 
-async def serve(settings: Settings, redis_url: str, database_url: str, burst: bool) -> None:
-    """Run the worker with its lifespans until a signal (or the drained queue in burst mode)."""
-    client = await connect_async(settings, redis_url, socket_keepalive=True, health_check_interval=30)
-    app = WorkerApp(settings, client, redis_url, database_url, REGISTRY, burst=burst)
-    try:
-        await record_count(client, settings)
-        async with contextlib.AsyncExitStack() as stack:
-            archiver: Archiver | None = None
-            if settings.archive_on:
-                from worker.archive.archiver import Archiver
-
-                archiver = Archiver(client, settings, settings.archive_url or database_url)
-                stack.push_async_callback(archiver.close)
-                await archiver.start()
-                for chore in archiver.chores():
-                    app.add_chore(chore)
-                app.add_more_work(archiver.has_work)
-            observers: list[Metrics] = []
-            if settings.metrics_port:
-                from worker.observability.metrics import worker_metrics
-
-                observers = await stack.enter_async_context(worker_metrics(app, archiver))
-            for lifespan in REGISTRY.lifespans:
-                await stack.enter_async_context(lifespan(app))
-            scheduler = scheduler_chore(app, observers)
-            if scheduler is not None:
-                app.add_chore(scheduler)
-            worker = Worker(
-                client,
-                settings,
-                REGISTRY,
-                burst=burst,
-                chores=app.chores,
-                observers=observers,
-                more_work=app.more_work,
-            )
-            loop = asyncio.get_running_loop()
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                loop.add_signal_handler(sig, worker.stop)
-            await worker.run()
-    finally:
-        await client.aclose()
-
-
-def run_loop(main: Coroutine[Any, Any, None]) -> None:
-    """Run ``main`` on uvloop (about twice asyncio's speed for this loop) when installed."""
-    try:
-        import uvloop
-    except ImportError:
-        asyncio.run(main)
-        return
-    uvloop.run(main)
-
-
-def cmd_run(settings: Settings, burst: bool) -> int:
-    import_kinds(settings)
-    try:
-        with embedded_stack(
-            settings.redis_url,
-            settings.database_url,
-            data_dir=Path(settings.data_dir),
-            need_postgres=REGISTRY.needs_database or (settings.archive_on and not settings.archive_url),
-        ) as (redis_url, database_url):
-            if not settings.redis_url:
-                log.info("REDIS_URL is unset: started the embedded Valkey at %s.", redis_url)
-            if database_url and not settings.database_url:
-                log.info("DATABASE_URL is unset: started the embedded PostgreSQL at %s.", database_url)
-            if settings.processes > 1:
-                from worker.cli.supervisor import Supervisor
-
-                return Supervisor(settings, redis_url, database_url, burst=burst).run()
-            run_loop(serve(settings, redis_url, database_url, burst))
-    except KeyboardInterrupt:
-        pass
-    return EXIT_OK
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -307,10 +167,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "enqueue":
             return cmd_enqueue(settings, args)
         if args.command == "health":
-            return cmd_health(settings)
+            return health(settings)
         if args.command == "migrate":
             return cmd_migrate(settings)
-        return cmd_run(settings, args.burst)
+        return run(settings, burst=args.burst)
     except SettingsError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -67,7 +67,7 @@ from prometheus_client.registry import Collector
 from worker.app import Chore
 from worker.archive.archiver import ArchiveCollector, Archiver, read_partitions_backlog
 from worker.kinds import Registry
-from worker.observability.queue_state import PENDING_IDLE_LIMIT, QueueState, read_partitions_state_async
+from worker.observability.queue_state import QueueState, read_partitions_state_async, stat_fields
 from worker.settings import Settings
 from worker.store.keys import Keys
 from worker.store.partitions import partition_keys
@@ -87,27 +87,11 @@ WAIT_BUCKETS_S = (0.005, 0.025, 0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600)
 class QueueCollector(Collector):
     """Exports the last :class:`QueueState` this worker read as the lock holder, or nothing."""
 
-    GAUGES = (
-        ("stagedoor_queue_dead_length", "Entries in the dead-letter stream jobs:dead.", "dead"),
-        ("stagedoor_queue_pending", "Entries delivered to a worker and not yet acknowledged.", "pending"),
-        (
-            "stagedoor_queue_pending_idle",
-            f"Pending entries idle beyond RECLAIM_IDLE_MS (counted up to {PENDING_IDLE_LIMIT}).",
-            "pending_idle",
-        ),
-        ("stagedoor_queue_lag", "Entries on jobs not yet delivered to the group.", "lag"),
-        ("stagedoor_queue_delayed", "Jobs in the delayed set (retries and jobs for later).", "delayed"),
-        ("stagedoor_queue_delayed_due", "Delayed jobs whose run time has come (promotion is due).", "delayed_due"),
-        (
-            "stagedoor_queue_consumers_live",
-            "Workers with a fresh heartbeat (the live consumers).",
-            "consumers_live",
-        ),
-        (
-            "stagedoor_queue_oldest_waiting_seconds",
-            "How long the oldest undelivered entry of jobs has waited (0 when none waits).",
-            "oldest_waiting_s",
-        ),
+    #: (metric name, help, QueueState field, is a counter), from the fields' declaration.
+    SERIES = tuple(
+        (f"stagedoor_{stat.metadata['metric']}", stat.metadata["doc"], stat.name, stat.metadata["counter"])
+        for stat in stat_fields()
+        if stat.metadata["metric"]
     )
 
     def __init__(self, queue: str) -> None:
@@ -121,18 +105,11 @@ class QueueCollector(Collector):
         state = self.state
         if state is None:
             return
-        for name, help_text, attr in self.GAUGES:
-            gauge = GaugeMetricFamily(name, help_text, labels=["queue"])
-            gauge.add_metric([self.queue], getattr(state, attr))
-            yield gauge
-        evicted = CounterMetricFamily(
-            "stagedoor_queue_dead_evicted",
-            "Dead entries evicted by the cap (the jobs:dead:evicted counter): DEAD_MAXLEN with the archive off, "
-            "the hard ceiling DEAD_HARD_MAXLEN with it on.",
-            labels=["queue"],
-        )
-        evicted.add_metric([self.queue], state.dead_evicted)
-        yield evicted
+        for name, help_text, attr, counter in self.SERIES:
+            family = CounterMetricFamily if counter else GaugeMetricFamily
+            metric = family(name, help_text, labels=["queue"])
+            metric.add_metric([self.queue], getattr(state, attr))
+            yield metric
 
 
 class JobCollector(Collector):

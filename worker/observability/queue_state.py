@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import Field, dataclass, field, fields
 from typing import Any
 
 import redis.exceptions
@@ -57,32 +57,52 @@ class Consumer:
     live: bool
 
 
+def _stat(doc: str, *, metric: str | None = None, combine: str = "sum", counter: bool = False) -> Any:
+    """A :class:`QueueState` field: what it holds (``doc``, also the metric's help), the metric that exports
+    it (a name after the namespace, or None), how :func:`combined` joins partitions (``sum``, ``max``,
+    ``queue``: the same for every partition, ``consumers``: one per worker), and whether it only grows."""
+    return field(metadata={"doc": doc, "metric": metric, "combine": combine, "counter": counter})
+
+
 @dataclass(frozen=True)
 class QueueState:
-    """The queue-wide numbers of one moment (see the module docstring for the two consumer counts)."""
+    """The queue-wide numbers of one moment (see the module docstring for the two consumer counts).
 
-    stream_length: int
-    """Entries on ``jobs``, acknowledged ones included until the trim chore removes them."""
-    lag: int
-    """Entries on ``jobs`` not yet delivered to the group."""
-    pending: int
-    """Entries delivered to a worker and not yet acknowledged."""
-    pending_idle: int
-    """Pending entries idle at least ``reclaim_idle_ms`` (counted up to :data:`PENDING_IDLE_LIMIT`)."""
-    delayed: int
-    """Members of ``delayed``: retries and jobs for later."""
-    delayed_due: int
-    """Members of ``delayed`` whose run time has come."""
-    dead: int
-    """Entries of ``jobs:dead``."""
-    dead_evicted: int
-    """Dead entries the ``DEAD_MAXLEN`` cap removed (the ``jobs:dead:evicted`` counter)."""
-    consumers: tuple[Consumer, ...]
-    """The group's consumer list."""
-    consumers_live: int
-    """Workers whose heartbeat key exists."""
-    oldest_waiting_s: float = 0.0
-    """How long the oldest undelivered entry of ``jobs`` has waited (0.0 when none waits): the latency."""
+    Each field declares what it holds, its metric and how partitions add up: the metrics
+    (``worker.observability.metrics``), :func:`combined` and ``opslib.queue_stats`` read the
+    declaration (:func:`stat_fields`) rather than list the names again.
+    """
+
+    stream_length: int = _stat("Entries on jobs, acknowledged ones included until the trim chore removes them.")
+    lag: int = _stat("Entries on jobs not yet delivered to the group.", metric="queue_lag")
+    oldest_waiting_s: float = _stat(
+        "How long the oldest undelivered entry of jobs has waited (0 when none waits).",
+        metric="queue_oldest_waiting_seconds",
+        combine="max",
+    )
+    pending: int = _stat("Entries delivered to a worker and not yet acknowledged.", metric="queue_pending")
+    pending_idle: int = _stat(
+        f"Pending entries idle beyond RECLAIM_IDLE_MS (counted up to {PENDING_IDLE_LIMIT}).",
+        metric="queue_pending_idle",
+    )
+    delayed: int = _stat("Jobs in the delayed set (retries and jobs for later).", metric="queue_delayed")
+    delayed_due: int = _stat("Delayed jobs whose run time has come (promotion is due).", metric="queue_delayed_due")
+    dead: int = _stat("Entries in the dead-letter stream jobs:dead.", metric="queue_dead_length")
+    dead_evicted: int = _stat(
+        "Dead entries evicted by the cap (the jobs:dead:evicted counter): DEAD_MAXLEN with the archive off, "
+        "the hard ceiling DEAD_HARD_MAXLEN with it on.",
+        metric="queue_dead_evicted",
+        counter=True,
+    )
+    consumers: tuple[Consumer, ...] = _stat("The group's consumer list.", combine="consumers")
+    consumers_live: int = _stat(
+        "Workers with a fresh heartbeat (the live consumers).", metric="queue_consumers_live", combine="queue"
+    )
+
+
+def stat_fields() -> tuple[Field[Any], ...]:
+    """The fields of :class:`QueueState`, in order, each with its declaration in ``metadata``."""
+    return fields(QueueState)
 
 
 def glob_escape(value: str) -> str:
@@ -261,25 +281,15 @@ def combined(states: list[QueueState]) -> QueueState:
                 if seen is None
                 else Consumer(c.name, seen.pending + c.pending, min(seen.idle_ms, c.idle_ms), seen.live or c.live)
             )
-    counts = {
-        name: sum(getattr(state, name) for state in states)
-        for name in (
-            "stream_length",
-            "lag",
-            "pending",
-            "pending_idle",
-            "delayed",
-            "delayed_due",
-            "dead",
-            "dead_evicted",
+    joined: dict[str, Any] = {}
+    for stat in stat_fields():
+        values = [getattr(state, stat.name) for state in states]
+        how = stat.metadata["combine"]
+        joined[stat.name] = (
+            sum(values) if how == "sum" else max(values) if how == "max" else values[0] if how == "queue" else None
         )
-    }
-    return QueueState(
-        **counts,
-        consumers=tuple(consumers.values()),
-        consumers_live=states[0].consumers_live,
-        oldest_waiting_s=max(state.oldest_waiting_s for state in states),
-    )
+    joined["consumers"] = tuple(consumers.values())
+    return QueueState(**joined)
 
 
 def read_partitions_state(client: Any, parts: list[Keys], *, reclaim_idle_ms: int) -> QueueState:

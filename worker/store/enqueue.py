@@ -21,7 +21,6 @@ fields that carry a ``traceparent`` of their own (the outbox relay's) keep it.
 
 from __future__ import annotations
 
-import os
 import time
 import uuid
 from collections.abc import Iterable, Mapping
@@ -29,7 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from worker.settings import non_negative_int, positive_int
+from worker.settings import Settings
 from worker.store.connection import is_cluster
 from worker.store.durable import WAIT_TIMEOUT_MS, write_and_wait, write_and_wait_async
 from worker.store.keys import Keys, partition_of, queue_partitions
@@ -134,12 +133,9 @@ class _Queue:
     @classmethod
     def of(cls, prefix: str | None, partitions: int | None, wait_replicas: int | None) -> _Queue:
         """The queue the arguments name; None: ``QUEUE_PREFIX``, ``QUEUE_PARTITIONS``, ``WAIT_REPLICAS``."""
-        env = os.environ
-        prefix = env.get("QUEUE_PREFIX", "") if prefix is None else prefix
-        if partitions is None:
-            partitions = positive_int("QUEUE_PARTITIONS", env.get("QUEUE_PARTITIONS", "1"))
-        if wait_replicas is None:
-            wait_replicas = non_negative_int("WAIT_REPLICAS", env.get("WAIT_REPLICAS", "0"))
+        prefix = Settings.one("prefix") if prefix is None else prefix
+        partitions = Settings.one("partitions") if partitions is None else partitions
+        wait_replicas = Settings.one("wait_replicas") if wait_replicas is None else wait_replicas
         return cls(queue_partitions(prefix, partitions), wait_replicas)
 
     @property

@@ -11,10 +11,17 @@ Every script starts with ``#!lua``, so that the server refuses a key the
 script did not declare, and every key it touches is passed in ``KEYS`` (none
 is built inside a script); the keys of one call share a hash tag, so each
 move runs whole on one Redis Cluster node (Redis >= 7.0 for the ``#!lua`` line).
+
+Pieces two moves share live once, in ``lua/includes/`` (as BullMQ's
+``includes/`` do): a line ``--- @include "name"`` is replaced by
+``includes/name.lua`` when the source is loaded. ``delayed_entry`` turns a
+delayed member into XADD's fields (promote, run_now); ``group_frontier``
+finds the oldest id a consumer group may still need (trim, trim_dead).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from functools import cache
 from importlib import resources
@@ -50,10 +57,15 @@ NAMES = (
 )
 
 
+INCLUDE = re.compile(r'^--- @include "(\w+)"$', re.MULTILINE)
+
+
 @cache
 def source(name: str) -> str:
-    """The Lua source of one script."""
-    return (resources.files("worker.store") / "lua" / f"{name}.lua").read_text()
+    """The Lua source of one script, each ``--- @include "name"`` line replaced by that include's text."""
+    folder = resources.files("worker.store") / "lua"
+    text = (folder / f"{name}.lua").read_text()
+    return INCLUDE.sub(lambda include: (folder / "includes" / f"{include[1]}.lua").read_text().rstrip("\n"), text)
 
 
 class Scripts:

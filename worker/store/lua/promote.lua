@@ -12,20 +12,10 @@ crash or a second promoter never adds a job twice nor loses one.
 A member that is not a JSON object of strings is moved with the single field
 `malformed_delayed` holding it, so the consumer's edge dead-letters it.
 ]]
+--- @include "delayed_entry"
 local due = redis.call('ZRANGE', KEYS[1], '-inf', ARGV[1], 'BYSCORE', 'LIMIT', 0, tonumber(ARGV[2]))
 for _, member in ipairs(due) do
-  local ok, fields = pcall(cjson.decode, member)
-  local args = {}
-  if ok and type(fields) == 'table' then
-    for k, v in pairs(fields) do
-      args[#args + 1] = tostring(k)
-      args[#args + 1] = tostring(v)
-    end
-  end
-  if #args == 0 then
-    args = {'malformed_delayed', member}
-  end
-  redis.call('XADD', KEYS[2], '*', unpack(args))
+  redis.call('XADD', KEYS[2], '*', unpack(delayed_entry(member)))
   redis.call('ZREM', KEYS[1], member)
 end
 return #due

@@ -13,20 +13,10 @@ both add the job. A member that is not a JSON object of strings goes as the
 single field `malformed_delayed`, as promote sends it, for the worker to
 dead-letter.
 ]]
+--- @include "delayed_entry"
 if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then
   return false
 end
-local ok, fields = pcall(cjson.decode, ARGV[1])
-local args = {}
-if ok and type(fields) == 'table' then
-  for k, v in pairs(fields) do
-    args[#args + 1] = tostring(k)
-    args[#args + 1] = tostring(v)
-  end
-end
-if #args == 0 then
-  args = {'malformed_delayed', ARGV[1]}
-end
-local new_id = redis.call('XADD', KEYS[2], '*', unpack(args))
+local new_id = redis.call('XADD', KEYS[2], '*', unpack(delayed_entry(ARGV[1])))
 redis.call('ZREM', KEYS[1], ARGV[1])
 return new_id

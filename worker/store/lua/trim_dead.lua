@@ -16,36 +16,19 @@ is, so while PostgreSQL is away the stream grows past `maxlen` (bury's
 evicts). Without the group (no archiver has run yet) nothing is removed.
 Returns: {entries removed, the evicted counter's value}.
 ]]
+--- @include "group_frontier"
 local evicted = tonumber(redis.call('GET', KEYS[2]) or '0')
 local excess = redis.call('XLEN', KEYS[1]) - tonumber(ARGV[2])
 if excess <= 0 then
   return {0, evicted}
 end
-local ok, groups = pcall(redis.call, 'XINFO', 'GROUPS', KEYS[1])
-if not ok then
+local frontier = group_frontier(KEYS[1], ARGV[1])
+if frontier == nil then
   return {0, evicted}
-end
-local last = nil
-for _, g in ipairs(groups) do
-  local name, delivered = nil, nil
-  for i = 1, #g, 2 do
-    if g[i] == 'name' then name = g[i + 1] end
-    if g[i] == 'last-delivered-id' then delivered = g[i + 1] end
-  end
-  if name == ARGV[1] then last = delivered end
-end
-if last == nil then
-  return {0, evicted}
-end
-local ms, seq = string.match(last, '^(%d+)-(%d+)$')
-local frontier = ms .. '-' .. tostring(tonumber(seq) + 1)
-local summary = redis.call('XPENDING', KEYS[1], ARGV[1])
-if summary[1] > 0 then
-  frontier = summary[2]
 end
 local archived = redis.call('XRANGE', KEYS[1], '-', '(' .. frontier, 'COUNT', math.min(excess, tonumber(ARGV[3])))
 if #archived == 0 then
   return {0, evicted}
 end
-ms, seq = string.match(archived[#archived][1], '^(%d+)-(%d+)$')
+local ms, seq = string.match(archived[#archived][1], '^(%d+)-(%d+)$')
 return {redis.call('XTRIM', KEYS[1], 'MINID', ms .. '-' .. tostring(tonumber(seq) + 1)), evicted}

@@ -1,0 +1,132 @@
+"""Serving: a worker process from its :class:`~worker.settings.Settings`, with no argument parsing.
+
+``python -m worker`` parses its arguments (:mod:`worker.cli.main`) and calls
+:func:`run`; an application or a test can do the same, or await
+:func:`serve` on servers it already has::
+
+    settings = Settings.from_env(kinds="myapp.kinds")
+    sys.exit(run(settings, burst=True))
+
+    await serve(settings, "redis://127.0.0.1:6379/0", "", burst=True)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import Coroutine
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from worker.app import WorkerApp
+from worker.cli.exits import EXIT_OK
+from worker.embedded.servers import embedded_stack
+from worker.errors import SettingsError
+from worker.kinds import REGISTRY, Registry, import_kind_modules
+from worker.loop.runner import Worker
+from worker.loop.scheduler import scheduler_chore
+from worker.settings import Settings
+from worker.store.connection import connect_async
+from worker.store.partitions import record_count
+
+if TYPE_CHECKING:
+    from worker.archive.archiver import Archiver
+    from worker.observability.metrics import Metrics
+
+# The archive (psycopg), the metrics endpoint (prometheus_client) and the supervisor are imported where
+# they are switched on: psycopg alone adds about 55 ms to every start, of a worker or of `health`.
+
+log = logging.getLogger("worker")
+
+
+def import_kinds(settings: Settings, registry: Registry = REGISTRY) -> None:
+    """Import the modules that declare the kinds; the one-line hint when none is named and ``registry``
+    holds none either (an application may have declared its kinds in a registry of its own)."""
+    if not settings.kinds and not registry.kinds:
+        raise SettingsError("no job kinds: set WORKER_KINDS (e.g. WORKER_KINDS=stagedoor.kinds) or pass --kinds")
+    import_kind_modules(settings.kinds)
+
+
+async def serve(
+    settings: Settings, redis_url: str, database_url: str, *, registry: Registry = REGISTRY, burst: bool = False
+) -> None:
+    """Run one worker of ``registry``'s kinds, with its lifespans, on the given servers until SIGTERM or
+    SIGINT (or, with ``burst``, until the queue is drained): the whole worker, without argparse."""
+    client = await connect_async(settings, redis_url, socket_keepalive=True, health_check_interval=30)
+    app = WorkerApp(settings, client, redis_url, database_url, registry, burst=burst)
+    try:
+        await record_count(client, settings)
+        async with contextlib.AsyncExitStack() as stack:
+            archiver: Archiver | None = None
+            if settings.archive_on:
+                from worker.archive.archiver import Archiver
+
+                archiver = Archiver(client, settings, settings.archive_url or database_url)
+                stack.push_async_callback(archiver.close)
+                await archiver.start()
+                for chore in archiver.chores():
+                    app.add_chore(chore)
+                app.add_more_work(archiver.has_work)
+            observers: list[Metrics] = []
+            if settings.metrics_port:
+                from worker.observability.metrics import worker_metrics
+
+                observers = await stack.enter_async_context(worker_metrics(app, archiver))
+            for lifespan in registry.lifespans:
+                await stack.enter_async_context(lifespan(app))
+            scheduler = scheduler_chore(app, observers)
+            if scheduler is not None:
+                app.add_chore(scheduler)
+            worker = Worker(
+                client,
+                settings,
+                registry,
+                burst=burst,
+                chores=app.chores,
+                observers=observers,
+                more_work=app.more_work,
+            )
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, worker.stop)
+            await worker.run()
+    finally:
+        await client.aclose()
+
+
+def run_loop(main: Coroutine[Any, Any, None]) -> None:
+    """Run ``main`` on uvloop (about twice asyncio's speed for this loop) when installed."""
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(main)
+        return
+    uvloop.run(main)
+
+
+def run(settings: Settings, *, registry: Registry = REGISTRY, burst: bool = False) -> int:
+    """Import ``settings.kinds``, start the embedded servers where no URL is set (the ``embedded`` extra),
+    then serve: one worker in this process, or ``WORKER_PROCESSES`` under the supervisor. Returns the exit
+    code (0 on a clean stop); raises :class:`~worker.errors.SettingsError` on a bad setting."""
+    import_kinds(settings, registry)
+    try:
+        with embedded_stack(
+            settings.redis_url,
+            settings.database_url,
+            data_dir=Path(settings.data_dir),
+            need_postgres=registry.needs_database or (settings.archive_on and not settings.archive_url),
+        ) as (redis_url, database_url):
+            if not settings.redis_url:
+                log.info("REDIS_URL is unset: started the embedded Valkey at %s.", redis_url)
+            if database_url and not settings.database_url:
+                log.info("DATABASE_URL is unset: started the embedded PostgreSQL at %s.", database_url)
+            if settings.processes > 1:
+                from worker.cli.supervisor import Supervisor
+
+                return Supervisor(settings, redis_url, database_url, burst=burst).run()
+            run_loop(serve(settings, redis_url, database_url, registry=registry, burst=burst))
+    except KeyboardInterrupt:
+        pass
+    return EXIT_OK
