@@ -15,8 +15,9 @@ allowed only read commands can run them all.
     (int64: attempts made), reason (exhausted / permanent / poison /
     malformed / unknown_kind), error_type (the exception name), error, signature (the
     error with values replaced, see :mod:`opslib.signatures`), traceback,
-    worker, request_id, trace, replay_of, replay_batch (str, ``""`` when
-    absent), partition (int64: the queue partition, 0 with one), then the
+    worker, request_id, trace, trace_id, span_id (str: the W3C trace and
+    span that created the job, from its ``traceparent``), replay_of,
+    replay_batch (str, ``""`` when absent), partition (int64: the queue partition, 0 with one), then the
     payload's own fields, sorted by name (str, NaN where an entry lacks one).
     Oldest first.
 

@@ -11,7 +11,8 @@ from typing import Any
 
 import redis
 
-from tests.helpers import ROOT, Workers
+import opslib
+from tests.helpers import ROOT, Workers, wait_for
 from tests.tracing import spans
 from worker.store.keys import Keys
 from worker.store.trace_context import trace_ids
@@ -46,6 +47,9 @@ def test_request_retry_dead_letter_replay_success(
     client(workers, client_file, "enqueue", "fixed_by_replay", "order_id=7")
     log = workers.burst(KINDS, TRACE_SPANS_FILE=str(worker_file), LOG_FORMAT="json").stdout
     [(dead_id, dead)] = r.xrange(keys.dead)
+    dead_letters = opslib.dead_letters(client=r, prefix=prefix)
+    wait_for(lambda: len(opslib.archive(prefix=prefix)), what="the archive's row")
+    archived = opslib.archive(prefix=prefix)
     client(workers, client_file, "replay", dead_id.decode())
     workers.burst(KINDS, TRACE_SPANS_FILE=str(worker_file))
 
@@ -86,6 +90,15 @@ def test_request_retry_dead_letter_replay_success(
     # The dead letter keeps the request's context and names its last attempt.
     assert trace_ids(dead[b"traceparent"].decode()) == (checkout["trace_id"], send["span_id"])
     assert trace_ids(dead[b"trace_link"].decode()) == (second["trace_id"], second["span_id"])
+
+    # dead_letters() and the archive name the request's trace (and the span that sent the job).
+    for frame in (dead_letters, archived):
+        assert (frame.index[0], frame.trace_id.iat[0], frame.span_id.iat[0]) == (
+            dead_id.decode(),
+            checkout["trace_id"],
+            send["span_id"],
+        )
+        assert not {"traceparent", "tracestate", "trace_link"} & set(frame.columns)
 
     # The replay links the dead letter's last attempt; the replayed attempt links the replay.
     assert replay["links"] == [[second["trace_id"], second["span_id"]]]
