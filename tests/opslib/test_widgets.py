@@ -217,3 +217,19 @@ def test_a_typed_time_without_an_offset_is_read_in_the_display_zone() -> None:
             panel_time("yesterday", "From")
     finally:
         opslib.set_display_tz(None)
+
+
+def test_the_selected_entry_links_to_its_trace_from_opslib_trace_url(
+    r: redis.Redis, keys: Keys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    trace_id = "0af7651916cd43dd8448eb211c80319c"
+    failed = {"attempts": "1", "error": "ValueError: no seat", "reason": "exhausted"}
+    traced = bury(r, keys, {"kind": "render_tickets", "traceparent": f"00-{trace_id}-b7ad6b7169203331-01"}, failed)
+    untraced = bury(r, keys, {"kind": "render_tickets", "traceparent": f"00-{SCRIPT}-b7ad6b7169203331-01"}, failed)
+    monkeypatch.setenv("OPSLIB_TRACE_URL", "https://tempo.example/trace/{trace_id}?a=1&b=<2>")
+    panel = DeadLetterPanel(client=r, prefix=keys.prefix)
+    panel.entries.value = (traced,)
+    href = f"https://tempo.example/trace/{trace_id}?a=1&amp;b=&lt;2&gt;"
+    assert f'Trace <a href="{href}" target="_blank" rel="noopener noreferrer">{trace_id}</a>' in panel.entry.value
+    panel.entries.value = (untraced,)  # a malformed traceparent: no trace, nothing of it rendered
+    assert "Trace <" not in panel.entry.value and "<script" not in panel.entry.value
