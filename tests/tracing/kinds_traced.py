@@ -25,3 +25,9 @@ async def fixed_by_replay(job: Job) -> None:
 @job_kind("traced_ok")
 async def traced_ok(job: Job) -> None:
     """Succeeds."""
+
+
+@job_kind("traced_sync")
+def traced_sync(job: Job) -> None:
+    """A synchronous handler (run in a thread) that logs."""
+    log.info("Sync handler ran %s.", job.job_id)

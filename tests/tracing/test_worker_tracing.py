@@ -121,3 +121,14 @@ def test_a_scheduled_job_continues_the_trace_its_tick_started(prefix: str, worke
         tick = ticks[span["parent"]]
         assert (tick["kind"], tick["parent"], tick["trace_id"]) == ("PRODUCER", None, span["trace_id"])
         assert span["attributes"]["stagedoor.job.kind"] == "traced_tick"
+
+
+def test_a_synchronous_handler_runs_inside_its_attempts_span(
+    r: redis.Redis, prefix: str, workers: Workers, tmp_path: Path
+) -> None:
+    worker_file = tmp_path / "worker.jsonl"
+    enqueue(r, "traced_sync", {}, prefix=prefix)
+    log = workers.burst(KINDS, TRACE_SPANS_FILE=str(worker_file), LOG_FORMAT="json").stdout
+    [span] = spans.read(worker_file)
+    [line] = [json.loads(text) for text in log.splitlines() if "Sync handler ran" in text]
+    assert (line["trace_id"], line["span_id"]) == (span["trace_id"], span["span_id"])

@@ -22,6 +22,7 @@ acknowledgements ride with its own reads.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import logging
 import random
@@ -330,7 +331,11 @@ class Worker:
         if spec.is_async:
             call = spec.handler(job)
         else:
-            call = asyncio.get_running_loop().run_in_executor(self._threads, spec.handler, job)
+            loop = asyncio.get_running_loop()
+            if self._tracing is None:
+                call = loop.run_in_executor(self._threads, spec.handler, job)
+            else:  # the attempt's span stays current in the thread
+                call = loop.run_in_executor(self._threads, contextvars.copy_context().run, spec.handler, job)
         if spec.timeout_s is None:
             await call
             return
