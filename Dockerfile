@@ -28,16 +28,19 @@ RUN python3 -m venv /opt/uv \
     && python3 -m venv --without-pip /opt/venv \
     && python3 -m venv --without-pip /opt/notebook-venv
 COPY pyproject.toml uv.lock ./
-RUN /opt/uv/bin/uv export --frozen --no-dev --no-emit-project --no-header --output-file runtime.txt \
-    && /opt/uv/bin/uv export --frozen --no-dev --extra notebook --no-emit-project --no-header --output-file notebook.txt
+# The worker image: the core and the stagedoor extra only (no pandas, widgets nor embedded servers);
+# the notebook image: the notebook extra (opslib and JupyterLab).
+RUN /opt/uv/bin/uv export --frozen --no-dev --extra stagedoor --no-emit-project --no-header --output-file runtime.txt \
+    && /opt/uv/bin/uv export --frozen --no-dev --extra notebook --extra stagedoor --no-emit-project --no-header \
+        --output-file notebook.txt
 # uv reads a CA bundle from SSL_CERT_FILE: PIP_CERT's, when given.
 RUN if [ -n "${PIP_CERT:-}" ]; then export SSL_CERT_FILE="$PIP_CERT"; fi \
     && /opt/uv/bin/uv pip install --quiet --python /opt/venv/bin/python --compile-bytecode \
         --require-hashes --no-deps --requirement runtime.txt
 COPY README.md ./
 COPY worker ./worker
-COPY opslib ./opslib
-# pyproject.toml leaves the demo night and the stand-ins (development tools) out of the package.
+# pyproject.toml leaves the demo night and the stand-ins (development tools) out of the package;
+# opslib is copied for the notebook image only, so the worker's package has none of it.
 COPY stagedoor ./stagedoor
 RUN if [ -n "${PIP_CERT:-}" ]; then export SSL_CERT_FILE="$PIP_CERT"; fi \
     && /opt/uv/bin/uv pip install --quiet --python /opt/venv/bin/python --compile-bytecode --no-deps .
@@ -45,6 +48,7 @@ RUN if [ -n "${PIP_CERT:-}" ]; then export SSL_CERT_FILE="$PIP_CERT"; fi \
 # ----------------------------------------------- notebook: JupyterLab on the same stack
 FROM build AS notebook-build
 ARG PIP_CERT
+COPY opslib ./opslib
 RUN if [ -n "${PIP_CERT:-}" ]; then export SSL_CERT_FILE="$PIP_CERT"; fi \
     && /opt/uv/bin/uv pip install --quiet --python /opt/notebook-venv/bin/python --compile-bytecode \
         --require-hashes --no-deps --requirement notebook.txt \
@@ -77,16 +81,17 @@ FROM ${BASE} AS worker
 RUN groupadd --gid 10001 stagedoor \
     && useradd --uid 10001 --gid 10001 --no-create-home --shell /usr/sbin/nologin stagedoor
 COPY --from=build /opt/venv /opt/venv
-# METRICS_PORT 9108 serves /metrics; LOG_FORMAT json writes one JSON object per line.
-# STAGEDOOR_DATA_DIR is only used without REDIS_URL/DATABASE_URL (the embedded servers).
+# METRICS_PORT 9108 serves /metrics, named stagedoor_* (deploy/alerts.yml); LOG_FORMAT json writes one JSON object per line.
+# WORKER_DATA_DIR is only used without REDIS_URL/DATABASE_URL (the embedded servers).
 # WORKER_KINDS: the image runs Stagedoor's jobs; mount other modules and set it to run yours.
 ENV PATH=/opt/venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
     WORKER_KINDS=stagedoor.kinds \
     METRICS_PORT=9108 \
+    METRICS_NAMESPACE=stagedoor \
     LOG_FORMAT=json \
-    STAGEDOOR_DATA_DIR=/tmp/stagedoor
+    WORKER_DATA_DIR=/tmp/stagedoor
 USER 10001:10001
 WORKDIR /tmp
 EXPOSE 9108

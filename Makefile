@@ -19,13 +19,13 @@ $(UV):
 	.tools/bin/pip install --quiet --disable-pip-version-check uv
 
 $(VENV)/.synced: pyproject.toml uv.lock Makefile | $(UV)
-	$(UV) sync --frozen --extra dev --extra notebook --python $(PYTHON) --quiet
+	$(UV) sync --frozen --all-extras --python $(PYTHON) --quiet
 	touch $@
 
 venv: $(VENV)/.synced
 
 run: venv
-	WORKER_KINDS=stagedoor.kinds $(PY) -m stagedoor.demo
+	WORKER_KINDS=stagedoor.kinds METRICS_NAMESPACE=stagedoor $(PY) -m stagedoor.demo
 
 # The tests, then the analysts' notebooks, each against a fresh demo night with its outputs
 # compared by nbval (the panel notebook is run by the browser test instead).

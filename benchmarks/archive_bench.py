@@ -13,7 +13,7 @@ own, removed afterwards):
   records to the rows (for information: no target).
 
 The dead letters are buried by the worker's own bury script
-(``tests.opslib.seed.buried_many``). Each figure is the median of
+(``benchmarks.fixtures.buried_many``). Each figure is the median of
 ``--rounds`` runs, each on a fresh queue. Run:
 ``.venv/bin/python benchmarks/archive_bench.py``.
 """
@@ -37,8 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import opslib  # noqa: E402
-from tests.helpers import with_schema  # noqa: E402
-from tests.opslib.seed import buried_many  # noqa: E402
+from benchmarks.fixtures import buried_many, with_schema  # noqa: E402
 from worker.archive.archiver import Archiver  # noqa: E402
 from worker.embedded.servers import start_postgres, start_redis  # noqa: E402
 from worker.settings import Settings  # noqa: E402

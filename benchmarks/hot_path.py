@@ -4,7 +4,7 @@ the success.
     .venv/bin/python benchmarks/hot_path.py [--jobs 200000] [--runs 5] [--metrics] [--tracing MODE]
 
 Hands batches of 8 prebuilt entries (the fields ``enqueue`` writes) to
-:meth:`Worker._start` as the read loop does, and lets the slots finish before
+:meth:`Slots.start` as the read loop does, and lets the slots finish before
 the next batch, on uvloop; the acknowledgements gathered are dropped, never
 sent. What a job costs here is what the loop pays for it in CPU beyond the
 read and the acknowledgement's round trip: the figure to cut when tuning
@@ -63,13 +63,13 @@ async def one_run(jobs: int, metrics: bool, tracing: bool) -> float:
     observers = [JobCollector("")] if metrics else []
     worker = Worker(aioredis.Redis(), settings, registry, observers=observers)  # never connects
     assert (worker._tracing is not None) is tracing, "the worker should trace with an SDK, and only then"
-    part = worker.parts[0]
+    part, slots = worker.parts[0], worker.slots
     todo = entries(jobs)
     started = time.perf_counter()
     for low in range(0, jobs, BATCH):
         for entry_id, raw in todo[low : low + BATCH]:
-            worker._start(part, entry_id, raw)
-        while worker.inflight:
+            slots.start(part, entry_id, raw)
+        while slots.inflight:
             await asyncio.sleep(0)
         part.outcomes.take_acks()
     elapsed = time.perf_counter() - started

@@ -16,7 +16,7 @@ of its own, dropped afterwards), the reads of the dead-letter archive over
 - ``history(freq="1h")``: the whole archive per hour and kind (target < 1 s).
 
 The dead letters are buried by the worker's own bury script
-(``tests.opslib.seed.buried_many``). Each figure is the median of
+(``benchmarks.fixtures.buried_many``). Each figure is the median of
 ``--rounds`` runs (a replay needs a fresh dead stream, so each replay round
 buries 10,000 again first). Run: ``.venv/bin/python benchmarks/opslib_bench.py``.
 """
@@ -45,7 +45,7 @@ import opslib  # noqa: E402
 from benchmarks.archive_reads import ROWS as ARCHIVE_ROWS  # noqa: E402
 from benchmarks.archive_reads import TARGETS_S as ARCHIVE_TARGETS_S  # noqa: E402
 from benchmarks.archive_reads import measure_archive_reads  # noqa: E402
-from tests.opslib.seed import buried_many  # noqa: E402
+from benchmarks.fixtures import buried_many  # noqa: E402
 from worker.embedded.servers import start_postgres, start_redis  # noqa: E402
 from worker.store.keys import Keys  # noqa: E402
 

@@ -6,7 +6,7 @@ Every public function takes an explicit client (``client=`` a
 does (``REDIS_URL``, ``DATABASE_URL``, ``QUEUE_PREFIX``, through
 :class:`worker.settings.Settings`), and when no URL is set it looks for the
 servers that ``make run`` started: ``worker.store.dev_stack.find_running_stack`` of the
-data folder (``STAGEDOOR_DATA_DIR``, ``.data`` by default), searched from the
+data folder (``WORKER_DATA_DIR``, ``.data`` by default), searched from the
 current folder upwards, so a notebook in ``notebooks/`` finds the stack of the
 project folder without the analyst typing a URL.
 

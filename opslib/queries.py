@@ -40,7 +40,7 @@ allowed only read commands can run them all.
     int64: stream_length, lag, oldest_waiting_s (whole seconds the oldest
     undelivered entry has waited, 0 when none waits), pending, pending_idle,
     delayed, delayed_due, dead, dead_evicted, consumers, consumers_live: the numbers of the
-    worker's ``stagedoor_queue_*`` metrics; summed over the partitions, the
+    worker's ``<METRICS_NAMESPACE>_queue_*`` metrics; summed over the partitions, the
     oldest wait the longest of them) and ``.consumers`` (consumer (str),
     pending (int64), idle (timedelta64[ns]), heartbeat (bool)).
 

@@ -6,7 +6,7 @@ Reads ``REDIS_URL`` and ``QUEUE_PREFIX`` from the environment, like the worker.
     python scripts/queue_probe.py wait-pending COUNT [--timeout S]   # COUNT entries in flight
     python scripts/queue_probe.py wait-drained [--timeout S]         # nothing undelivered, pending or delayed
     python scripts/queue_probe.py state                              # the queue-wide numbers, as JSON
-    python scripts/queue_probe.py succeeded KIND PORT [PORT ...]     # stagedoor_jobs_succeeded_total per worker
+    python scripts/queue_probe.py succeeded KIND PORT [PORT ...]     # <ns>_jobs_succeeded_total per worker
 
 Exit status 0 when the condition holds, 1 (with the last state) when it does not in time.
 """
@@ -56,7 +56,7 @@ def succeeded(kind: str, port: int) -> float:
         s.value
         for family in text_string_to_metric_families(text)
         for s in family.samples
-        if s.name == "stagedoor_jobs_succeeded_total" and s.labels.get("kind") == kind
+        if s.name.endswith("_jobs_succeeded_total") and s.labels.get("kind") == kind  # any METRICS_NAMESPACE
     )
 
 

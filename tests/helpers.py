@@ -10,18 +10,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import pytest
 import redis
 
+from benchmarks.fixtures import with_schema as with_schema
+
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def with_schema(url: str, schema: str) -> str:
-    """``url`` with ``search_path`` set to ``schema`` for every connection."""
-    sep = "&" if "?" in url else "?"
-    return f"{url}{sep}options={quote(f'-csearch_path={schema}')}"
 
 
 class Workers:
@@ -40,7 +35,7 @@ class Workers:
             "QUEUE_PREFIX": self.prefix,
             "WORKER_KINDS": kinds,
             "PYTHONPATH": str(ROOT),
-            "STAGEDOOR_DATA_DIR": str(self.tmp / "data"),
+            "WORKER_DATA_DIR": str(self.tmp / "data"),
         }
         env.update(extra)
         return env

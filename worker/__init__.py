@@ -1,4 +1,15 @@
-"""Stagedoor's job system: one queue on Redis Streams.
+"""A job queue on Redis Streams: kinds with retry policies, schedules, a dead-letter stream and its archive.
+
+It knows no application: an application declares its kinds in modules of its
+own and names them in ``WORKER_KINDS``::
+
+    # myapp/kinds.py
+    from worker import Job, RetryPolicy, job_kind
+
+    @job_kind("send_receipt", retry=RetryPolicy(retries=3))
+    async def send_receipt(job: Job) -> None: ...
+
+    $ WORKER_KINDS=myapp.kinds QUEUE_PREFIX={jobs}: python -m worker
 
 Public names (DESIGN.md): :func:`job_kind`, :class:`RetryPolicy`, :class:`Job`,
 :func:`connect` (the client the settings call for: single server or cluster),

@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 
 import redis.asyncio as aioredis
 
-from worker.kinds import Registry
 from worker.settings import Settings
 
 
@@ -35,7 +34,6 @@ class WorkerApp:
     redis: aioredis.Redis
     redis_url: str
     database_url: str
-    registry: Registry
     burst: bool = False
     chores: list[Chore] = field(default_factory=list)
     more_work: list[Callable[[], Awaitable[bool]]] = field(default_factory=list)

@@ -142,7 +142,7 @@ def import_kind_modules(modules: Iterable[str]) -> None:
         except ImportError as exc:
             raise SettingsError(
                 f"WORKER_KINDS: cannot import {module!r} ({exc}); name importable modules, "
-                "comma-separated, e.g. stagedoor.kinds"
+                "comma-separated, e.g. myapp.kinds"
             ) from exc
 
 

@@ -5,7 +5,7 @@ Each setting is declared once, as a field of :class:`Settings` made by
 declaration gives the parsing (:meth:`Settings.from_env`), the table that
 ``python -m worker --help`` prints (:func:`settings_help`) and the table in
 ``docs/worker.md`` (:func:`settings_markdown`; a test keeps the two equal).
-An application declares its own settings the same way (``stagedoor.settings``).
+An application declares its own settings the same way (e.g. ``myapp.settings``).
 A bad value raises :class:`SettingsError` naming the setting (the CLI exits 2).
 """
 
@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import html
 import os
+import re
 import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -132,6 +133,14 @@ def time_zone(name: str, raw: str) -> str:
     return raw
 
 
+def metric_name(name: str, raw: str) -> str:
+    """A Prometheus metric name's first word: a letter or ``_``, then letters, digits or ``_``."""
+    value = raw.strip()
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
+        raise SettingsError(f"{name}={raw!r} is not a metric name; use letters, digits and _, e.g. myapp")
+    return value
+
+
 def as_is(_name: str, raw: str) -> str:
     return raw
 
@@ -225,9 +234,9 @@ class Settings:
         "WORKER_KINDS",
         "",
         module_list,
-        "comma-separated modules that declare the job kinds, e.g. stagedoor.kinds (required to run)",
+        "comma-separated modules that declare the job kinds, e.g. myapp.kinds (required to run)",
     )
-    prefix: str = setting("QUEUE_PREFIX", "", as_is, "put in front of every key, e.g. {stagedoor}:")
+    prefix: str = setting("QUEUE_PREFIX", "", as_is, "put in front of every key, e.g. {jobs}:")
     partitions: int = setting(
         "QUEUE_PARTITIONS",
         "1",
@@ -293,6 +302,12 @@ class Settings:
         "METRICS_PORT", "0", non_negative_int, "Prometheus endpoint port on 127.0.0.1/0.0.0.0; 0: off"
     )
     metrics_host: str = setting("METRICS_HOST", "0.0.0.0", as_is, "address the metrics endpoint binds")
+    metrics_namespace: str = setting(
+        "METRICS_NAMESPACE",
+        "worker",
+        metric_name,
+        "first word of every metric name (<namespace>_jobs_succeeded_total, ...), e.g. myapp",
+    )
     metrics_interval_s: float = setting(
         "METRICS_INTERVAL_S",
         "5",
@@ -306,7 +321,7 @@ class Settings:
         choice("DEBUG", "INFO", "WARNING", "ERROR", case=str.upper),
         "DEBUG, INFO, WARNING or ERROR",
     )
-    data_dir: str = setting("STAGEDOOR_DATA_DIR", ".data", as_is, "where the embedded servers keep their files")
+    data_dir: str = setting("WORKER_DATA_DIR", ".data", as_is, "where the embedded servers keep their files")
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: str) -> Settings:

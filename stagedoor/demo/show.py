@@ -1,7 +1,7 @@
 """``make run``: the demo night, from a fresh clone, until Ctrl-C.
 
 Starts what is unset of Valkey and PostgreSQL (embedded, under
-``STAGEDOOR_DATA_DIR``; set ``REDIS_URL`` / ``DATABASE_URL`` to use yours),
+``WORKER_DATA_DIR``; set ``REDIS_URL`` / ``DATABASE_URL`` to use yours),
 migrates, starts the mail and Payrail stand-ins on 127.0.0.1, loads the night
 (into the embedded database it first empties Stagedoor's tables; into yours
 it only adds), and runs one production worker, ``python -m worker``, as a

@@ -89,7 +89,7 @@ def tickers_on_every_node(pool: Workers, node_urls: list[str], ticks: Path, **en
     procs = []
     for i, url in enumerate(node_urls):
         pool.redis_url = url
-        procs.append(pool.start("tests.scheduler.tick_kinds", WORKER_NAME=f"ticker-{i}", TICK_LOG=str(ticks), **env))
+        procs.append(pool.start("tests.scheduler.kinds_ticks", WORKER_NAME=f"ticker-{i}", TICK_LOG=str(ticks), **env))
 
     def seen() -> collections.Counter[str]:
         lines = ticks.read_text().splitlines() if ticks.exists() else []

@@ -16,7 +16,7 @@ import redis.cluster
 import opslib
 import worker
 from tests.helpers import ROOT
-from tests.opslib.seed import bury
+from tests.opslib.helpers import bury
 from worker.embedded.cluster import LocalCluster
 from worker.loop.scheduler import Scheduler
 from worker.schedules import Schedule

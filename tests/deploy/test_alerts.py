@@ -6,12 +6,14 @@ from __future__ import annotations
 import re
 import subprocess
 
+import pytest
 import redis.asyncio as aioredis
 import yaml
 
-from tests.deploy.tools import require
+from tests.deploy.helpers import require
 from tests.helpers import ROOT
 from worker.archive.archiver import ArchiveBacklog, Archiver
+from worker.errors import SettingsError
 from worker.kinds import Registry
 from worker.observability.metrics import Metrics
 from worker.observability.queue_state import Consumer, QueueState
@@ -42,9 +44,10 @@ def test_each_alert_passes_its_unit_tests() -> None:
     assert alerts == tested, f"alerts without a unit test: {alerts - tested}; tests of no alert: {tested - alerts}"
 
 
-def exported_metric_names() -> set[str]:
-    """Every series name a worker's registry can export (with the queue-wide gauges filled in)."""
-    settings = Settings.from_env({})
+def exported_metric_names(namespace: str = "stagedoor") -> set[str]:
+    """Every series name a worker's registry can export (with the queue-wide gauges filled in); the rules
+    read the names the image and ``make run`` export (``METRICS_NAMESPACE=stagedoor``)."""
+    settings = Settings.from_env({"METRICS_NAMESPACE": namespace} if namespace else {})
     client = aioredis.Redis()
     metrics = Metrics(settings, client, Registry(), Archiver(client, settings, ""))
     metrics.queue_collector.state = QueueState(
@@ -76,3 +79,13 @@ def test_each_alert_leads_to_a_runbook_that_exists_and_a_command_to_run() -> Non
         assert "`python -m opslib " in annotations["description"], f"{rule['alert']}: no command to run"
         if "kind" in rule["expr"] or "$labels.kind" in annotations["summary"]:
             assert "runbook {{ $labels.kind }}" in annotations["description"], f"{rule['alert']}: kind not named"
+
+
+def test_every_series_but_the_process_ones_is_named_by_the_namespace() -> None:
+    defaults = exported_metric_names("")
+    assert {name for name in defaults if not name.startswith("process_")} == {
+        "worker_" + name.removeprefix("stagedoor_") for name in exported_metric_names() if name.startswith("stagedoor_")
+    }
+    assert all(name.startswith(("worker_", "process_")) for name in defaults)
+    with pytest.raises(SettingsError, match="METRICS_NAMESPACE='my-app' is not a metric name"):
+        Settings.from_env({"METRICS_NAMESPACE": "my-app"})

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from stagedoor.settings import StagedoorSettings
-from tests.deploy.tools import require
+from tests.deploy.helpers import require
 from tests.helpers import ROOT
 from worker.settings import SETTINGS, declared
 

@@ -1,5 +1,6 @@
 """environment.yml parses, each conda spec is valid (py-rattler's MatchSpec), and it names exactly the
-dependencies of pyproject.toml (``[project] dependencies`` and the ``notebook`` extra), with the same lower bounds.
+dependencies of pyproject.toml an analyst needs (the core and the extras :data:`ANALYST_EXTRAS`), with the same
+lower bounds.
 
 No conda channel is reachable here, so the environment is never solved; this is what can be checked.
 """
@@ -29,6 +30,9 @@ NO_CONDA_PACKAGE = {"psycopg[binary]"}
 #: What every environment.yml has besides the project's dependencies.
 CONDA_BASE = {"python", "pip"}
 PROJECT_ITSELF = "-e ."
+PROJECT = "stagedoor-jobs"
+#: The analyst's environment: opslib, the notebooks, and the embedded servers of the `make run` stack.
+ANALYST_EXTRAS = ("opslib", "notebook", "embedded")
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +50,9 @@ def sections(environment: dict[str, Any]) -> tuple[list[str], list[str]]:
 
 def pyproject_requirements() -> list[Requirement]:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    return [Requirement(r) for r in [*project["dependencies"], *project["optional-dependencies"]["notebook"]]]
+    extras = project["optional-dependencies"]
+    wanted = [*project["dependencies"], *(r for extra in ANALYST_EXTRAS for r in extras[extra])]
+    return [req for req in map(Requirement, wanted) if canonicalize_name(req.name) != PROJECT]  # not its own extras
 
 
 def conda_packages(req: Requirement) -> dict[str, str]:

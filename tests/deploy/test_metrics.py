@@ -77,44 +77,44 @@ def test_a_worker_exports_its_jobs_and_the_queue_state(
     done = wait_for(
         lambda: (
             (s := scrape(port))
-            and sample(s, "stagedoor_jobs_succeeded_total", kind="ok", **q) == 5
-            and sample(s, "stagedoor_jobs_succeeded_total", kind="flaky", **q) == 1
-            and sample(s, "stagedoor_queue_dead_length", **q) == 3
-            and sample(s, "stagedoor_queue_pending", **q) == 1  # the ghost's; the rest acknowledged
+            and sample(s, "worker_jobs_succeeded_total", kind="ok", **q) == 5
+            and sample(s, "worker_jobs_succeeded_total", kind="flaky", **q) == 1
+            and sample(s, "worker_queue_dead_length", **q) == 3
+            and sample(s, "worker_queue_pending", **q) == 1  # the ghost's; the rest acknowledged
             and s
         ),
         what="the jobs to be processed and counted",
     )
     assert isinstance(done, dict)
-    assert sample(done, "stagedoor_jobs_retried_total", kind="flaky", **q) == 1
-    assert sample(done, "stagedoor_jobs_dead_total", kind="boom", reason="exhausted", **q) == 1
-    assert sample(done, "stagedoor_jobs_dead_total", kind="nope", reason="unknown_kind", **q) == 1
-    assert sample(done, "stagedoor_jobs_dead_total", kind="?", reason="malformed", **q) == 1
-    assert sample(done, "stagedoor_job_duration_seconds_count", kind="ok", **q) == 5
-    assert sample(done, "stagedoor_job_duration_seconds_count", kind="flaky", **q) == 2
-    assert sample(done, "stagedoor_job_duration_seconds_count", kind="boom", **q) == 1
-    assert sample(done, "stagedoor_job_duration_seconds_count", kind="nope", **q) is None
+    assert sample(done, "worker_jobs_retried_total", kind="flaky", **q) == 1
+    assert sample(done, "worker_jobs_dead_total", kind="boom", reason="exhausted", **q) == 1
+    assert sample(done, "worker_jobs_dead_total", kind="nope", reason="unknown_kind", **q) == 1
+    assert sample(done, "worker_jobs_dead_total", kind="?", reason="malformed", **q) == 1
+    assert sample(done, "worker_job_duration_seconds_count", kind="ok", **q) == 5
+    assert sample(done, "worker_job_duration_seconds_count", kind="flaky", **q) == 2
+    assert sample(done, "worker_job_duration_seconds_count", kind="boom", **q) == 1
+    assert sample(done, "worker_job_duration_seconds_count", kind="nope", **q) is None
     # Each start's wait on jobs (the flaky job started twice: once enqueued, once promoted for its retry).
-    assert sample(done, "stagedoor_job_wait_seconds_count", kind="flaky", **q) == 2
-    assert sample(done, "stagedoor_job_wait_seconds_bucket", kind="ok", le="+Inf", **q) == 5
-    assert 0 < (sample(done, "stagedoor_job_wait_seconds_sum", kind="ok", **q) or 0) < 5 * 60
-    last_ok = sample(done, "stagedoor_job_last_success_timestamp_seconds", kind="ok", **q)
+    assert sample(done, "worker_job_wait_seconds_count", kind="flaky", **q) == 2
+    assert sample(done, "worker_job_wait_seconds_bucket", kind="ok", le="+Inf", **q) == 5
+    assert 0 < (sample(done, "worker_job_wait_seconds_sum", kind="ok", **q) or 0) < 5 * 60
+    last_ok = sample(done, "worker_job_last_success_timestamp_seconds", kind="ok", **q)
     assert last_ok is not None and abs(last_ok - time.time()) < 60
-    assert sample(done, "stagedoor_schedule_interval_seconds", schedule="nightly_ok", kind="ok", **q) == 86_400
+    assert sample(done, "worker_schedule_interval_seconds", schedule="nightly_ok", kind="ok", **q) == 86_400
 
     # The ghost's entry: pending, and once idle beyond RECLAIM_IDLE_MS, counted as idle (reclaim sleeps an hour).
-    assert sample(done, "stagedoor_queue_pending_idle", **q) == 0
+    assert sample(done, "worker_queue_pending_idle", **q) == 0
     r.xclaim(keys.jobs, GROUP, "ghost", 0, [ghost_id], idle=120_000)
     state = wait_for(
-        lambda: (s := scrape(port)) and sample(s, "stagedoor_queue_pending_idle", **q) == 1 and s,
+        lambda: (s := scrape(port)) and sample(s, "worker_queue_pending_idle", **q) == 1 and s,
         what="the idle pending entry to be counted",
     )
     assert isinstance(state, dict)
-    assert sample(state, "stagedoor_queue_lag", **q) == 0
-    assert sample(state, "stagedoor_queue_delayed", **q) == 1
-    assert sample(state, "stagedoor_queue_delayed_due", **q) == 0
-    assert sample(state, "stagedoor_queue_consumers_live", **q) == 1  # the ghost has no heartbeat
-    assert sample(state, "stagedoor_queue_dead_evicted_total", **q) == 7
+    assert sample(state, "worker_queue_lag", **q) == 0
+    assert sample(state, "worker_queue_delayed", **q) == 1
+    assert sample(state, "worker_queue_delayed_due", **q) == 0
+    assert sample(state, "worker_queue_consumers_live", **q) == 1  # the ghost has no heartbeat
+    assert sample(state, "worker_queue_dead_evicted_total", **q) == 7
 
 
 def test_one_worker_at_a_time_exports_the_queue_state(r: redis.Redis, prefix: str, workers: Workers) -> None:
@@ -122,7 +122,7 @@ def test_one_worker_at_a_time_exports_the_queue_state(r: redis.Redis, prefix: st
     started = dict(start_workers(workers, 2))
 
     def reporters() -> list[int]:
-        return [port for port in started if sample(scrape(port), "stagedoor_queue_consumers_live", **q) == 2]
+        return [port for port in started if sample(scrape(port), "worker_queue_consumers_live", **q) == 2]
 
     wait_for(lambda: len(reporters()) == 1, what="one worker to report two live consumers")
     [holder] = reporters()
@@ -133,7 +133,7 @@ def test_one_worker_at_a_time_exports_the_queue_state(r: redis.Redis, prefix: st
     assert started[holder].wait(30) == 0
     [other] = [port for port in started if port != holder]
     wait_for(
-        lambda: sample(scrape(other), "stagedoor_queue_consumers_live", **q) == 1,
+        lambda: sample(scrape(other), "worker_queue_consumers_live", **q) == 1,
         what="the other worker to take over the queue-wide gauges",
     )
     assert started[other].poll() is None
@@ -167,8 +167,8 @@ def test_scheduler_ticks_are_counted_as_enqueued_by_one_worker_and_skipped_by_th
 
     def totals() -> tuple[float, float] | None:
         scraped = [scrape(port) for port in ports]
-        enqueued = sum(sample(s, "stagedoor_scheduler_ticks_enqueued_total", **q) or 0 for s in scraped)
-        skipped = sum(sample(s, "stagedoor_scheduler_ticks_skipped_total", **q) or 0 for s in scraped)
+        enqueued = sum(sample(s, "worker_scheduler_ticks_enqueued_total", **q) or 0 for s in scraped)
+        skipped = sum(sample(s, "worker_scheduler_ticks_skipped_total", **q) or 0 for s in scraped)
         return (enqueued, skipped) if enqueued >= 3 and skipped >= 3 else None
 
     counted = wait_for(totals, timeout_s=30, what="three ticks enqueued and three skipped")
@@ -188,16 +188,16 @@ def test_a_worker_exports_the_archive_s_progress_and_backlog(
     done = wait_for(
         lambda: (
             (s := scrape(port))
-            and sample(s, "stagedoor_archive_archived_total", **q) == 3
-            and sample(s, "stagedoor_archive_dead_added_total", **q) == 3
-            and sample(s, "stagedoor_archive_unarchived", **q) == 0
+            and sample(s, "worker_archive_archived_total", **q) == 3
+            and sample(s, "worker_archive_dead_added_total", **q) == 3
+            and sample(s, "worker_archive_unarchived", **q) == 0
             and s
         ),
         what="the three dead letters to be archived and counted",
     )
     assert isinstance(done, dict)
-    assert sample(done, "stagedoor_archive_oldest_unarchived_age_seconds", **q) == 0
-    assert sample(done, "stagedoor_archive_errors_total", **q) == 0
+    assert sample(done, "worker_archive_oldest_unarchived_age_seconds", **q) == 0
+    assert sample(done, "worker_archive_errors_total", **q) == 0
 
 
 def test_the_archive_backlog_counts_what_waits_and_its_age(keys: Keys, r: redis.Redis, redis_url: str) -> None:

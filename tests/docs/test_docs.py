@@ -27,8 +27,8 @@ import redis
 from stagedoor.schema import migrate_url
 from tests.docs import settings_tables
 from tests.helpers import ROOT
-from tests.opslib.archive_rows import archive_dead_stream
-from tests.opslib.seed import bury
+from tests.opslib.helpers import bury
+from tests.opslib.helpers_archive import archive_dead_stream
 from worker.settings import declared
 from worker.store.enqueue import enqueue
 from worker.store.keys import Keys
@@ -139,7 +139,7 @@ def test_python_example_runs(
         REDIS_URL=redis_url,
         QUEUE_PREFIX=prefix,
         DATABASE_URL=pg_url,
-        STAGEDOOR_DATA_DIR=str(tmp_path / "data"),
+        WORKER_DATA_DIR=str(tmp_path / "data"),
         PYTHONPATH=str(ROOT),
     )
     try:

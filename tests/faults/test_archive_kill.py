@@ -15,7 +15,7 @@ import psycopg
 import pytest
 import redis
 
-from tests.faults.support import FAST_RECLAIM, KINDS, archived
+from tests.faults.helpers import FAST_RECLAIM, KINDS, archived
 from tests.helpers import Workers, wait_for
 from worker.store.keys import ARCHIVE_GROUP, Keys
 

@@ -20,7 +20,7 @@ import psycopg
 import pytest
 import redis
 
-from tests.faults.support import KINDS, archived, enqueue_many, restart
+from tests.faults.helpers import KINDS, archived, enqueue_many, restart
 from tests.helpers import Workers, wait_for
 from worker.archive.table import migrate_url
 from worker.embedded.servers import start_postgres

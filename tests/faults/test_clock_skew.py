@@ -23,14 +23,14 @@ from datetime import datetime
 import pytest
 import redis
 
-from tests.faults.fault_kinds import ticks_key
+from tests.faults.kinds_faults import ticks_key
 from tests.helpers import Workers, wait_for
 from worker.store.keys import Keys
 
 TICKS = 60
 SPEED = 4
 SKEWS = (-5, 0, 5)
-KINDS = "tests.faults.schedule_kinds"
+KINDS = "tests.faults.kinds_schedule"
 LIB_GLOB = "/usr/lib/*/faketime/libfaketime.so.1"
 
 

@@ -35,7 +35,7 @@ from worker.store.enqueue import enqueue
 from worker.store.keys import GROUP, queue_partitions
 
 JOBS = 10_000
-KINDS = "tests.faults.failover_kinds"
+KINDS = "tests.faults.kinds_failover"
 
 
 @pytest.fixture

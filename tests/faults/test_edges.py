@@ -17,7 +17,7 @@ import pytest
 import redis
 
 import opslib
-from tests.faults.support import KINDS
+from tests.faults.helpers import KINDS
 from tests.helpers import ROOT, Workers, queue_state
 from worker.embedded.servers import free_port
 from worker.store.enqueue import enqueue

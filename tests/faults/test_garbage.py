@@ -17,8 +17,8 @@ import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.faults.fault_kinds import runs_key
-from tests.faults.support import KINDS
+from tests.faults.helpers import KINDS
+from tests.faults.kinds_faults import runs_key
 from tests.helpers import Workers, wait_for
 from worker.store.keys import Keys
 

@@ -8,8 +8,8 @@ import time
 
 import redis
 
-from tests.faults.fault_kinds import runs_key
-from tests.faults.support import FAST_RECLAIM, KINDS, enqueue_many
+from tests.faults.helpers import FAST_RECLAIM, KINDS, enqueue_many
+from tests.faults.kinds_faults import runs_key
 from tests.helpers import Workers, wait_for
 from worker.store.keys import GROUP, Keys
 

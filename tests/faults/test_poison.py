@@ -8,8 +8,8 @@ import time
 
 import redis
 
-from tests.faults.fault_kinds import crashes_key, runs_key
-from tests.faults.support import FAST_RECLAIM, KINDS, enqueue_many
+from tests.faults.helpers import FAST_RECLAIM, KINDS, enqueue_many
+from tests.faults.kinds_faults import crashes_key, runs_key
 from tests.helpers import Workers
 from worker.store.enqueue import job_fields
 from worker.store.keys import GROUP, Keys

@@ -25,9 +25,9 @@ import redis
 import opslib
 from stagedoor.schema import migrate_url
 from stagedoor.standins import start_mail
-from tests.faults.support import restart
+from tests.faults.helpers import restart
 from tests.helpers import Workers, wait_for
-from tests.stagedoor.data import event_with_seats, paid_order
+from tests.stagedoor.helpers import event_with_seats, paid_order
 from worker.embedded.servers import start_postgres
 from worker.store.enqueue import enqueue
 from worker.store.keys import GROUP, Keys

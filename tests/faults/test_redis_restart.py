@@ -17,8 +17,8 @@ from pathlib import Path
 
 import redis
 
-from tests.faults.fault_kinds import runs_key
-from tests.faults.support import KINDS, enqueue_many
+from tests.faults.helpers import KINDS, enqueue_many
+from tests.faults.kinds_faults import runs_key
 from tests.helpers import Workers, wait_for
 from worker.embedded.servers import free_port, start_redis
 from worker.store.keys import GROUP, Keys

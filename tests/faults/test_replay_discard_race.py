@@ -16,7 +16,7 @@ import psycopg
 import pytest
 import redis
 
-from tests.faults.support import KINDS, add_dead
+from tests.faults.helpers import KINDS, add_dead
 from tests.helpers import Workers, move_at_once
 from worker.store.keys import Keys
 from worker.store.scripts import Scripts

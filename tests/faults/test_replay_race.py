@@ -8,7 +8,7 @@ from pathlib import Path
 
 import redis
 
-from tests.faults.support import add_dead
+from tests.faults.helpers import add_dead
 from tests.helpers import replay_at_once
 from worker.store.keys import Keys
 

@@ -3,7 +3,7 @@
 Loaded with ``-p tests.notebooks.nbval_stack``. Before the first cell of a
 notebook (so before nbval starts its kernel, which inherits this process's
 environment), the previous notebook's night is torn down and a new
-:class:`~tests.notebooks.stack.NightStack` is seeded; its ``REDIS_URL``,
+:class:`~tests.notebooks.helpers.NightStack` is seeded; its ``REDIS_URL``,
 ``DATABASE_URL`` and ``QUEUE_PREFIX`` go into the environment, where opslib
 finds them as an analyst's notebook would.
 """
@@ -14,7 +14,7 @@ import os
 
 import pytest
 
-from tests.notebooks.stack import NightStack, Servers
+from tests.notebooks.helpers import NightStack, Servers
 
 
 class NotebookStacks:

@@ -4,7 +4,7 @@ After changing a notebook, or opslib's output, run::
 
     .venv/bin/python -m tests.notebooks.refresh_outputs [notebooks/NAME.ipynb ...]
 
-Each notebook gets its own :class:`~tests.notebooks.stack.NightStack`, as under
+Each notebook gets its own :class:`~tests.notebooks.helpers.NightStack`, as under
 nbval, and is executed in place with its outputs kept. By default: every
 notebook but the panel's (the runbooks under ``notebooks/runbooks/`` too, with
 their default parameters), which Voilà runs in the browser test and which is
@@ -23,7 +23,7 @@ import nbformat
 from nbclient import NotebookClient
 
 from tests.helpers import ROOT
-from tests.notebooks.stack import NightStack, Servers
+from tests.notebooks.helpers import NightStack, Servers
 
 NOTEBOOKS = ROOT / "notebooks"
 PANEL = NOTEBOOKS / "dead_letter_panel.ipynb"

@@ -36,7 +36,7 @@ import redis
 
 from tests.helpers import ROOT
 from tests.notebooks.refresh_outputs import PANEL
-from tests.notebooks.stack import NightStack
+from tests.notebooks.helpers import NightStack
 from worker.embedded.servers import free_port
 from worker.store.keys import Keys
 
@@ -44,6 +44,8 @@ if TYPE_CHECKING:
     from playwright.sync_api import Locator, Page
 
 CHROMIUM = Path("/usr/bin/chromium")
+#: A request the test makes from the page to a host that is not loopback: the guard must abort it.
+OUTSIDE = "http://example.com/probe"
 ARTIFACTS = ROOT / "test-artifacts"
 LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1", "[::1]"}
 CHROMIUM_ARGS = [
@@ -237,7 +239,8 @@ def test_every_control_of_the_panel_in_a_browser(chromium: Path, night: NightSta
     with psycopg.connect(night.database_url, autocommit=True) as conn:
         conn.execute("UPDATE seats SET label = replace(label, '-', '') WHERE label LIKE '%-%'")
     ARTIFACTS.mkdir(exist_ok=True)
-    blocked: list[str] = []
+    blocked: list[str] = []  # requests the guard aborted
+    answered: list[str] = []  # requests that got a response
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(chromium), args=CHROMIUM_ARGS, headless=True)
         try:
@@ -251,16 +254,21 @@ def test_every_control_of_the_panel_in_a_browser(chromium: Path, night: NightSta
                     route.abort()
 
             context.route("**/*", only_loopback)
+            context.on("requestfinished", lambda request: answered.append(request.url))
             page = context.new_page()
             try:
                 drive(page, voila)
+                # The guard itself: a request the page makes to another host is aborted, and recorded.
+                reached = page.evaluate(f"fetch('{OUTSIDE}').then(() => 'reached', () => 'refused')")
+                assert reached == "refused"
             except BaseException:
                 page.screenshot(path=str(ARTIFACTS / "panel_browser_failure.png"), full_page=True)
                 shutil.copy(night.log_path, ARTIFACTS / "panel_browser_worker.log")
                 raise
         finally:
             browser.close()
-    assert all(not is_loopback(url) for url in blocked)
+    assert OUTSIDE in blocked, f"the guard did not see the page's request to {OUTSIDE}: {blocked}"
+    assert answered and all(is_loopback(url) for url in answered), [u for u in answered if not is_loopback(u)]
     if os.environ.get("UPDATE_SCREENSHOTS") == "1":
         SCREENSHOT.parent.mkdir(exist_ok=True)
         shutil.copy(ARTIFACTS / "panel.png", SCREENSHOT)

@@ -9,7 +9,8 @@ import pytest
 import redis
 
 import opslib
-from tests.opslib.seed import bury, ensure_group
+from benchmarks.fixtures import ensure_group
+from tests.opslib.helpers import bury
 from worker.store.enqueue import enqueue
 from worker.store.keys import GROUP, Keys
 

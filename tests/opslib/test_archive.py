@@ -28,7 +28,7 @@ from opslib.archive_frames import (
 )
 from opslib.frames import DEAD_COLUMNS
 from stagedoor.schema import migrate_url as migrate_stagedoor
-from tests.opslib.archive_rows import at, dead_row, insert_rows
+from tests.opslib.helpers_archive import at, dead_row, insert_rows
 from worker.archive.table import COLUMNS, migrate
 
 HOUR = pd.Timedelta("1h")

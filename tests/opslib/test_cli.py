@@ -17,7 +17,7 @@ import redis
 
 from opslib.cli import EXIT_FAILED, EXIT_NOT_CONFIRMED, EXIT_OK, EXIT_USAGE, main
 from tests.helpers import ROOT
-from tests.opslib.seed import bury
+from tests.opslib.helpers import bury
 from worker.embedded.servers import free_port
 from worker.store.keys import Keys
 

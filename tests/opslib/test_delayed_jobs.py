@@ -15,7 +15,7 @@ import opslib
 from opslib.cli import EXIT_NOT_CONFIRMED, EXIT_OK, main
 from opslib.moves.delayed_jobs import MOVE_COLUMNS
 from tests.helpers import Workers, queue_state, wait_for
-from tests.opslib.seed import KINDS
+from tests.opslib.helpers import KINDS
 from worker.archive.dead_log import CANCELLED_SUFFIX
 from worker.archive.table import migrate
 from worker.store.enqueue import enqueue
@@ -145,7 +145,6 @@ def test_a_cancelled_job_is_archived_as_discarded_with_its_reason_and_never_runs
     assert [record["f.job_id"] for record in records] == ["t0", "t2"]
     dead_ids = [record["dead_id"] for record in records]
     assert len(set(dead_ids)) == 2 and all(dead_id.endswith(CANCELLED_SUFFIX) for dead_id in dead_ids)
-    assert all(r.xrange(keys.dead, d.removesuffix(CANCELLED_SUFFIX)) == [] for d in dead_ids)
     record = records[0]
     assert (record["event"], record["batch"], record["f.reason"]) == ("discarded", done.attrs["batch"], "cancelled")
     with psycopg.connect(archive_url, autocommit=True) as conn:
@@ -163,3 +162,6 @@ def test_a_cancelled_job_is_archived_as_discarded_with_its_reason_and_never_runs
     assert (row["discard_reason"], row["discarded_by"]) == ("order 4471 was refunded", "ana")
     assert row["dead_at"] <= row["discarded_at"] + pd.Timedelta("1s")
     assert runs(r, keys) == {"t1": 1} and r.zcard(keys.delayed) == 0
+    # The worker ran past both cancelled jobs' due times and archived their records: neither was
+    # promoted, run or buried, so nothing went through jobs:dead (the rows came from the log alone).
+    assert r.xlen(keys.dead) == 0

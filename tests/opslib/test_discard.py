@@ -17,7 +17,7 @@ import redis
 import opslib
 from opslib.frames import DISCARD_COLUMNS
 from tests.helpers import queue_state
-from tests.opslib.seed import bury
+from tests.opslib.helpers import bury
 from worker.archive.rows import INSERT_ROW, dead_row
 from worker.archive.table import migrate
 from worker.store.keys import Keys

@@ -14,11 +14,12 @@ import pytest
 import redis
 
 import opslib
+from benchmarks.fixtures import ensure_group
 from opslib.connection import QUICK_RETRY
 from opslib.frames import CONSUMER_COLUMNS, DEAD_COLUMNS, DELAYED_COLUMNS, PENDING_COLUMNS, PENDING_COUNT_COLUMNS
 from opslib.signatures import GROUP_COLUMNS
 from tests.helpers import Workers
-from tests.opslib.seed import bury, ensure_group, seat_dead_letters
+from tests.opslib.helpers import bury, seat_dead_letters
 from worker.embedded.servers import free_port
 from worker.store.dev_stack import STACK_FILE
 from worker.store.enqueue import enqueue
@@ -198,7 +199,7 @@ def test_finds_the_servers_from_the_environment_or_the_make_run_stack(
 
     # No URL: a notebook in notebooks/ finds the stack `make run` started in the project folder.
     monkeypatch.delenv("REDIS_URL")
-    monkeypatch.delenv("STAGEDOOR_DATA_DIR", raising=False)
+    monkeypatch.delenv("WORKER_DATA_DIR", raising=False)
     notebooks = tmp_path / "notebooks"
     notebooks.mkdir()
     monkeypatch.chdir(notebooks)

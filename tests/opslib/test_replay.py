@@ -10,9 +10,10 @@ import pytest
 import redis
 
 import opslib
+from benchmarks.fixtures import buried_many
 from opslib.frames import REPLAY_COLUMNS, STATUS_COLUMNS
 from tests.helpers import Workers, queue_state, replay_at_once, wait_for
-from tests.opslib.seed import KINDS, buried_many, bury, seat_dead_letters
+from tests.opslib.helpers import KINDS, bury, seat_dead_letters
 from worker.store.keys import Keys
 from worker.store.vocabulary import FINAL_STATUSES
 

@@ -12,7 +12,7 @@ import redis
 import opslib
 from opslib.cli import EXIT_FAILED, EXIT_OK, main
 from tests.helpers import Workers, wait_for
-from tests.opslib.seed import KINDS, seat_dead_letters
+from tests.opslib.helpers import KINDS, seat_dead_letters
 from worker.store.enqueue import enqueue
 from worker.store.keys import GROUP, Keys
 

@@ -14,7 +14,7 @@ import opslib
 from opslib.cli import EXIT_FAILED, EXIT_OK, main
 from opslib.errors import OpslibError
 from tests.helpers import Workers
-from tests.opslib.seed import KINDS, bury, seat_dead_letters
+from tests.opslib.helpers import KINDS, bury, seat_dead_letters
 from worker.archive.table import fields_to_json, migrate
 from worker.store.keys import Keys
 

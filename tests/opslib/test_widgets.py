@@ -16,7 +16,7 @@ from opslib.panel.filters import panel_time
 from opslib.panel.html import status_html
 from opslib.panel.widgets import DeadLetterPanel
 from opslib.signatures import signature
-from tests.opslib.seed import bury
+from tests.opslib.helpers import bury
 from worker.store.keys import Keys
 
 SCRIPT = "<script>alert('dead')</script>"

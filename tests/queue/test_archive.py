@@ -16,7 +16,7 @@ import pytest
 import redis
 
 import opslib
-from tests.faults.support import KINDS, enqueue_many
+from tests.faults.helpers import KINDS, enqueue_many
 from tests.helpers import ROOT, Workers, wait_for
 from worker.archive.table import fields_from_json, migrate_url
 from worker.embedded.servers import free_port
@@ -128,7 +128,7 @@ def test_archive_off_keeps_the_old_cap_that_evicts_and_counts(
 
 @pytest.mark.parametrize("archive", ["", "off"])
 def test_python_m_worker_migrate_applies_the_archive_table(archive: str, pg_url: str, tmp_path: Any) -> None:
-    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "STAGEDOOR_DATA_DIR": str(tmp_path)}
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "WORKER_DATA_DIR": str(tmp_path)}
     env.update({"ARCHIVE_URL": "off"} if archive else {"DATABASE_URL": pg_url})
     done = subprocess.run(
         [sys.executable, "-m", "worker", "migrate"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60

@@ -42,7 +42,7 @@ def test_without_kinds_the_worker_says_what_to_set_and_exits_2() -> None:
     done = run_cli("--burst", env={"REDIS_URL": "redis://127.0.0.1:1/0", "WORKER_KINDS": ""})
     assert done.returncode == 2
     assert done.stderr.strip() == (
-        "error: no job kinds: set WORKER_KINDS (e.g. WORKER_KINDS=stagedoor.kinds) or pass --kinds"
+        "error: no job kinds: set WORKER_KINDS (e.g. WORKER_KINDS=myapp.kinds) or pass --kinds"
     )
 
 
@@ -126,7 +126,7 @@ def test_health_reports_healthy_only_with_a_fresh_heartbeat(
 
 def test_without_redis_url_the_worker_starts_and_stops_its_own_server(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "DATABASE_URL")}
-    env.update({"PYTHONPATH": str(ROOT), "STAGEDOOR_DATA_DIR": str(tmp_path), "WORKER_KINDS": KINDS})
+    env.update({"PYTHONPATH": str(ROOT), "WORKER_DATA_DIR": str(tmp_path), "WORKER_KINDS": KINDS})
     before = {p.pid for p in psutil.process_iter(["name"]) if p.info["name"] == "valkey-server"}
     done = subprocess.run(
         [sys.executable, "-m", "worker", "--burst"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60

@@ -120,8 +120,8 @@ def test_one_metrics_endpoint_covers_every_process(
         return text if 'process="0"' in text and 'process="1"' in text else ""
 
     text = str(wait_for(scrape_with_both, what="the series of both processes"))
-    assert "stagedoor_worker_processes 2.0" in text
-    assert "stagedoor_worker_restarts_total 0.0" in text
+    assert "worker_worker_processes 2.0" in text
+    assert "worker_worker_restarts_total 0.0" in text
     for index in ("0", "1"):
         assert f'process_cpu_seconds_total{{process="{index}"}}' in text
     assert text.count("# TYPE process_cpu_seconds_total counter") == 1, "one family, many processes"

@@ -14,8 +14,9 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 import opslib
+from benchmarks.fixtures import ensure_group
 from opslib.queries import STAT_NAMES
-from tests.opslib.seed import bury, ensure_group
+from tests.opslib.helpers import bury
 from worker.kinds import Registry
 from worker.observability.metrics import Metrics
 from worker.observability.queue_state import (
@@ -35,14 +36,14 @@ RECLAIM_IDLE_MS = 60_000
 
 #: queue_stats().counts row -> the metric that exports the same number.
 METRIC_OF_STAT = {
-    "lag": "stagedoor_queue_lag",
-    "pending": "stagedoor_queue_pending",
-    "pending_idle": "stagedoor_queue_pending_idle",
-    "delayed": "stagedoor_queue_delayed",
-    "delayed_due": "stagedoor_queue_delayed_due",
-    "dead": "stagedoor_queue_dead_length",
-    "dead_evicted": "stagedoor_queue_dead_evicted_total",
-    "consumers_live": "stagedoor_queue_consumers_live",
+    "lag": "worker_queue_lag",
+    "pending": "worker_queue_pending",
+    "pending_idle": "worker_queue_pending_idle",
+    "delayed": "worker_queue_delayed",
+    "delayed_due": "worker_queue_delayed_due",
+    "dead": "worker_queue_dead_length",
+    "dead_evicted": "worker_queue_dead_evicted_total",
+    "consumers_live": "worker_queue_consumers_live",
 }
 
 
@@ -82,7 +83,7 @@ def metrics_samples(redis_url: str, prefix: str) -> dict[str, float]:
             await client.aclose()
 
     scraped = text_string_to_metric_families(asyncio.run(read()).decode())
-    return {s.name: s.value for family in scraped for s in family.samples if s.name.startswith("stagedoor_queue_")}
+    return {s.name: s.value for family in scraped for s in family.samples if s.name.startswith("worker_queue_")}
 
 
 def test_metrics_and_queue_stats_give_the_same_numbers(r: redis.Redis, keys: Keys, redis_url: str) -> None:
@@ -92,7 +93,7 @@ def test_metrics_and_queue_stats_give_the_same_numbers(r: redis.Redis, keys: Key
 
     counts = stats.counts["value"].to_dict()
     waited = counts.pop("oldest_waiting_s")  # the waiting entry was added by seed() a moment ago
-    assert 0 <= waited <= 5 and abs(exported["stagedoor_queue_oldest_waiting_seconds"] - waited) <= 1
+    assert 0 <= waited <= 5 and abs(exported["worker_queue_oldest_waiting_seconds"] - waited) <= 1
     assert {stat: exported[metric] for stat, metric in METRIC_OF_STAT.items()} == {
         stat: counts[stat] for stat in METRIC_OF_STAT
     }

@@ -211,30 +211,25 @@ def test_a_stalled_worker_does_not_replay_hours_of_ticks(r: redis.Redis, keys: K
     assert len(enqueued(r, keys)) <= 1 + 60
 
 
-def app_for(registry: Registry, redis_url: str, *, burst: bool = False, **env: str) -> WorkerApp:
+def app_for(redis_url: str, *, burst: bool = False, **env: str) -> WorkerApp:
     settings = Settings.from_env({"REDIS_URL": redis_url, **env})
     return WorkerApp(
-        settings=settings,
-        redis=aioredis.Redis.from_url(redis_url),
-        redis_url=redis_url,
-        database_url="",
-        registry=registry,
-        burst=burst,
+        settings=settings, redis=aioredis.Redis.from_url(redis_url), redis_url=redis_url, database_url="", burst=burst
     )
 
 
 def test_the_chore_runs_only_where_it_should(redis_url: str) -> None:
     registry = Registry()
-    assert scheduler_chore(app_for(registry, redis_url)) is None  # no schedules
+    assert scheduler_chore(app_for(redis_url), registry) is None  # no schedules
     job_kind("tick", registry=registry)(lambda job: None)
     schedule("tick", "tick", every_s=1, registry=registry)
-    assert scheduler_chore(app_for(registry, redis_url)) is not None
-    assert scheduler_chore(app_for(registry, redis_url, burst=True)) is None
-    assert scheduler_chore(app_for(registry, redis_url, SCHEDULER="off")) is None
+    assert scheduler_chore(app_for(redis_url), registry) is not None
+    assert scheduler_chore(app_for(redis_url, burst=True), registry) is None
+    assert scheduler_chore(app_for(redis_url, SCHEDULER="off"), registry) is None
 
 
 def test_a_schedule_without_its_kind_is_refused_at_start(redis_url: str) -> None:
     registry = Registry()
     schedule("orphan", "nobody_declares_me", every_s=1, registry=registry)
     with pytest.raises(UnknownKind, match="'nobody_declares_me', which no imported module declares"):
-        scheduler_chore(app_for(registry, redis_url))
+        scheduler_chore(app_for(redis_url), registry)

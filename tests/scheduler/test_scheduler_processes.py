@@ -23,7 +23,7 @@ import pytest
 
 from tests.helpers import Workers, wait_for
 
-KINDS = "tests.scheduler.tick_kinds"
+KINDS = "tests.scheduler.kinds_ticks"
 LIBFAKETIME = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1")
 
 

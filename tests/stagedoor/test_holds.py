@@ -9,7 +9,7 @@ import pytest
 
 from stagedoor.holds import expire_holds
 from tests.stagedoor.conftest import RunJob, make_job
-from tests.stagedoor.data import event_with_seats
+from tests.stagedoor.helpers import event_with_seats
 
 
 def hold(conn: psycopg.Connection, seat: int, expires_in: str) -> None:

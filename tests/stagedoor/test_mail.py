@@ -13,7 +13,7 @@ from stagedoor.mail import send_email, send_reminder
 from stagedoor.standins import MailStandIn
 from tests.helpers import Workers
 from tests.stagedoor.conftest import RunJob, make_job
-from tests.stagedoor.data import event_with_seats, paid_order
+from tests.stagedoor.helpers import event_with_seats, paid_order
 from worker.store.enqueue import enqueue
 from worker.store.keys import Keys
 

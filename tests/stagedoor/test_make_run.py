@@ -42,7 +42,7 @@ def alive(pid: int) -> bool:
 @pytest.mark.timeout(120)
 def test_make_run_shows_the_night_and_ctrl_c_stops_everything(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "DATABASE_URL", "QUEUE_PREFIX")}
-    env.update(STAGEDOOR_DATA_DIR=str(tmp_path / "data"), PYTHONPATH=str(ROOT), XDG_RUNTIME_DIR=str(tmp_path))
+    env.update(WORKER_DATA_DIR=str(tmp_path / "data"), PYTHONPATH=str(ROOT), XDG_RUNTIME_DIR=str(tmp_path))
     log_path = tmp_path / "make-run.log"
     with open(log_path, "w") as log:
         proc = subprocess.Popen(

@@ -22,7 +22,7 @@ import opslib
 from stagedoor.outbox import OutboxRelay
 from stagedoor.standins import MailStandIn
 from tests.helpers import Workers
-from tests.stagedoor.data import event_with_seats, paid_order
+from tests.stagedoor.helpers import event_with_seats, paid_order
 from worker.store.enqueue import enqueue
 from worker.store.keys import GROUP, Keys
 from worker.store.scripts import Scripts

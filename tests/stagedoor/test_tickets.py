@@ -13,7 +13,7 @@ from stagedoor.errors import SeatLabelInvalid
 from stagedoor.ticket_pdf import TicketOrder, barcode_value, render_pdf
 from stagedoor.tickets import render_tickets
 from tests.stagedoor.conftest import RunJob, make_job
-from tests.stagedoor.data import event_with_seats, paid_order
+from tests.stagedoor.helpers import event_with_seats, paid_order
 
 ORDER = TicketOrder(4471, "ana@example.com", "Hamlet", datetime(2026, 12, 1, 19, 30, tzinfo=UTC))
 

@@ -1,5 +1,5 @@
 """Job kinds for the tracing tests, in a worker whose spans go to ``TRACE_SPANS_FILE`` (an SDK with the
-in-memory exporter, :mod:`tests.tracing.spans`). Importing this module configures that SDK: the worker
+in-memory exporter, :mod:`tests.tracing.helpers_spans`). Importing this module configures that SDK: the worker
 then finds a tracer provider and traces each attempt."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import os
 
-from tests.tracing import spans
+from tests.tracing import helpers_spans as spans
 from worker import Job, RetryPolicy, job_kind
 
 spans.install(os.environ["TRACE_SPANS_FILE"])

@@ -13,7 +13,7 @@ import redis
 
 import opslib
 from tests.helpers import ROOT, Workers, wait_for
-from tests.tracing import spans
+from tests.tracing import helpers_spans as spans
 from worker.store.keys import Keys
 from worker.store.trace_context import trace_ids
 
@@ -21,9 +21,9 @@ KINDS = "tests.tracing.kinds_traced"
 
 
 def client(workers: Workers, spans_file: Path, *args: str) -> str:
-    """Run the enqueuer's process (:mod:`tests.tracing.client`); what it printed."""
+    """Run the enqueuer's process (:mod:`tests.tracing.helpers_client`); what it printed."""
     done = subprocess.run(
-        [sys.executable, "-m", "tests.tracing.client", str(spans_file), *args],
+        [sys.executable, "-m", "tests.tracing.helpers_client", str(spans_file), *args],
         cwd=ROOT,
         env=workers.env(KINDS),
         capture_output=True,

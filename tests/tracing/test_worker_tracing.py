@@ -14,7 +14,7 @@ import pytest
 import redis
 
 from tests.helpers import ROOT, Workers, wait_for
-from tests.tracing import spans
+from tests.tracing import helpers_spans as spans
 from tests.tracing.test_spans import KINDS, client, one
 from worker import enqueue
 from worker.store.keys import Keys

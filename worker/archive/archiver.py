@@ -403,8 +403,9 @@ async def _run(conn: psycopg.AsyncConnection[Any], statements: Iterable[Statemen
 class ArchiveCollector(Collector):
     """This process's archive counts, and the queue-wide backlog the metrics lock holder reads."""
 
-    def __init__(self, queue: str, archiver: Archiver) -> None:
+    def __init__(self, queue: str, namespace: str, archiver: Archiver) -> None:
         self.queue = queue
+        self.namespace = namespace
         self.archiver = archiver
         self.backlog: ArchiveBacklog | None = None
 
@@ -412,13 +413,13 @@ class ArchiveCollector(Collector):
         return []
 
     def collect(self) -> Iterator[Metric]:
-        q = self.queue
+        q, ns = self.queue, self.namespace
         archived = CounterMetricFamily(
-            "stagedoor_archive_archived", "Dead entries this worker wrote to the archive.", labels=["queue"]
+            f"{ns}_archive_archived", "Dead entries this worker wrote to the archive.", labels=["queue"]
         )
         archived.add_metric([q], self.archiver.archived)
         errors = CounterMetricFamily(
-            "stagedoor_archive_errors",
+            f"{ns}_archive_errors",
             "Archive runs of this worker that failed (PostgreSQL away or refusing); they are retried.",
             labels=["queue"],
         )
@@ -428,13 +429,13 @@ class ArchiveCollector(Collector):
         if backlog is None:
             return
         unarchived = GaugeMetricFamily(
-            "stagedoor_archive_unarchived",
+            f"{ns}_archive_unarchived",
             "Dead entries not yet in the archive, plus replay/discard/outcome records not yet applied to it.",
             labels=["queue"],
         )
         unarchived.add_metric([q], backlog.dead + backlog.log)
         oldest = GaugeMetricFamily(
-            "stagedoor_archive_oldest_unarchived_age_seconds",
+            f"{ns}_archive_oldest_unarchived_age_seconds",
             "Age of the oldest dead entry or record not yet in the archive (0 when none).",
             labels=["queue"],
         )
@@ -442,7 +443,7 @@ class ArchiveCollector(Collector):
         yield from (unarchived, oldest)
         if backlog.dead_added is not None:
             added = CounterMetricFamily(
-                "stagedoor_archive_dead_added",
+                f"{ns}_archive_dead_added",
                 "Entries ever added to jobs:dead: it rises at each dead letter, also at the DEAD_MAXLEN cap, where "
                 "the length stays flat while archived entries are trimmed.",
                 labels=["queue"],

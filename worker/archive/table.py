@@ -37,7 +37,8 @@ if TYPE_CHECKING:
 
 TABLE = "dead_letters"
 
-#: One key for every migration of the queue's tables (pg_advisory_xact_lock); Stagedoor's differs.
+#: One key for every migration of the queue's tables (pg_advisory_xact_lock); an application's own
+#: migrations take a key of their own.
 MIGRATION_LOCK = 5_147_200_302
 
 # The words of the status and replay_outcome columns (worker.store.vocabulary owns them).

@@ -45,7 +45,7 @@ def import_kinds(settings: Settings, registry: Registry = REGISTRY) -> None:
     """Import the modules that declare the kinds; the one-line hint when none is named and ``registry``
     holds none either (an application may have declared its kinds in a registry of its own)."""
     if not settings.kinds and not registry.kinds:
-        raise SettingsError("no job kinds: set WORKER_KINDS (e.g. WORKER_KINDS=stagedoor.kinds) or pass --kinds")
+        raise SettingsError("no job kinds: set WORKER_KINDS (e.g. WORKER_KINDS=myapp.kinds) or pass --kinds")
     import_kind_modules(settings.kinds)
 
 
@@ -55,7 +55,7 @@ async def serve(
     """Run one worker of ``registry``'s kinds, with its lifespans, on the given servers until SIGTERM or
     SIGINT (or, with ``burst``, until the queue is drained): the whole worker, without argparse."""
     client = await connect_async(settings, redis_url, socket_keepalive=True, health_check_interval=30)
-    app = WorkerApp(settings, client, redis_url, database_url, registry, burst=burst)
+    app = WorkerApp(settings, client, redis_url, database_url, burst=burst)
     try:
         await record_count(client, settings)
         async with contextlib.AsyncExitStack() as stack:
@@ -73,10 +73,10 @@ async def serve(
             if settings.metrics_port:
                 from worker.observability.metrics import worker_metrics
 
-                observers = await stack.enter_async_context(worker_metrics(app, archiver))
+                observers = await stack.enter_async_context(worker_metrics(app, registry, archiver))
             for lifespan in registry.lifespans:
                 await stack.enter_async_context(lifespan(app))
-            scheduler = scheduler_chore(app, observers)
+            scheduler = scheduler_chore(app, registry, observers)
             if scheduler is not None:
                 app.add_chore(scheduler)
             worker = Worker(

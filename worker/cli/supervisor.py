@@ -15,8 +15,8 @@ ones it started, when no URL is set). Like a prefork server, it:
   kills what is left;
 * serves one ``/metrics`` on ``METRICS_HOST:METRICS_PORT`` that merges every
   child's series (each child serves on a loopback port of its own) with a
-  ``process`` label, plus ``stagedoor_worker_processes`` and
-  ``stagedoor_worker_restarts_total``.
+  ``process`` label, plus ``<METRICS_NAMESPACE>_worker_processes`` and
+  ``<METRICS_NAMESPACE>_worker_restarts_total``.
 
 The scheduler's tick lock already makes one enqueue per tick whatever the
 number of consumers, so every child runs the scheduler. Under ``--burst``
@@ -222,11 +222,12 @@ class ChildrenCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         children = self.supervisor.children
+        ns = self.supervisor.settings.metrics_namespace
         alive = sum(1 for c in children if c.proc is not None and c.proc.poll() is None)
-        processes = GaugeMetricFamily("stagedoor_worker_processes", "Worker processes running under the supervisor.")
+        processes = GaugeMetricFamily(f"{ns}_worker_processes", "Worker processes running under the supervisor.")
         processes.add_metric([], alive)
         yield processes
-        restarts = CounterMetricFamily("stagedoor_worker_restarts", "Worker processes the supervisor restarted.")
+        restarts = CounterMetricFamily(f"{ns}_worker_restarts", "Worker processes the supervisor restarted.")
         restarts.add_metric([], self.supervisor.restarts)
         yield restarts
         scraped = {}

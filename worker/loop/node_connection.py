@@ -1,7 +1,7 @@
 """One raw connection to the server that owns a key, for the read loop's packed commands.
 
 The read loop writes XACK and XREADGROUP to one connection in one round trip
-(:meth:`worker.loop.runner.Worker._read`), below redis-py's command layer. On a
+(:meth:`worker.loop.partition_reader.PartitionReader.read`), below redis-py's command layer. On a
 single server that connection comes from the client's pool. On a cluster it
 comes from the node serving the key's slot; when that node fails, or
 answers ``MOVED`` / ``ASK`` after a failover or a reshard, the connection

@@ -7,8 +7,8 @@ partition's :class:`~worker.loop.outcomes.Outcomes` (its scripts and keys, the
 acknowledgements gathered for it) and a connection to the node that owns its
 stream, on which the loop writes the gathered XACK and the next XREADGROUP in
 one round trip. With one partition the worker has one reader and its loop is
-exactly the single-stream loop; with more, :mod:`worker.loop.rotation` turns over
-them.
+one read loop (:mod:`worker.loop.rotation`) serves one partition or turns over
+several.
 """
 
 from __future__ import annotations
@@ -21,10 +21,9 @@ import redis.exceptions
 from worker.loop.node_connection import REDIRECTIONS, NodeConnection
 from worker.loop.outcomes import Outcomes
 from worker.loop.resp import pairs, resp_command
+from worker.loop.slots import Entries
 from worker.store.keys import GROUP
 from worker.store.reconnect import CONNECTION_ERRORS
-
-Entries = list[tuple[str, dict[bytes, bytes]]]
 
 #: What a read may raise that the loop rides out: a lost connection, a moved slot, a lost group.
 READ_ERRORS: tuple[type[BaseException], ...] = (*CONNECTION_ERRORS, *REDIRECTIONS, redis.exceptions.ResponseError)
@@ -39,16 +38,22 @@ class PartitionReader:
         self.scripts = outcomes.scripts
         self.keys = outcomes.keys
         self.index = self.keys.partition
+        self.stream = self.keys.jobs
         self.node = NodeConnection(redis_client, self.keys.jobs)
         self.consumer = consumer
         self.block_ms = block_ms
         self.waiting: asyncio.Task[Entries] | None = None
-        """With several partitions: the one-entry blocking read this partition waits in since a read
-        found it empty (it holds one of the worker's slots)."""
+        """The one-entry blocking read this partition waits in since a read found it empty (with several
+        partitions), or its rest after a failed read; it holds one of the worker's slots meanwhile."""
         self.failures = 0
         """Reads of this partition failed in a row (its node away); it rests with backoff meanwhile."""
         self._xack_head = ("XACK", self.keys.jobs, GROUP)
         self._commands: dict[tuple[int, bool], bytes] = {}
+
+    @property
+    def where(self) -> str:
+        """``host:port`` of the node serving this partition on a cluster, "" on a single server."""
+        return self.node.where
 
     async def read(self, count: int, block: bool = True) -> Entries:
         """Acknowledge this partition's finished entries and read up to ``count`` new ones, in one round

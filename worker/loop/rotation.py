@@ -1,110 +1,147 @@
-"""Consuming several partitions fairly: the turn over the partitions, and the reads that wait.
+"""The read loop: the turn over a worker's partitions, and the reads that wait.
 
-With ``QUEUE_PARTITIONS`` > 1 the worker's loop (:mod:`worker.loop.runner`) hands
-its reading to a :class:`Rotation`: the partitions that had entries are read
-in turn, and an empty one waits in a blocking read of its own. With one
-partition the loop reads as it always did, without this.
+One loop serves one partition or several (``QUEUE_PARTITIONS``); one
+partition is its N=1 case. It reads like a checklist: stopping? which
+partition's turn? how many free slots? read at most that many entries (the
+partition's pending acknowledgements ride in the same round trip) and start
+each in a slot (:class:`worker.loop.slots.Slots`).
+
+With one partition each read blocks, for all the free slots, up to the block
+time: one round trip per batch, as fast as the queue allows. With several,
+the partitions that had entries are read in turn without blocking, each for
+all the free slots, so a busy partition gets its turn and then the next one
+does and none starves another; a partition a read found empty leaves the
+turn and waits in a blocking read of one entry of its own (on its own
+connection, its node's on a cluster), holding one slot so that what it
+returns has a slot to run in; it rejoins the turn when that read returns.
+
+A partition whose read fails (its server or node away) rests out of the turn
+with backoff, holding a slot, while any others are served; its first loss
+and its return are logged once each. A lost consumer group is created again.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+import random
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 import redis.exceptions
 
 from worker.loop.chores import sleep_or_stop
 from worker.loop.node_connection import REDIRECTIONS, describe
-from worker.loop.partition_reader import READ_ERRORS, PartitionReader
+from worker.loop.partition_reader import READ_ERRORS
+from worker.loop.slots import Partition, Slots
 from worker.store.reconnect import backoff_s
-
-if TYPE_CHECKING:
-    from worker.loop.runner import Worker
 
 log = logging.getLogger("worker")
 
 
 class Rotation:
-    """The turn over a worker's partitions (see :meth:`consume`)."""
+    """The read loop over ``parts`` (see the module docstring), starting entries in ``slots`` until ``stopping``.
 
-    def __init__(self, worker: Worker) -> None:
-        self.worker = worker
+    ``recreate_group()`` creates a consumer group that went away; with
+    ``drained`` (burst mode), the loop ends once a read found nothing and
+    ``drained()`` says the queue holds no more work.
+    """
+
+    def __init__(
+        self,
+        slots: Slots,
+        parts: Sequence[Partition],
+        stopping: asyncio.Event,
+        *,
+        recreate_group: Callable[[], Awaitable[None]],
+        drained: Callable[[], Awaitable[bool]] | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.slots = slots
+        self.parts = parts
+        self.stopping = stopping
+        self.recreate_group = recreate_group
+        self.drained = drained
+        self.rng = rng or random.Random()
+        self.block = len(parts) == 1
+        """One partition: each read blocks for all the free slots (no read of its own waits beside the loop)."""
         self._turn = 0
 
     async def consume(self) -> None:
-        """Consume every partition fairly.
+        """Read and start entries until stopped (or, with ``drained``, until the queue is drained).
 
-        The partitions that had entries are read in turn, without blocking,
-        each for all the free slots: a busy partition gets its turn and then
-        the next one does, so none starves another. A partition a read found
-        empty leaves the turn and waits in a blocking read of one entry (which
-        holds one slot, so that the entry it returns has a slot to run in); it
-        rejoins the turn when that read returns an entry, or, when the block
-        time passes, to be read once more. Only the transition costs a round
-        trip that returns nothing: an idle partition waits in its own read,
-        on its own connection (its node's, on a cluster), while the others
-        are served. A partition whose node is away rests out of the turn
-        with backoff (:meth:`_partition_failed`) while the others go on.
+        Each turn holds the read lock while it starts what the waiting reads
+        returned and reads the next partition, so that nothing starts while
+        :meth:`Slots.run_alone` runs a suspect.
         """
-        while not self.worker.stopping.is_set():
-            self.worker._slot_freed.clear()
-            quiet = await self._collect_waits()
-            if quiet and self.worker.burst and not self.worker.inflight and await self.worker._drained():
+        slots = self.slots
+        quiet = False
+        while not self.stopping.is_set():
+            slots.freed.clear()
+            if quiet and await self._drained():
                 log.info("Burst mode: the queue is drained; exiting.")
                 break
-            part = self._next_turn()
-            free = self.worker.settings.concurrency - len(self.worker.inflight) - self._waiting()
-            if part is None or free <= 0:
-                await self.worker._slot_freed.wait()  # a slot freed, or a waiting read returned
-                await asyncio.sleep(0)
-                await asyncio.sleep(0)
-                continue
-            try:
-                async with self.worker._reading:
-                    if self.worker.stopping.is_set():
-                        break
-                    entries = await part.read(free, block=False)
-                    for entry_id, raw in entries:
-                        self.worker._start(part, entry_id, raw)
-            except READ_ERRORS as exc:
-                await self._partition_failed(part, exc)
-                continue
-            if part.failures:
-                self.worker._reconnected(part)
-                part.failures = 0
-            if not entries:
-                self._wait_in(part)
+            async with slots.reading:
+                if self.stopping.is_set():
+                    break
+                quiet = await self._collect_waits()
+                free = slots.free
+                part = self._next_turn() if free > 0 else None  # a turn is taken only when it can read
+                if part is not None:
+                    quiet = await self._read(part, free) or quiet
+            if part is None:
+                await slots.wait_freed()  # a slot freed, or a waiting read returned
         await self._end_waits()
 
-    def _next_turn(self) -> PartitionReader | None:
-        """The next partition in turn that is not waiting in a blocking read (None: all are)."""
-        count = len(self.worker.parts)
+    async def _read(self, part: Partition, free: int) -> bool:
+        """Read up to ``free`` entries of ``part`` and start them; True when a blocking read found nothing
+        (its block time passed). A partition found empty in the turn waits in a read of its own."""
+        try:
+            entries = await part.read(free, block=self.block)
+        except READ_ERRORS as exc:
+            await self._partition_failed(part, exc)
+            return False
+        for entry_id, raw in entries:
+            self.slots.start(part, entry_id, raw)
+        if part.failures:
+            log.info("Reconnected to Redis%s.", f" (node {part.where})" if part.where else "")
+            part.failures = 0
+        if entries:
+            return False
+        if self.block:
+            return True
+        self._wait_in(part)
+        return False
+
+    async def _drained(self) -> bool:
+        """Burst mode's exit test, asked only when nothing runs."""
+        return self.drained is not None and not self.slots.inflight and await self.drained()
+
+    def _next_turn(self) -> Partition | None:
+        """The next partition in turn that is not waiting in a blocking read or resting (None: all are)."""
+        count = len(self.parts)
         for step in range(count):
-            part = self.worker.parts[(self._turn + step) % count]
+            part = self.parts[(self._turn + step) % count]
             if part.waiting is None:
                 self._turn = (self._turn + step + 1) % count
                 return part
         return None
 
-    def _waiting(self) -> int:
-        """The slots held by waiting reads."""
-        return sum(part.waiting is not None for part in self.worker.parts)
-
-    def _wait_in(self, part: PartitionReader) -> None:
-        """Start ``part``'s one-entry blocking read; the loop wakes when it returns."""
+    def _wait_in(self, part: Partition) -> None:
+        """Start ``part``'s one-entry blocking read, holding a slot; the loop wakes when it returns."""
         part.waiting = asyncio.create_task(part.read(1))
-        part.waiting.add_done_callback(lambda _task: self.worker._slot_freed.set())
+        self.slots.hold(part.waiting)
 
     async def _collect_waits(self) -> bool:
         """Start the entries of the waiting reads that returned; their partitions rejoin the turn.
         True when one returned nothing (its block time passed)."""
         quiet = False
-        for part in self.worker.parts:
+        for part in self.parts:
             task = part.waiting
             if task is None or not task.done():
                 continue
             part.waiting = None
+            self.slots.release(task)
             if task.cancelled():
                 continue
             failed = task.exception()
@@ -114,39 +151,46 @@ class Rotation:
             entries = task.result()
             quiet = quiet or not entries
             for entry_id, raw in entries:
-                self.worker._start(part, entry_id, raw)
+                self.slots.start(part, entry_id, raw)
         return quiet
 
-    async def _partition_failed(self, part: PartitionReader, exc: BaseException) -> None:
-        """A read of ``part`` failed: recreate a lost group, or let the partition rest out of the turn
-        with backoff (its first loss logged) while the others are served. Another error is raised."""
+    async def _partition_failed(self, part: Partition, exc: BaseException) -> None:
+        """A read of ``part`` failed: create a lost group again, or let the partition rest out of the turn
+        with backoff (its first loss logged) while any others are served. Another error is raised."""
         if not isinstance(exc, READ_ERRORS):
             raise exc
         if isinstance(exc, redis.exceptions.ResponseError) and not isinstance(exc, REDIRECTIONS):
-            await self.worker._read_failed(exc, 0)
+            if "NOGROUP" not in str(exc):
+                raise exc
+            log.warning("The consumer group is gone (Redis lost its data?); creating it again.")
+            await self.recreate_group()
             return
         part.failures += 1
         if part.failures == 1:
             log.warning(
-                "Lost the connection to Redis for %s (%s); reconnecting with backoff.", part.keys.jobs, describe(exc)
+                "Lost the connection to Redis for %s (%s); reconnecting with backoff.", part.stream, describe(exc)
             )
-        rest_s = backoff_s(part.failures, rng=self.worker._rng)
+        rest_s = backoff_s(part.failures, rng=self.rng)
 
         async def rest() -> list[Any]:
-            await sleep_or_stop(rest_s, self.worker.stopping)
+            await sleep_or_stop(rest_s, self.stopping)
             return []
 
         part.waiting = asyncio.create_task(rest())
-        part.waiting.add_done_callback(lambda _task: self.worker._slot_freed.set())
+        self.slots.hold(part.waiting)
 
     async def _end_waits(self) -> None:
         """On the way out: let the waiting reads return (within the block time) and run what they got."""
-        waits = [part.waiting for part in self.worker.parts if part.waiting is not None]
-        if waits:
-            await asyncio.wait(waits)
-            for part in self.worker.parts:  # what they got runs; a failed read left its entries pending
-                task = part.waiting
-                part.waiting = None
-                if task is not None and not task.cancelled() and task.exception() is None:
-                    for entry_id, raw in task.result():
-                        self.worker._start(part, entry_id, raw)
+        waits = [part.waiting for part in self.parts if part.waiting is not None]
+        if not waits:
+            return
+        await asyncio.wait(waits)
+        for part in self.parts:  # what they got runs; a failed read left its entries pending
+            task = part.waiting
+            part.waiting = None
+            if task is None:
+                continue
+            self.slots.release(task)
+            if not task.cancelled() and task.exception() is None:
+                for entry_id, raw in task.result():
+                    self.slots.start(part, entry_id, raw)

@@ -1,9 +1,8 @@
-"""The consumer loop: read, hand each entry to a slot, acknowledge, drain on stop.
+"""The worker: its partitions, slots, read loop and chores put together; running one entry; drain on stop.
 
-The loop reads like a checklist: stopping? how many free slots? read at most
-that many entries (the pending acknowledgements ride in the same round trip),
-hand each entry to a slot. Everything else is a timed chore beside it
-(:mod:`worker.loop.upkeep`).
+The read loop (:mod:`worker.loop.rotation`, one partition or several) starts
+entries in the worker's :class:`~worker.loop.slots.Slots`; everything else is
+a timed chore beside it (:mod:`worker.loop.upkeep`).
 
 A slot runs :meth:`Worker.run_entry`, which never raises: it returns after
 the handler succeeded (the entry is acknowledged in the next batch), or
@@ -12,11 +11,6 @@ the handler succeeded (the entry is acknowledged in the next batch), or
 XACK). An entry delivered before (reclaimed from a dead process) runs alone
 and is acknowledged at once, so an innocent neighbour of a crasher never
 drifts toward the poison limit.
-
-With several partitions (``QUEUE_PARTITIONS`` > 1) the loop turns over them
-(:meth:`Worker._consume_partitions`): entries are keyed by (partition, id),
-since ids of different partitions may be equal, and each partition's
-acknowledgements ride with its own reads.
 """
 
 from __future__ import annotations
@@ -29,7 +23,6 @@ import random
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 import redis.asyncio as aioredis
 import redis.exceptions
@@ -37,12 +30,12 @@ import redis.exceptions
 from worker.app import Chore
 from worker.errors import JobTimeout
 from worker.kinds import Job, KindSpec, Registry
-from worker.loop.chores import CONNECTION_ERRORS, run_chore, sleep_or_stop
-from worker.loop.node_connection import REDIRECTIONS, describe
+from worker.loop.chores import CONNECTION_ERRORS, run_chore
 from worker.loop.observe import Observer, Tally
 from worker.loop.outcomes import Outcomes
-from worker.loop.partition_reader import READ_ERRORS, PartitionReader
+from worker.loop.partition_reader import PartitionReader
 from worker.loop.rotation import Rotation
+from worker.loop.slots import Raw, Slots
 from worker.loop.tracing import Tracing
 from worker.loop.upkeep import HEARTBEAT_TTL_S as HEARTBEAT_TTL_S
 from worker.loop.upkeep import Upkeep
@@ -50,19 +43,17 @@ from worker.settings import Settings
 from worker.store import wire
 from worker.store.keys import GROUP, Keys
 from worker.store.partitions import partition_keys
-from worker.store.reconnect import backoff_s, with_backoff
+from worker.store.reconnect import with_backoff
 from worker.store.scripts import Scripts
 
 log = logging.getLogger("worker")
 
-#: What a read can raise that the loop survives (:meth:`Worker._read_failed`).
-
 
 class Worker:
-    """One consumer in group ``workers``: the read loop and its slots.
+    """One consumer in group ``workers``: its slots, its read loop (:attr:`rotation`) and chores (:attr:`upkeep`).
 
     What became of each entry is its partition's :class:`Outcomes`' business
-    (:attr:`parts`), the timed chores :attr:`upkeep`'s.
+    (:attr:`parts`).
     """
 
     def __init__(
@@ -87,22 +78,19 @@ class Worker:
         self.extra_chores = list(chores)
         self.more_work = list(more_work)
         self.stopping = asyncio.Event()
-        self.inflight: dict[tuple[int, str], asyncio.Task[None]] = {}
-        self.started_at: dict[tuple[int, str], float] = {}
-        self._slot_freed = asyncio.Event()
-        self._reading = asyncio.Lock()
+        # With an OpenTelemetry SDK, each entry runs inside its attempt's span (worker.loop.tracing); else as is.
+        self._tracing = Tracing.detect(self.keys.jobs)
+        run = self.run_entry if self._tracing is None else functools.partial(self._tracing.run_entry, self.run_entry)
+        self.slots = Slots(settings.concurrency, run)
         self._threads = ThreadPoolExecutor(settings.concurrency, thread_name_prefix="job")
         self._rng = random.Random()
-        self._tracing = Tracing.detect(self.keys.jobs)
-        self.upkeep = Upkeep(self)
-        self.rotation = Rotation(self)
         block_ms = min(settings.block_ms, 50) if burst else settings.block_ms
         observers = list(observers)
         observing = [self.tally, *observers]
         # Bound once, for every job: the wait observers (the tally counts outcomes only) and the field limit.
         self._job_started = [observer.job_started for observer in observers]
         self._max_field_bytes = settings.max_field_bytes
-        self.parts = []
+        self.parts: list[PartitionReader] = []
         for keys in partition_keys(settings):
             scripts = Scripts(redis_client, keys, wait_replicas=settings.wait_replicas)
             outcomes = Outcomes(
@@ -110,10 +98,22 @@ class Worker:
                 scripts,
                 settings,
                 observing,
-                promote_soon=functools.partial(self.upkeep.promote_soon, scripts),
+                promote_soon=functools.partial(self._promote_soon, scripts),
                 rng=self._rng,
             )
             self.parts.append(PartitionReader(redis_client, outcomes, self.name, block_ms))
+        self.upkeep = Upkeep(redis_client, settings, self.slots, self.parts, self.stopping, self.tally)
+        self.rotation = Rotation(
+            self.slots,
+            self.parts,
+            self.stopping,
+            recreate_group=self.ensure_group,
+            drained=self._drained if burst else None,
+            rng=self._rng,
+        )
+
+    def _promote_soon(self, scripts: Scripts, delay_s: float) -> None:
+        self.upkeep.promote_soon(scripts, delay_s)
 
     # ------------------------------------------------------------------ loop
 
@@ -135,7 +135,7 @@ class Worker:
             )
         chores = [asyncio.create_task(run_chore(c, self.stopping)) for c in self.chores()]
         try:
-            await self._consume()
+            await self.rotation.consume()
         finally:
             self.stopping.set()
             await self._drain()
@@ -151,7 +151,7 @@ class Worker:
         if not self.stopping.is_set():
             log.info("Worker %s is stopping: no new reads, running jobs may finish.", self.name)
         self.stopping.set()
-        self._slot_freed.set()
+        self.slots.freed.set()
 
     def chores(self) -> list[Chore]:
         """The worker's own timed chores (:mod:`worker.loop.upkeep`), then the caller's (scheduler, relay, metrics)."""
@@ -166,66 +166,6 @@ class Worker:
                 if "BUSYGROUP" not in str(exc):
                     raise
 
-    async def _consume(self) -> None:
-        if len(self.parts) > 1:
-            await self.rotation.consume()
-            return
-        part = self.parts[0]
-        failures = 0
-        while not self.stopping.is_set():
-            free = self.settings.concurrency - len(self.inflight)
-            if free <= 0:
-                self._slot_freed.clear()
-                await self._slot_freed.wait()
-                # Let the other jobs that are ready finish too, so the next read fills
-                # many slots in one round trip instead of one slot per round trip.
-                await asyncio.sleep(0)
-                await asyncio.sleep(0)
-                continue
-            try:
-                async with self._reading:
-                    if self.stopping.is_set():
-                        break
-                    entries = await part.read(free)
-                    for entry_id, raw in entries:
-                        self._start(part, entry_id, raw)
-            except READ_ERRORS as exc:
-                failures = await self._read_failed(exc, failures)
-                continue
-            if failures:
-                self._reconnected(part)
-                failures = 0
-            if not entries and self.burst and await self._drained():
-                log.info("Burst mode: the queue is drained; exiting.")
-                return
-
-    async def _read_failed(self, exc: BaseException, failures: int) -> int:
-        """A read failed: back off on a lost connection (logged once), recreate a lost group; the
-        failures so far. Another error is raised."""
-        if isinstance(exc, redis.exceptions.ResponseError) and not isinstance(exc, REDIRECTIONS):
-            if "NOGROUP" not in str(exc):
-                raise exc
-            log.warning("The consumer group is gone (Redis lost its data?); creating it again.")
-            await self.ensure_group()
-            return failures
-        failures += 1
-        if failures == 1:
-            log.warning("Lost the connection to Redis (%s); reconnecting with backoff.", describe(exc))
-        await sleep_or_stop(backoff_s(failures, rng=self._rng), self.stopping)
-        return failures
-
-    def _reconnected(self, part: PartitionReader) -> None:
-        log.info("Reconnected to Redis%s.", f" (node {part.node.where})" if part.node.where else "")
-
-    def _start(self, part: PartitionReader, entry_id: str, raw: dict[bytes, bytes], alone: bool = False) -> None:
-        slot = (part.index, entry_id)
-        if self._tracing is None:
-            run = self.run_entry(part, entry_id, raw, alone=alone)
-        else:
-            run = self._tracing.run_entry(self.run_entry, part, entry_id, raw, alone)
-        self.inflight[slot] = asyncio.create_task(run)
-        self.started_at[slot] = time.monotonic()
-
     async def _drained(self) -> bool:
         """Burst mode's exit test: nothing in flight, pending, undelivered or delayed,
         and no ``more_work`` check (a lifespan's, e.g. unpublished outbox rows) says otherwise.
@@ -234,7 +174,7 @@ class Worker:
         ``delayed`` before they turn false, and the undelivered test catches an
         entry a chore (relay, promote) added since the last read.
         """
-        if self.inflight:
+        if self.slots.inflight:
             return False
         for check in self.more_work:
             if await check():
@@ -258,13 +198,10 @@ class Worker:
 
     async def _drain(self) -> None:
         """On stop: let running jobs finish within the grace period, then flush acks."""
-        if self.inflight:
-            log.info(
-                "Waiting up to %.0f s for %d running jobs.",
-                self.settings.shutdown_grace_s,
-                len(self.inflight),
-            )
-            _done, left = await asyncio.wait(list(self.inflight.values()), timeout=self.settings.shutdown_grace_s)
+        inflight = self.slots.inflight
+        if inflight:
+            log.info("Waiting up to %.0f s for %d running jobs.", self.settings.shutdown_grace_s, len(inflight))
+            _done, left = await asyncio.wait(list(inflight.values()), timeout=self.settings.shutdown_grace_s)
             if left:
                 log.warning(
                     "%d jobs did not finish within SHUTDOWN_GRACE_S; they stay pending for reclaim.",
@@ -289,10 +226,8 @@ class Worker:
 
     # ---------------------------------------------------------------- slots
 
-    async def run_entry(
-        self, part: PartitionReader, entry_id: str, raw: dict[bytes, bytes], *, alone: bool = False
-    ) -> None:
-        """Run one entry of ``part`` through its handler and record the outcome. Never raises."""
+    async def run_entry(self, part: PartitionReader, entry_id: str, raw: Raw, alone: bool = False) -> None:
+        """Run one entry of ``part`` through its handler, record the outcome and free its slot. Never raises."""
         outcomes = part.outcomes
         try:
             parsed = wire.parse_entry(entry_id, raw, self.registry, self._max_field_bytes)
@@ -322,10 +257,7 @@ class Worker:
             # Only Redis being away can get here; the entry stays pending and is reclaimed.
             log.exception("Could not record the outcome of entry %s; it stays pending.", entry_id)
         finally:
-            slot = (part.index, entry_id)
-            self.inflight.pop(slot, None)
-            self.started_at.pop(slot, None)
-            self._slot_freed.set()
+            self.slots.free_slot(part.index, entry_id)
 
     async def _call(self, spec: KindSpec, job: Job) -> None:
         if spec.is_async:
@@ -343,24 +275,3 @@ class Worker:
             await asyncio.wait_for(call, spec.timeout_s)
         except TimeoutError:
             raise JobTimeout(f"{spec.name} ran longer than its timeout of {spec.timeout_s} s") from None
-
-    async def run_alone(
-        self, part: PartitionReader, entry_id: str, idle_ms: int, previous: str, deliveries: int
-    ) -> None:
-        """Claim one idle entry of ``part`` and run it with nothing else in flight in this worker
-        (no job running, no read waiting that could return one)."""
-        async with self._reading:
-            while self.inflight or any(p.waiting is not None and not p.waiting.done() for p in self.parts):
-                self._slot_freed.clear()
-                await self._slot_freed.wait()
-            claimed: list[Any] = await self.redis.xclaim(part.keys.jobs, GROUP, self.name, idle_ms, [entry_id])
-            if not claimed or claimed[0] is None or claimed[0][1] is None:
-                return
-            log.warning(
-                "Reclaimed entry %s from %s (delivery %d); running it alone.",
-                entry_id,
-                previous,
-                deliveries + 1,
-            )
-            self._start(part, entry_id, claimed[0][1], alone=True)
-            await asyncio.shield(self.inflight[(part.index, entry_id)])

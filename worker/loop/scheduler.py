@@ -39,6 +39,7 @@ from worker.store.trace_context import sending
 
 if TYPE_CHECKING:
     from worker.app import WorkerApp
+    from worker.kinds import Registry
 
 log = logging.getLogger("worker.loop.scheduler")
 
@@ -147,14 +148,15 @@ def describe(s: Schedule, default_tz: str) -> str:
     return f"{name} {when} (catch-up: {catch_up})"
 
 
-def scheduler_chore(app: WorkerApp, observers: Iterable[TickObserver] = ()) -> Chore | None:
-    """The scheduler as a chore of this worker, or None: no schedules, ``--burst``, or ``SCHEDULER=off``."""
-    schedules = list(app.registry.schedules.values())
+def scheduler_chore(app: WorkerApp, registry: Registry, observers: Iterable[TickObserver] = ()) -> Chore | None:
+    """The scheduler of ``registry``'s schedules as a chore of this worker, or None: no schedules, ``--burst``,
+    or ``SCHEDULER=off``."""
+    schedules = list(registry.schedules.values())
     if not schedules or app.burst or not app.settings.scheduler:
         return None
     for s in schedules:
-        if s.kind not in app.registry.kinds:
-            known = ", ".join(sorted(app.registry.kinds)) or "none"
+        if s.kind not in registry.kinds:
+            known = ", ".join(sorted(registry.kinds)) or "none"
             raise UnknownKind(
                 f"schedule {s.name!r} enqueues kind {s.kind!r}, which no imported module declares "
                 f"(known: {known}); import the kind's module via WORKER_KINDS"

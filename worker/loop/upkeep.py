@@ -10,8 +10,10 @@
 | forget-consumers | 60 s | removes consumers of dead workers once they own nothing |
 | summary | 60 s | one log line: jobs processed per kind and outcome |
 
-Each chore that acts on ``jobs`` or ``delayed`` does so in every partition
-(:attr:`worker.loop.runner.Worker.parts`); the heartbeat is the worker's, queue-wide.
+Each chore that acts on ``jobs`` or ``delayed`` does so in every partition;
+the heartbeat is the worker's, queue-wide. The chores see the loop only through
+its :class:`~worker.loop.slots.Slots` (what runs, since when; running an entry
+alone), the partitions and the stop event.
 """
 
 from __future__ import annotations
@@ -21,17 +23,21 @@ import contextlib
 import json
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import Any
+
+import redis.asyncio as aioredis
 
 from worker.app import Chore
 from worker.loop.chores import CONNECTION_ERRORS, sleep_or_stop
+from worker.loop.observe import Tally
+from worker.loop.partition_reader import PartitionReader
+from worker.loop.slots import Raw, Slots
+from worker.settings import Settings
 from worker.store.consumers import forget_dead_consumers
 from worker.store.failures import now_iso
-from worker.store.keys import GROUP
+from worker.store.keys import GROUP, Keys
 from worker.store.scripts import Scripts
-
-if TYPE_CHECKING:
-    from worker.loop.runner import Worker
 
 log = logging.getLogger("worker")
 
@@ -41,14 +47,26 @@ SUMMARY_INTERVAL_S = 60.0
 
 
 class Upkeep:
-    """The chores of one worker. They read the loop's state (``inflight``,
-    ``started_at``, ``stopping``) and hand reclaimed entries back to it."""
+    """The chores of one worker over its partitions ``parts``: they read what runs in ``slots`` and run
+    reclaimed entries alone there; ``tally`` feeds the summary line."""
 
-    def __init__(self, worker: Worker) -> None:
-        self.worker = worker
-        self.redis = worker.redis
-        self.settings = worker.settings
-        self.keys = worker.keys
+    def __init__(
+        self,
+        redis_client: aioredis.Redis,
+        settings: Settings,
+        slots: Slots,
+        parts: Sequence[PartitionReader],
+        stopping: asyncio.Event,
+        tally: Tally,
+    ) -> None:
+        self.redis = redis_client
+        self.settings = settings
+        self.name = settings.worker_name
+        self.keys = Keys(settings.prefix)
+        self.slots = slots
+        self.parts = parts
+        self.stopping = stopping
+        self.tally = tally
         self._side_tasks: set[asyncio.Task[None]] = set()
 
     def chores(self) -> list[Chore]:
@@ -67,7 +85,7 @@ class Upkeep:
     async def promote_due(self) -> float:
         """Move due delayed jobs onto ``jobs`` in every partition; sleep until the next one is due (at most 1 s)."""
         wake_s = 1.0
-        for part in self.worker.parts:
+        for part in self.parts:
             wake_s = min(wake_s, await self.promote(part.scripts))
         return wake_s
 
@@ -85,7 +103,7 @@ class Upkeep:
         next wake."""
 
         async def later() -> None:
-            if not await sleep_or_stop(delay_s, self.worker.stopping):
+            if not await sleep_or_stop(delay_s, self.stopping):
                 with contextlib.suppress(*CONNECTION_ERRORS):
                     await self.promote(scripts)
 
@@ -96,12 +114,12 @@ class Upkeep:
     async def reclaim(self) -> None:
         """Dead-letter poison entries; claim other idle pending entries and run each alone (every partition)."""
         idle_ms = self.settings.reclaim_idle_ms
-        for part in self.worker.parts:
+        for part in self.parts:
             pending: list[dict[str, Any]] = await self.redis.xpending_range(
                 part.keys.jobs, GROUP, min="-", max="+", count=100, idle=idle_ms
             )
             for item in pending:
-                if self.worker.stopping.is_set():
+                if self.stopping.is_set():
                     return
                 entry_id = item["message_id"].decode()
                 deliveries = int(item["times_delivered"])
@@ -109,37 +127,54 @@ class Upkeep:
                 if deliveries >= self.settings.max_deliveries:
                     await part.outcomes.poison(entry_id, deliveries, consumer, idle_ms)
                     continue
-                await self.worker.run_alone(part, entry_id, idle_ms, consumer, deliveries)
+                await self.run_alone(part, entry_id, idle_ms, consumer, deliveries)
+
+    async def run_alone(
+        self, part: PartitionReader, entry_id: str, idle_ms: int, previous: str, deliveries: int
+    ) -> None:
+        """Claim one idle entry of ``part`` from ``previous`` and run it alone (:meth:`Slots.run_alone`)."""
+
+        async def claim() -> Raw | None:
+            claimed: list[Any] = await self.redis.xclaim(part.keys.jobs, GROUP, self.name, idle_ms, [entry_id])
+            if not claimed or claimed[0] is None or claimed[0][1] is None:
+                return None
+            log.warning(
+                "Reclaimed entry %s from %s (delivery %d); running it alone.", entry_id, previous, deliveries + 1
+            )
+            raw: Raw = claimed[0][1]
+            return raw
+
+        await self.slots.run_alone(part, entry_id, claim)
 
     async def refresh_claims(self) -> None:
         """Reset the idle time of entries running longer than a third of RECLAIM_IDLE_MS."""
         horizon = time.monotonic() - self.settings.reclaim_idle_ms / 3000
         old: dict[int, list[str]] = {}
-        for (partition, entry_id), started in list(self.worker.started_at.items()):
+        for (partition, entry_id), started in list(self.slots.started_at.items()):
             if started < horizon:
                 old.setdefault(partition, []).append(entry_id)
-        for part in self.worker.parts:
+        for part in self.parts:
             if part.index in old:
-                await part.scripts.refresh_claims(self.worker.name, old[part.index])
+                await part.scripts.refresh_claims(self.name, old[part.index])
 
     async def heartbeat(self) -> None:
         """Say this worker is alive (for health checks and consumer clean-up)."""
-        info = json.dumps({"at": now_iso(), "inflight": len(self.worker.inflight), "slots": self.settings.concurrency})
-        await self.redis.set(self.keys.heartbeat(self.worker.name), info, ex=HEARTBEAT_TTL_S)
+        info = json.dumps({"at": now_iso(), "inflight": len(self.slots.inflight), "slots": self.settings.concurrency})
+        await self.redis.set(self.keys.heartbeat(self.name), info, ex=HEARTBEAT_TTL_S)
 
     async def stop_heartbeat(self) -> None:
         """Remove this worker's heartbeat on the way out (best effort: it expires anyway)."""
         with contextlib.suppress(*CONNECTION_ERRORS):
-            await self.redis.delete(self.keys.heartbeat(self.worker.name))
+            await self.redis.delete(self.keys.heartbeat(self.name))
 
     async def trim(self) -> None:
         """Keep each ``jobs`` bounded: drop acknowledged entries, never undelivered or pending ones."""
-        for part in self.worker.parts:
+        for part in self.parts:
             await part.scripts.trim()
 
     async def forget_consumers(self) -> None:
         """Remove consumers of dead workers once they own nothing (from each partition's group)."""
-        for part in self.worker.parts:
+        for part in self.parts:
             removed = await forget_dead_consumers(
                 self.redis,
                 part.scripts,
@@ -155,7 +190,7 @@ class Upkeep:
 
     def log_summary(self) -> None:
         """One line: how many jobs this worker processed since the last one, per kind and outcome."""
-        counts, elapsed = self.worker.tally.take()
+        counts, elapsed = self.tally.take()
         if not counts:
             return
         total = sum(counts.values())

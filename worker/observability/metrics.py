@@ -23,27 +23,30 @@ Two kinds of numbers, collected two ways:
   does. A holder that cannot read Redis drops its numbers rather than export
   stale ones.
 
+Every name starts with ``METRICS_NAMESPACE`` (``worker`` by default; an
+application's deployment may set its own, e.g. ``myapp``), written ``<ns>`` here.
+
 Queue-wide, from the lock holder only (label ``queue``): gauges
-``stagedoor_queue_dead_length``, ``stagedoor_queue_pending``,
-``stagedoor_queue_pending_idle``, ``stagedoor_queue_lag``,
-``stagedoor_queue_delayed``, ``stagedoor_queue_delayed_due``,
-``stagedoor_queue_consumers_live``, ``stagedoor_queue_oldest_waiting_seconds``; counter
-``stagedoor_queue_dead_evicted_total`` (with the archive on, only the hard
+``<ns>_queue_dead_length``, ``<ns>_queue_pending``,
+``<ns>_queue_pending_idle``, ``<ns>_queue_lag``,
+``<ns>_queue_delayed``, ``<ns>_queue_delayed_due``,
+``<ns>_queue_consumers_live``, ``<ns>_queue_oldest_waiting_seconds``; counter
+``<ns>_queue_dead_evicted_total`` (with the archive on, only the hard
 ceiling ``DEAD_HARD_MAXLEN`` evicts). With the archive on, also gauges
-``stagedoor_archive_unarchived`` (dead entries and log records not yet in
-PostgreSQL) and ``stagedoor_archive_oldest_unarchived_age_seconds``, and
-counter ``stagedoor_archive_dead_added_total``.
+``<ns>_archive_unarchived`` (dead entries and log records not yet in
+PostgreSQL) and ``<ns>_archive_oldest_unarchived_age_seconds``, and
+counter ``<ns>_archive_dead_added_total``.
 
 From every worker (labels ``queue`` and ``kind``, ``schedule`` or ``reason``):
-counters ``stagedoor_jobs_succeeded_total``, ``stagedoor_jobs_retried_total``,
-``stagedoor_jobs_dead_total`` (kind, reason), ``stagedoor_scheduler_ticks_enqueued_total``
-and ``stagedoor_scheduler_ticks_skipped_total`` (schedule); histogram
-``stagedoor_job_duration_seconds`` and ``stagedoor_job_wait_seconds`` (how long
+counters ``<ns>_jobs_succeeded_total``, ``<ns>_jobs_retried_total``,
+``<ns>_jobs_dead_total`` (kind, reason), ``<ns>_scheduler_ticks_enqueued_total``
+and ``<ns>_scheduler_ticks_skipped_total`` (schedule); histogram
+``<ns>_job_duration_seconds`` and ``<ns>_job_wait_seconds`` (how long
 each job waited on ``jobs`` before it started); gauges
-``stagedoor_job_last_success_timestamp_seconds`` and
-``stagedoor_schedule_interval_seconds`` (schedule, kind). With the archive
-on (label ``queue``): counters ``stagedoor_archive_archived_total`` and
-``stagedoor_archive_errors_total``.
+``<ns>_job_last_success_timestamp_seconds`` and
+``<ns>_schedule_interval_seconds`` (schedule, kind). With the archive
+on (label ``queue``): counters ``<ns>_archive_archived_total`` and
+``<ns>_archive_errors_total``.
 
 Plus prometheus_client's ``process_*`` series (CPU, memory, start time).
 """
@@ -87,15 +90,16 @@ WAIT_BUCKETS_S = (0.005, 0.025, 0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600)
 class QueueCollector(Collector):
     """Exports the last :class:`QueueState` this worker read as the lock holder, or nothing."""
 
-    #: (metric name, help, QueueState field, is a counter), from the fields' declaration.
+    #: (metric name after the namespace, help, QueueState field, is a counter), from the fields' declaration.
     SERIES = tuple(
-        (f"stagedoor_{stat.metadata['metric']}", stat.metadata["doc"], stat.name, stat.metadata["counter"])
+        (stat.metadata["metric"], stat.metadata["doc"], stat.name, stat.metadata["counter"])
         for stat in stat_fields()
         if stat.metadata["metric"]
     )
 
-    def __init__(self, queue: str) -> None:
+    def __init__(self, queue: str, namespace: str) -> None:
         self.queue = queue
+        self.namespace = namespace
         self.state: QueueState | None = None
 
     def describe(self) -> Iterable[Metric]:
@@ -107,7 +111,7 @@ class QueueCollector(Collector):
             return
         for name, help_text, attr, counter in self.SERIES:
             family = CounterMetricFamily if counter else GaugeMetricFamily
-            metric = family(name, help_text, labels=["queue"])
+            metric = family(f"{self.namespace}_{name}", help_text, labels=["queue"])
             metric.add_metric([self.queue], getattr(state, attr))
             yield metric
 
@@ -121,8 +125,9 @@ class JobCollector(Collector):
     loop is the only writer; a scrape (another thread) copies the numbers first.
     """
 
-    def __init__(self, queue: str) -> None:
+    def __init__(self, queue: str, namespace: str) -> None:
         self.queue = queue
+        self.namespace = namespace
         self.succeeded: dict[str, int] = {}
         self.retried: dict[str, int] = {}
         self.dead: dict[tuple[str, str], int] = {}
@@ -164,26 +169,26 @@ class JobCollector(Collector):
         return []
 
     def collect(self) -> Iterator[Metric]:
-        q = self.queue
+        q, ns = self.queue, self.namespace
         succeeded = CounterMetricFamily(
-            "stagedoor_jobs_succeeded", "Jobs whose handler returned.", labels=["queue", "kind"]
+            f"{ns}_jobs_succeeded", "Jobs whose handler returned.", labels=["queue", "kind"]
         )
         for kind, n in list(self.succeeded.items()):
             succeeded.add_metric([q, kind], n)
         retried = CounterMetricFamily(
-            "stagedoor_jobs_retried", "Failed attempts put back in delayed for a retry.", labels=["queue", "kind"]
+            f"{ns}_jobs_retried", "Failed attempts put back in delayed for a retry.", labels=["queue", "kind"]
         )
         for kind, n in list(self.retried.items()):
             retried.add_metric([q, kind], n)
         dead = CounterMetricFamily(
-            "stagedoor_jobs_dead",
+            f"{ns}_jobs_dead",
             "Jobs dead-lettered by this worker, by reason (" + ", ".join(REASONS) + ").",
             labels=["queue", "kind", "reason"],
         )
         for (kind, reason), n in list(self.dead.items()):
             dead.add_metric([q, kind, reason], n)
         duration = histogram(
-            "stagedoor_job_duration_seconds",
+            f"{ns}_job_duration_seconds",
             "Time a handler ran, whatever its outcome.",
             q,
             DURATION_BUCKETS_S,
@@ -191,7 +196,7 @@ class JobCollector(Collector):
             self.duration_sum,
         )
         wait = histogram(
-            "stagedoor_job_wait_seconds",
+            f"{ns}_job_wait_seconds",
             "Time a job waited on jobs before a worker started it (start time minus the entry id's time).",
             q,
             WAIT_BUCKETS_S,
@@ -199,7 +204,7 @@ class JobCollector(Collector):
             self.wait_sum,
         )
         last_success = GaugeMetricFamily(
-            "stagedoor_job_last_success_timestamp_seconds",
+            f"{ns}_job_last_success_timestamp_seconds",
             "Unix time of the kind's last success in this process; for a scheduled kind, "
             "the process start until its first success.",
             labels=["queue", "kind"],
@@ -238,28 +243,29 @@ class Metrics:
         self.queue = settings.prefix
         self.registry = CollectorRegistry()
         ProcessCollector(registry=self.registry)
-        self.queue_collector = QueueCollector(self.queue)
+        ns = settings.metrics_namespace
+        self.queue_collector = QueueCollector(self.queue, ns)
         self.registry.register(self.queue_collector)
-        self.jobs = JobCollector(self.queue)
+        self.jobs = JobCollector(self.queue, ns)
         self.registry.register(self.jobs)
         self.archive: ArchiveCollector | None = None
         if archiver is not None:
-            self.archive = ArchiveCollector(self.queue, archiver)
+            self.archive = ArchiveCollector(self.queue, ns, archiver)
             self.registry.register(self.archive)
         self.interval = Gauge(
-            "stagedoor_schedule_interval_seconds",
+            f"{ns}_schedule_interval_seconds",
             "Time between two ticks of a schedule.",
             ["queue", "schedule", "kind"],
             registry=self.registry,
         )
         self.ticks_enqueued = Counter(
-            "stagedoor_scheduler_ticks_enqueued",
+            f"{ns}_scheduler_ticks_enqueued",
             "Scheduler ticks this worker enqueued (it won the tick's lock).",
             ["queue", "schedule"],
             registry=self.registry,
         )
         self.ticks_skipped = Counter(
-            "stagedoor_scheduler_ticks_skipped",
+            f"{ns}_scheduler_ticks_skipped",
             "Scheduler ticks this worker skipped because another worker held the tick's lock.",
             ["queue", "schedule"],
             registry=self.registry,
@@ -361,14 +367,17 @@ class Metrics:
 
 
 @contextlib.asynccontextmanager
-async def worker_metrics(app: WorkerApp, archiver: Archiver | None = None) -> AsyncIterator[list[Metrics]]:
+async def worker_metrics(
+    app: WorkerApp, registry: Registry, archiver: Archiver | None = None
+) -> AsyncIterator[list[Metrics]]:
     """Serve metrics on METRICS_PORT while the worker runs; yield the observers to pass to the loop and
-    the scheduler. With ``archiver``, the archive's metrics too.
+    the scheduler; ``registry``'s kinds and schedules are the label values. With ``archiver``, the archive's
+    metrics too.
 
     The caller enters it only when METRICS_PORT is set, so that a worker without metrics never
     imports this module (prometheus_client).
     """
-    metrics = Metrics(app.settings, app.redis, app.registry, archiver)
+    metrics = Metrics(app.settings, app.redis, registry, archiver)
     metrics.serve()
     app.add_chore(metrics.chore())
     try:

@@ -3,7 +3,7 @@
 The lag counts the entries of ``jobs`` no worker has read; this says how old
 the oldest of them is: now minus the time in its entry id (the first entry
 after the group's last-delivered id). 0 when none waits. Read by the metrics
-chore (``stagedoor_queue_oldest_waiting_seconds``) and ``opslib.queue_stats``
+chore (``<METRICS_NAMESPACE>_queue_oldest_waiting_seconds``) and ``opslib.queue_stats``
 (``oldest_waiting_s``); one XRANGE of one entry.
 """
 

@@ -12,7 +12,7 @@ A cluster is refused as well when it does not serve all 16384 slots, and when
 the queue's keys would not share a slot per script: every Lua move names
 several keys (``jobs`` with ``delayed``, ``jobs:dead``...), which a cluster
 runs only when they hash to one slot. With one partition that takes a hash
-tag in ``QUEUE_PREFIX`` (``{stagedoor}:``); with ``QUEUE_PARTITIONS`` > 1
+tag in ``QUEUE_PREFIX`` (``{jobs}:``); with ``QUEUE_PARTITIONS`` > 1
 every partition has a tag of its own (:mod:`worker.store.keys`, :mod:`worker.store.partitions`).
 """
 
@@ -83,7 +83,7 @@ def check_mode(settings: Settings, cluster: bool, url: str) -> None:
     if cluster and settings.partitions == 1 and not has_hash_tag(settings.prefix):
         raise SettingsError(
             f"REDIS_URL={where} names a Redis Cluster and QUEUE_PREFIX={settings.prefix!r} has no hash tag, "
-            "so the queue's keys would fall in different slots; set QUEUE_PREFIX={stagedoor}: (one slot) "
+            "so the queue's keys would fall in different slots; set QUEUE_PREFIX={jobs}: (one slot) "
             "or QUEUE_PARTITIONS=3 (a slot per partition)"
         )
 

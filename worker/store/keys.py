@@ -25,7 +25,7 @@ key (after QUEUE_PREFIX)   type        written by            read by
 =========================  ==========  ====================  ==========================
 
 ``QUEUE_PREFIX`` (default empty) goes in front of every key, e.g.
-``{stagedoor}:`` so that all keys of one queue share a Redis Cluster slot.
+``{jobs}:`` so that all keys of one queue share a Redis Cluster slot.
 
 Partitions (``QUEUE_PARTITIONS`` = N > 1): partition p has its own ``jobs``
 (and group), ``delayed``, ``jobs:dead`` (and group ``archive``),

@@ -14,7 +14,7 @@ from worker.embedded.servers import EmbeddedServer, postgres_user_ids
 from worker.store.enqueue import job_fields
 from worker.store.keys import Keys
 
-KINDS = "tests.faults.fault_kinds"
+KINDS = "tests.faults.kinds_faults"
 
 #: Reclaim after 1 s idle, looked for every 0.2 s: a killed worker's entries come back quickly.
 FAST_RECLAIM = {"RECLAIM_IDLE_MS": "1000", "RECLAIM_INTERVAL_S": "0.2"}

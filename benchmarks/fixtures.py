@@ -1,25 +1,25 @@
-"""Dead letters for the opslib tests (and the benchmark): from real worker runs, or buried
-directly by the bury script, exactly as the worker buries them."""
+"""What the benchmarks and the tests both need, kept here so that benchmarks import no test code.
+
+Dead letters buried by the thousand through the bury script (exactly as the
+worker buries them, far faster than running a worker), and a PostgreSQL URL
+whose connections use one schema (a run's or a test's tables apart from the
+rest of the database).
+"""
 
 from __future__ import annotations
 
+from urllib.parse import quote
+
 import redis
 
-from tests.helpers import Workers
-from worker.store.enqueue import enqueue
 from worker.store.keys import GROUP, Keys
 from worker.store.scripts import Scripts
 
-KINDS = "tests.opslib.kinds_opslib"
-BAD_LABELS = ("14-C", "7-A", "3-B")
 
-
-def seat_dead_letters(r: redis.Redis, keys: Keys, workers: Workers, labels: tuple[str, ...] = BAD_LABELS) -> list[str]:
-    """Run ``seat_label`` jobs with these labels through a burst worker; return the dead ids."""
-    for number, label in enumerate(labels):
-        enqueue(r, "seat_label", {"seat": label, "order_id": str(4471 + number)}, prefix=keys.prefix)
-    workers.burst(KINDS)
-    return [entry_id.decode() for entry_id, _ in r.xrange(keys.dead)]
+def with_schema(url: str, schema: str) -> str:
+    """``url`` with ``search_path`` set to ``schema`` for every connection."""
+    sep = "&" if "?" in url else "?"
+    return f"{url}{sep}options={quote(f'-csearch_path={schema}')}"
 
 
 def ensure_group(r: redis.Redis, keys: Keys) -> None:
@@ -28,14 +28,6 @@ def ensure_group(r: redis.Redis, keys: Keys) -> None:
     except redis.ResponseError as exc:
         if "BUSYGROUP" not in str(exc):
             raise
-
-
-def bury(r: redis.Redis, keys: Keys, fields: dict[str, str], error: dict[str, str]) -> str:
-    """Put one job straight into ``jobs:dead`` through the bury script; return its dead id."""
-    ensure_group(r, keys)
-    entry_id = r.xadd(keys.jobs, fields).decode()
-    r.xreadgroup(GROUP, "seeder", {keys.jobs: ">"}, count=1)
-    return Scripts(r, keys).bury(entry_id, error, maxlen=100_000).decode()
 
 
 def buried_many(

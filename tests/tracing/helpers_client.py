@@ -1,7 +1,7 @@
 """The enqueuer's side of the tracing tests, run as a process of its own with the SDK configured:
 
-    python -m tests.tracing.client SPANS_FILE enqueue KIND [FIELD=VALUE ...]   prints the entry id
-    python -m tests.tracing.client SPANS_FILE replay DEAD_ID                   prints the new entry id
+    python -m tests.tracing.helpers_client SPANS_FILE enqueue KIND [FIELD=VALUE ...]   prints the entry id
+    python -m tests.tracing.helpers_client SPANS_FILE replay DEAD_ID                   prints the new entry id
 
 Each runs inside a root span (``checkout`` or ``fix``), as an application's request or an
 analyst's notebook cell would; ``REDIS_URL`` and ``QUEUE_PREFIX`` name the queue.
@@ -14,7 +14,7 @@ import sys
 
 import redis
 
-from tests.tracing import spans
+from tests.tracing import helpers_spans as spans
 
 
 def main(spans_file: str, command: str, *args: str) -> None:
