@@ -12,8 +12,8 @@ field              holds                                        written by
 ``tracestate``     W3C tracestate of that span, when it has     the same
                    one
 ``trace_link``     traceparent of the job's last attempt's      the retry move, the bury move
-                   ``process`` span: the next attempt (or the   (replay drops it: the replay's
-                   replay of the dead letter) links to it       span links to it instead)
+                   ``process`` span: the next attempt (or the   (a replay inside a span drops
+                   replay of the dead letter) links to it       it: its span links to it)
 =================  ===========================================  ==============================
 
 Nothing here imports OpenTelemetry. A process that never imported
