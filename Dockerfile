@@ -5,26 +5,30 @@
 #   docker build --target notebook -t stagedoor-notebook .   # JupyterLab for compose.yaml
 #   docker build --target standins -t stagedoor-standins .   # the mail and Payrail stand-ins (development)
 #
-# BASE is any Debian-like image with python3 >= 3.11 and `python3 -m venv`: the
-# official slim image by default; scripts/container-test.sh builds offline on one
-# made with debootstrap. PIP_CERT (unset by default) names a CA bundle for pip where
-# a proxy needs one: mount the file at build time, it is never stored in the image:
+# BASE is any Debian-like image with python3 >= 3.11 and `python3 -m venv`: by default
+# the official slim image, pinned by digest with its tag beside it (the tag says what it
+# is, the digest decides what is pulled; docs/operations.md, "Production checklist",
+# says how to move the pin). scripts/container-test.sh builds offline on one made with
+# debootstrap. PIP_CERT (unset by default) names a CA bundle for pip where a proxy needs
+# one: mount the file at build time, it is never stored in the image:
 #   podman build -v /etc/ssl/certs/ca-certificates.crt:/run/host-ca.crt:ro \
 #     --build-arg PIP_CERT=/run/host-ca.crt ...
-ARG BASE=python:3.11-slim-bookworm
+ARG BASE=python:3.11.10-slim-bookworm@sha256:5148c0e4bbb64271bca1d3322360ebf4bfb7564507ae32dd639322e4952a6b16
 
 # ---------------------------------------------------------------- build: the venvs
 FROM ${BASE} AS build
 ARG PIP_CERT
-ARG UV_VERSION=0.13.9
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_ROOT_USER_ACTION=ignore \
     UV_NO_CACHE=1
 WORKDIR /src
-# uv exports uv.lock's pins (with hashes) and installs them; the venvs get no pip of their own.
+# uv itself is checked against the sha256 of its wheels (deploy/uv-requirements.txt); it then
+# exports uv.lock's pins (with hashes) and installs them; the venvs get no pip of their own.
+COPY deploy/uv-requirements.txt /opt/uv-requirements.txt
 RUN python3 -m venv /opt/uv \
-    && /opt/uv/bin/pip install --quiet "uv==${UV_VERSION}" \
+    && /opt/uv/bin/pip install --quiet --require-hashes --only-binary :all: \
+        --requirement /opt/uv-requirements.txt \
     && python3 -m venv --without-pip /opt/venv \
     && python3 -m venv --without-pip /opt/notebook-venv
 COPY pyproject.toml uv.lock ./
@@ -81,14 +85,17 @@ FROM ${BASE} AS worker
 RUN groupadd --gid 10001 stagedoor \
     && useradd --uid 10001 --gid 10001 --no-create-home --shell /usr/sbin/nologin stagedoor
 COPY --from=build /opt/venv /opt/venv
-# METRICS_PORT 9108 serves /metrics, named stagedoor_* (deploy/alerts.yml); LOG_FORMAT json writes one JSON object per line.
-# WORKER_DATA_DIR is only used without REDIS_URL/DATABASE_URL (the embedded servers).
+# METRICS_PORT 9108 serves /metrics, named stagedoor_* (deploy/alerts.yml), on every address of
+# the container (METRICS_HOST; outside a container the default is 127.0.0.1); LOG_FORMAT json
+# writes one JSON object per line. The image has no embedded servers: without a server URL
+# (REDIS_URL, DATABASE_URL, or their _FILE forms) the worker exits 2 with one line.
 # WORKER_KINDS: the image runs Stagedoor's jobs; mount other modules and set it to run yours.
 ENV PATH=/opt/venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
     WORKER_KINDS=stagedoor.kinds \
     METRICS_PORT=9108 \
+    METRICS_HOST=0.0.0.0 \
     METRICS_NAMESPACE=stagedoor \
     LOG_FORMAT=json \
     WORKER_DATA_DIR=/tmp/stagedoor

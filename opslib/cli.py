@@ -42,7 +42,7 @@ from typing import TextIO
 
 import pandas as pd
 
-from opslib.display import frame_text
+from opslib.display import frame_text, plural
 from opslib.errors import OpslibError
 from opslib.moves.delayed_jobs import MISSING, cancel_delayed, run_now
 from opslib.moves.discard import discard, discard_kind
@@ -178,7 +178,7 @@ def cmd_replay(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO
     taken = show_plan("replay", REPLAY_WOULD_REPLAY, run(dry_run=True), out)
     if args.dry_run or taken.empty:
         return EXIT_OK
-    if not confirmed(f"Replay {len(taken)} dead letters?", args, out, err, stdin):
+    if not confirmed(f"Replay {plural(len(taken), 'dead letter')}?", args, out, err, stdin):
         return EXIT_NOT_CONFIRMED
     done = replay(taken)
     counts = done["status"].value_counts()
@@ -209,7 +209,7 @@ def cmd_discard(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextI
     taken = show_plan("discard", DISCARD_WOULD_DISCARD, run(dry_run=True), out)
     if args.dry_run or taken.empty:
         return EXIT_OK
-    if not confirmed(f"Discard {len(taken)} dead letters?", args, out, err, stdin):
+    if not confirmed(f"Discard {plural(len(taken), 'dead letter')}?", args, out, err, stdin):
         return EXIT_NOT_CONFIRMED
     done = discard(taken["dead_id"], reason=args.reason, by=args.by)
     counts = done["status"].value_counts()
@@ -222,12 +222,17 @@ def cmd_discard(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextI
     return EXIT_OK
 
 
+def not_in(count: int) -> str:
+    """``1 id is not in`` / ``2 ids are not in``."""
+    return f"{plural(count, 'id')} {'is' if count == 1 else 'are'} not in"
+
+
 def show_plan(verb: str, would: str, plan: pd.DataFrame, out: TextIO) -> pd.DataFrame:
     """Print what a replay or discard would take (its dry run's rows with status ``would``); return those rows."""
     taken = plan[plan["status"] == would]
     gone = plan[plan["status"] == REPLAY_MISSING]
-    missing = f"; {len(gone)} ids are not in jobs:dead nor dead in the archive (taken already)" if len(gone) else ""
-    print(f"would {verb} {len(taken)} dead letters{missing}", file=out)
+    missing = f"; {not_in(len(gone))} jobs:dead nor dead in the archive (taken already)" if len(gone) else ""
+    print(f"would {verb} {plural(len(taken), 'dead letter')}{missing}", file=out)
     shown = taken["dead_id"].head(SHOWN).tolist()
     dead = dead_letters() if shown else pd.DataFrame()
     for dead_id in shown:
@@ -251,8 +256,8 @@ def cmd_move(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO) 
     taken = plan[plan["status"] != MISSING]
     gone = plan[plan["status"] == MISSING]
     verb = "cancel" if cancel else "run now"
-    missing = f"; {len(gone)} ids are not in delayed (promoted, run or cancelled already)" if len(gone) else ""
-    print(f"would {verb} {len(taken)} delayed jobs{missing}", file=out)
+    missing = f"; {not_in(len(gone))} delayed (promoted, run or cancelled already)" if len(gone) else ""
+    print(f"would {verb} {plural(len(taken), 'delayed job')}{missing}", file=out)
     later = delayed() if len(taken) else pd.DataFrame()
     shown = later[later["job_id"].isin(taken["job_id"])].head(SHOWN) if len(taken) else later
     if len(shown):

@@ -29,8 +29,9 @@ from redis.retry import Retry
 from opslib.errors import OpslibError
 from worker.archive.table import TABLE as ARCHIVE_TABLE
 from worker.errors import SettingsError
+from worker.redact import redact
 from worker.settings import Settings
-from worker.store.connection import ClusterStateError, connect, hide_password, is_cluster
+from worker.store.connection import ClusterStateError, connect, is_cluster
 from worker.store.dev_stack import configured_or_running
 from worker.store.keys import Keys
 from worker.store.partitions import keys_for, recorded_count
@@ -55,7 +56,12 @@ def settings() -> Settings:
 def redis_url() -> str:
     """``REDIS_URL``, or the embedded server of a running ``make run``."""
     conf = settings()
-    url = configured_or_running(conf.redis_url, "redis_url", conf.data_dir)
+    url = configured_or_running(conf, "redis_url")
+    if not url and conf.servers_configured:
+        raise OpslibError(
+            "no Redis to talk to: REDIS_URL is not set while DATABASE_URL or ARCHIVE_URL is (a `make run` stack "
+            f"is used only when no server URL is set at all); {HOW_TO_CONNECT}"
+        )
     if not url:
         raise OpslibError(
             f"no Redis to talk to: REDIS_URL is not set and no `make run` stack is running; {HOW_TO_CONNECT}"
@@ -66,7 +72,7 @@ def redis_url() -> str:
 def database_url() -> str:
     """``DATABASE_URL``, or the embedded PostgreSQL of a running ``make run``."""
     conf = settings()
-    url = configured_or_running(conf.database_url, "database_url", conf.data_dir)
+    url = configured_or_running(conf, "database_url")
     if url:
         return url
     raise OpslibError(
@@ -82,7 +88,7 @@ def archive_url() -> str | None:
     conf = settings()
     if not conf.archive_on:
         return None
-    url = conf.archive_url or configured_or_running(conf.database_url, "database_url", conf.data_dir)
+    url = conf.archive_url or configured_or_running(conf, "database_url")
     if url:
         return url
     raise OpslibError(
@@ -114,7 +120,7 @@ def connect_postgres(
     try:
         return psycopg.connect(url, connect_timeout=5, autocommit=autocommit)
     except psycopg.Error as exc:
-        raise OpslibError(failure(hide_password(url), exc)) from None
+        raise OpslibError(failure(redact(url), exc)) from None
 
 
 @contextlib.contextmanager
@@ -180,10 +186,12 @@ def describe(client: Any) -> str:
     """Where a client points, without its password (for error messages)."""
     if is_cluster(client):
         return f"the Redis Cluster of {client.get_default_node().name}"
-    kwargs = client.connection_pool.connection_kwargs
+    pool = client.connection_pool
+    kwargs = pool.connection_kwargs
     if "path" in kwargs:
         return f"unix://{kwargs['path']}"
-    return f"redis://{kwargs.get('host', '?')}:{kwargs.get('port', '?')}/{kwargs.get('db', 0)}"
+    scheme = "rediss" if issubclass(pool.connection_class, redis.SSLConnection) else "redis"
+    return f"{scheme}://{kwargs.get('host', '?')}:{kwargs.get('port', '?')}/{kwargs.get('db', 0)}"
 
 
 @contextlib.contextmanager
@@ -205,15 +213,11 @@ def redis_session(
         try:
             client = connect(settings(), url=url, socket_connect_timeout=5, socket_timeout=60, retry=QUICK_RETRY)
         except ValueError as exc:
-            raise OpslibError(
-                f"REDIS_URL={hide_password(url)!r} is not a Redis URL ({exc}); {HOW_TO_CONNECT}"
-            ) from None
+            raise OpslibError(f"REDIS_URL={redact(url)!r} is not a Redis URL ({exc}); {HOW_TO_CONNECT}") from None
         except (SettingsError, ClusterStateError) as exc:
             raise OpslibError(str(exc)) from None
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
-            raise OpslibError(
-                f"cannot reach Redis at {hide_password(url)} to {action} ({exc}); {HOW_TO_CONNECT}"
-            ) from None
+            raise OpslibError(f"cannot reach Redis at {redact(url)} to {action} ({exc}); {HOW_TO_CONNECT}") from None
     try:
         yield client, keys
     except redis.exceptions.NoPermissionError as exc:

@@ -70,6 +70,10 @@ STYLE = (
     ".opslib-frame th{text-align:left}</style>"
 )
 
+MONOSPACE = "font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,'DejaVu Sans Mono',monospace"
+"""Inline, on every ``<pre>`` holding a traceback: a renderer that drops ``<style>`` blocks or sets its own
+font on ``pre`` (nbconvert's page, GitHub) still lines the ``^^^^`` markers up under the code."""
+
 _chosen: str | None = None
 
 
@@ -132,6 +136,11 @@ def duration(value: Any) -> str:
     raise AssertionError("unreachable")
 
 
+def plural(count: int, noun: str, many: str | None = None) -> str:
+    """``1 dead letter``, ``2 dead letters``, ``0 entries`` (``many``: the plural when it is not ``noun + "s"``)."""
+    return f"{count:,} {noun if count == 1 else (many or noun + 's')}"
+
+
 def cut(value: str, chars: int = TEXT_CHARS) -> str:
     """``value`` cut to ``chars`` characters, with ``…`` when something was left out."""
     return value if len(value) <= chars else value[: chars - 1] + "…"
@@ -147,8 +156,7 @@ def traceback_tail(value: str, lines: int = TRACEBACK_LINES) -> str:
 def readable(frame: pd.DataFrame) -> pd.DataFrame:
     """A copy of ``frame`` for a person to read: every cell text, as the module docstring describes."""
     shown = frame.copy()
-    if isinstance(shown.index, pd.DatetimeIndex):
-        shown.index = pd.Index([local_time(t) for t in shown.index], name=shown.index.name)
+    shown.index = readable_index(shown.index)
     for name in shown.columns:
         column = shown[name]
         key = name if isinstance(name, str) else ""
@@ -165,8 +173,23 @@ def readable(frame: pd.DataFrame) -> pd.DataFrame:
     return shown
 
 
+def readable_index(index: pd.Index) -> pd.Index:
+    """``index`` with its times (a time index, or time levels of a grouped table's) in the display zone."""
+    if isinstance(index, pd.MultiIndex):
+        levels = [readable_index(index.get_level_values(n)) for n in range(index.nlevels)]
+        return pd.MultiIndex.from_arrays(levels, names=index.names)
+    if isinstance(index, pd.DatetimeIndex):
+        return pd.Index([local_time(t) for t in index], name=index.name)
+    return index
+
+
+def _index_has_times(index: pd.Index) -> bool:
+    levels = [index.get_level_values(n) for n in range(index.nlevels)]
+    return any(isinstance(level, pd.DatetimeIndex) for level in levels)
+
+
 def has_times(frame: pd.DataFrame) -> bool:
-    return isinstance(frame.index, pd.DatetimeIndex) or any(
+    return _index_has_times(frame.index) or any(
         isinstance(dtype, pd.DatetimeTZDtype) or pd.api.types.is_datetime64_dtype(dtype) for dtype in frame.dtypes
     )
 

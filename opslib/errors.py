@@ -8,6 +8,13 @@ reached (with the URL tried and how to point opslib elsewhere), a Redis user
 without the rights a call needs. Notebooks and the CLI catch this one class.
 """
 
+from worker.redact import redact
+
 
 class OpslibError(Exception):
-    """A call to opslib could not be carried out; the message says why and what to do instead."""
+    """A call to opslib could not be carried out; the message says why and what to do instead.
+
+    The message is redacted here, once: a server's error text that quotes a URL shows no password."""
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(redact(message))

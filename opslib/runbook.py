@@ -12,14 +12,23 @@ and its examples link to their traces.
 A cell that raises stops the run; :class:`RunbookFailed` names the cell
 (its number and first line) and the error, and the notebook and its HTML are
 still written, with the error in place, for a person to read.
+
+What the run leaves reads once and quietly: the parameters appear once (the
+values given, where the defaults stood: papermill's injected cell replaces
+the ``parameters`` cell rather than following it); the kernel talks over
+IPC sockets in a private temporary folder, so ipykernel has no reason to
+warn on the terminal about unencrypted TCP; the HTML copy wraps long output
+lines between words only (:data:`HTML_STYLE`).
 """
 
 from __future__ import annotations
 
 import re
+import tempfile
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from opslib.checks import parse_since
 from opslib.errors import OpslibError
@@ -31,6 +40,11 @@ INVESTIGATE_KIND = RUNBOOKS / "investigate_kind.ipynb"
 DEFAULT_OUT = Path("runbook-runs")
 CELL_TIMEOUT_S = 600
 UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+HTML_STYLE = (
+    "<style>.jp-OutputArea-output pre{word-break:normal;overflow-wrap:normal}"
+    ".jp-OutputArea-output pre, .opslib-show pre{font-family:var(--jp-code-font-family,monospace)}</style>"
+)
+"""Added to the HTML copy: nbconvert's page breaks output lines anywhere, even inside a name or an id."""
 
 
 @dataclass(frozen=True)
@@ -79,24 +93,56 @@ def run_runbook(
     stem = output_stem(kind)
     run = RunbookRun(out / f"{stem}.ipynb", out / f"{stem}.html")
     failure: Exception | None = None
-    try:
-        papermill.execute_notebook(
-            str(notebook),
-            str(run.notebook),
-            parameters={"kind": kind, "since": since, "signature": signature},
-            cwd=str(notebook.parent),
-            progress_bar=False,
-            execution_timeout=CELL_TIMEOUT_S,
-        )
-    except papermill.PapermillExecutionError as exc:
-        failure = exc
-    executed = nbformat.read(run.notebook, as_version=4)
+    with tempfile.TemporaryDirectory(prefix="opslib-runbook-") as sockets:
+        try:
+            papermill.execute_notebook(
+                str(notebook),
+                str(run.notebook),
+                parameters={"kind": kind, "since": since, "signature": signature},
+                cwd=str(notebook.parent),
+                progress_bar=False,
+                execution_timeout=CELL_TIMEOUT_S,
+                config=ipc_kernel(Path(sockets)),
+            )
+        except papermill.PapermillExecutionError as exc:
+            failure = exc
+    executed = parameters_once(nbformat.read(run.notebook, as_version=4))
+    nbformat.write(executed, run.notebook)
     body, _resources = HTMLExporter().from_notebook_node(executed)
-    run.html.write_text(body, encoding="utf-8")
+    run.html.write_text(body.replace("</head>", HTML_STYLE + "</head>", 1), encoding="utf-8")
     if failure is not None:
         error = f"{failure.ename}: {failure.evalue}"  # type: ignore[attr-defined]
         raise RunbookFailed(f"{describe_failed_cell(executed)}: {error}", run)
     return run
+
+
+def ipc_kernel(folder: Path) -> Any:
+    """The kernel's configuration: IPC sockets in ``folder`` (loopback TCP makes ipykernel warn on the terminal)."""
+    from traitlets.config import Config
+
+    config = Config()
+    config.KernelManager.transport = "ipc"
+    config.KernelManager.ip = str(folder / "kernel")
+    config.NotebookClient.shutdown_kernel = "immediate"  # over IPC a graceful stop ends in a logged SIGINT
+    return config
+
+
+def parameters_once(executed: Any) -> Any:
+    """``executed`` with papermill's injected parameters in place of the default ``parameters`` cell.
+
+    papermill adds a cell tagged ``injected-parameters`` after the one tagged
+    ``parameters``; a reader would see two sets of values, the first not used.
+    """
+    cells = executed.cells
+    injected = [n for n, cell in enumerate(cells) if "injected-parameters" in cell.metadata.get("tags", [])]
+    defaults = [n for n, cell in enumerate(cells) if "parameters" in cell.metadata.get("tags", [])]
+    if injected and defaults:
+        cells[injected[0]].source = (
+            "# Parameters (given to python -m opslib runbook)\n"
+            + "\n".join(line for line in cells[injected[0]].source.splitlines() if not line.startswith("#")).strip()
+        )
+        del cells[defaults[0]]
+    return executed
 
 
 def describe_failed_cell(executed: object) -> str:

@@ -37,7 +37,7 @@ import redis
 from opslib.checks import check_entry_id
 from opslib.columns import entry_times
 from opslib.connection import archive_url, partitions, redis_session
-from opslib.display import cut, local_time
+from opslib.display import MONOSPACE, cut, local_time
 from opslib.errors import OpslibError
 from opslib.signatures import error_type, signature
 from opslib.trace_links import trace_link_html, trace_url
@@ -196,7 +196,8 @@ class DeadLetter:
             parts.append("</table>")
         traceback = self.fields.get("traceback", "")
         parts.append("<p><b>Traceback</b></p>")
-        parts.append(f"<pre style='white-space:pre-wrap'>{esc(traceback)}</pre>" if traceback else "<p>(none)</p>")
+        pre = f'<pre style="white-space:pre-wrap;{MONOSPACE}">{esc(traceback)}</pre>'
+        parts.append(pre if traceback else "<p>(none)</p>")
         parts.append("</div>")
         return "".join(parts)
 

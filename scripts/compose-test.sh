@@ -153,6 +153,12 @@ export JUPYTER_TOKEN=$("$PY" -c 'import secrets; print(secrets.token_hex(12))')
 export LOG_LEVEL=DEBUG # each job's outcome is a log line: the replicas' shares are counted from them
 export REDIS_URL=redis://127.0.0.1:$SDCT_REDIS_PORT/0 QUEUE_PREFIX=$SDCT_QUEUE_PREFIX
 DATABASE_URL=postgresql://stagedoor:$POSTGRES_PASSWORD@127.0.0.1:$SDCT_POSTGRES_PORT/stagedoor
+# compose.yaml's secrets: files, mounted at /run/secrets/<name> (readable by the containers' users).
+export STAGEDOOR_SECRETS=$WORK/secrets
+mkdir -p "$STAGEDOOR_SECRETS"
+printf '%s' "$POSTGRES_PASSWORD" >"$STAGEDOOR_SECRETS/postgres_password"
+printf '%s' "$DATABASE_URL" >"$STAGEDOOR_SECRETS/database_url"
+chmod 644 "$STAGEDOOR_SECRETS"/*
 MAIL_URL=http://127.0.0.1:$SDCT_MAIL_PORT
 JUPYTER_URL=http://127.0.0.1:$SDCT_JUPYTER_PORT
 networks_before=$(podman network ls --format '{{.Name}}' | sort)

@@ -18,8 +18,12 @@
 #   3. podman build of the Dockerfile with BASE set to it (pip's CA bundle is
 #      mounted and passed as the PIP_CERT build argument); the image holds no
 #      demo or stand-in module
+#   3b. the image fails closed: without a server URL it exits 2 with one line
+#      (no embedded server in the image), with REDIS_URL alone and the archive on
+#      it exits 2 naming ARCHIVE_URL, and health without a URL is never healthy
 #   4. two worker containers (test kinds from tests/deploy, mounted read-only),
-#      each healthy by the image's HEALTHCHECK command
+#      each healthy by the image's HEALTHCHECK command; every worker container of
+#      this test runs with --read-only --cap-drop=ALL --security-opt=no-new-privileges
 #   5. 200 jobs enqueued from the host are all processed, by both containers
 #   6. SIGTERM while jobs run: both containers finish them and exit 0 within
 #      SHUTDOWN_GRACE_S, leaving nothing pending
@@ -90,6 +94,7 @@ run_worker() {
     shift 2
     CONTAINERS+=("$name")
     podman run --detach --name "$name" --hostname "$name" --network=host \
+        --read-only --cap-drop=ALL --security-opt=no-new-privileges \
         --env REDIS_URL="$REDIS_URL" --env QUEUE_PREFIX="$QUEUE_PREFIX" \
         --env METRICS_PORT="$metrics_port" --env METRICS_HOST=127.0.0.1 \
         --env SHUTDOWN_GRACE_S="$GRACE_S" --env RECLAIM_IDLE_MS=60000 \
@@ -97,7 +102,7 @@ run_worker() {
 }
 
 with_test_kinds=(--volume "$ROOT/tests:/opt/checks/tests:ro" --env PYTHONPATH=/opt/checks
-    --env WORKER_KINDS=tests.deploy.kinds_metrics)
+    --env WORKER_KINDS=tests.deploy.kinds_metrics --env ARCHIVE_URL=off)
 
 wait_healthy() {
     local name=$1 deadline=$((SECONDS + 60)) out
@@ -140,6 +145,26 @@ for dev in ("stagedoor.demo", "stagedoor.standins"):
     assert u.find_spec(dev) is None, f"{dev} is in the worker image"
 print("worker image: worker, opslib, stagedoor.kinds; no stagedoor.demo, no stagedoor.standins")
 ' || fail "the worker image holds a development module (or lacks the worker)"
+
+# --------------------------------------------------------------------------- 3b
+step "3b. the image fails closed (read-only, no capabilities)"
+# expect_exit CODE START ARGS...: the container exits CODE with one line on stderr beginning with START.
+expect_exit() {
+    local code=$1 start=$2 got
+    shift 2
+    got=0
+    podman run --rm --network=host --read-only --cap-drop=ALL --security-opt=no-new-privileges "$@" \
+        >"$WORK/out" 2>"$WORK/all" || got=$?
+    grep -v 'unable to get systemd connection' "$WORK/all" >"$WORK/err" || true  # podman's, not the worker's
+    [[ $got == "$code" ]] || { cat "$WORK/out" "$WORK/err" >&2; fail "exit $got, expected $code: $*"; }
+    [[ $(wc -l <"$WORK/err") == 1 && $(head -c ${#start} "$WORK/err") == "$start" ]] ||
+        { cat "$WORK/err" >&2; fail "expected one line beginning with: $start"; }
+    echo "exit $got: $(cat "$WORK/err")"
+}
+expect_exit 2 "error: no server is configured:" "$IMAGE"
+expect_exit 2 "error: set ARCHIVE_URL to a PostgreSQL URL, or ARCHIVE_URL=off" \
+    --env REDIS_URL=redis://127.0.0.1:1/0 "$IMAGE"
+expect_exit 2 "error: REDIS_URL is not set and no embedded stack is running" "$IMAGE" health
 
 # ---------------------------------------------------------------------------- 4
 step "4. two worker containers against a Valkey of this test's own"

@@ -9,7 +9,7 @@ test opens its own around the handler it calls.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -61,7 +61,7 @@ def current() -> StagedoorContext:
 
 @asynccontextmanager
 async def open_context(
-    database_url: str,
+    database_url: str | Callable[[], str],
     *,
     mail_api_url: str = "",
     payrail_url: str = "",
@@ -70,7 +70,8 @@ async def open_context(
     http_timeout_s: float = HTTP_TIMEOUT_S,
 ) -> AsyncIterator[StagedoorContext]:
     """Open a connection pool (autocommit; handlers open their own transactions) and an
-    HTTP client, make them current, and close them afterwards.
+    HTTP client, make them current, and close them afterwards. ``database_url`` may be a
+    callable, asked at each new connection (a password rotated in ``DATABASE_URL_FILE``).
 
     A handler waits up to ``pool_timeout_s`` for a connection; while PostgreSQL is away
     that wait then fails the attempt (``PoolTimeout``) and the kind's retry policy decides.

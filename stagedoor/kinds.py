@@ -39,9 +39,9 @@ from worker.store.keys import Keys
 @lifespan(needs_database=True)
 async def stagedoor(app: WorkerApp) -> AsyncIterator[None]:
     own = StagedoorSettings.from_env()
-    await asyncio.to_thread(migrate_url, app.database_url)
+    await asyncio.to_thread(migrate_url, app.database_conninfo())
     async with open_context(
-        app.database_url,
+        app.database_conninfo,
         mail_api_url=own.mail_api_url,
         payrail_url=own.payrail_url,
         pool_size=app.settings.concurrency + 2,

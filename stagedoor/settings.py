@@ -6,13 +6,14 @@ lifespan (:mod:`stagedoor.kinds`) and listed by ``python -m stagedoor --help``.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from worker.settings import from_env, positive_float, setting, url
+from worker.settings import from_env, positive_float, setting, settings_repr, url
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class StagedoorSettings:
     """The application's configuration; build it with :meth:`from_env`."""
 
@@ -21,9 +22,14 @@ class StagedoorSettings:
         "",
         url("http", "https"),
         "the mail provider's API (send_email, send_reminder); make run: a stand-in",
+        secret=True,
     )
     payrail_url: str = setting(
-        "PAYRAIL_URL", "", url("http", "https"), "Payrail's API (reconcile_payments); make run: a stand-in"
+        "PAYRAIL_URL",
+        "",
+        url("http", "https"),
+        "Payrail's API (reconcile_payments); make run: a stand-in",
+        secret=True,
     )
     db_pool_timeout_s: float = setting(
         "DB_POOL_TIMEOUT_S",
@@ -31,6 +37,11 @@ class StagedoorSettings:
         positive_float,
         "how long a job waits for a PostgreSQL connection before its attempt fails",
     )
+
+    secret_files: dict[str, str] = dataclasses.field(default_factory=dict, compare=False, repr=False)
+
+    def __repr__(self) -> str:
+        return settings_repr(self)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: str) -> StagedoorSettings:

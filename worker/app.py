@@ -38,6 +38,21 @@ class WorkerApp:
     chores: list[Chore] = field(default_factory=list)
     more_work: list[Callable[[], Awaitable[bool]]] = field(default_factory=list)
 
+    def database_conninfo(self) -> str:
+        """``database_url`` as it is now, for each new connection: read again from ``DATABASE_URL_FILE``
+        when it came from one, so that a rotated password (``ALTER ROLE ... PASSWORD``) needs no restart.
+        Give the method itself to a pool (psycopg_pool takes a callable conninfo)."""
+        if self.database_url and self.database_url == self.settings.database_url:
+            return self.settings.current("database_url")
+        return self.database_url
+
+    def archive_conninfo(self) -> str:
+        """The archive's PostgreSQL as it is now: ``ARCHIVE_URL`` (read again from its file), else
+        :meth:`database_conninfo`."""
+        if self.settings.archive_url:
+            return self.settings.current("archive_url")
+        return self.database_conninfo()
+
     def add_chore(self, chore: Chore) -> None:
         """Run ``chore`` beside the consumer loop for the worker's lifetime."""
         self.chores.append(chore)

@@ -7,6 +7,12 @@ declaration gives the parsing (:meth:`Settings.from_env`), the table that
 ``docs/worker.md`` (:func:`settings_markdown`; a test keeps the two equal).
 An application declares its own settings the same way (e.g. ``myapp.settings``).
 A bad value raises :class:`SettingsError` naming the setting (the CLI exits 2).
+
+A secret (a URL that may carry a password) is declared with ``secret=True``:
+it may instead be given as a file, ``<NAME>_FILE`` (container secrets), which
+:meth:`Settings.current` reads again whenever a connection is made, so a
+rotated password needs no restart; the repr of a settings object shows every
+secret through :func:`worker.redact.redact`.
 """
 
 from __future__ import annotations
@@ -18,11 +24,13 @@ import re
 import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import urlparse
+from urllib.parse import parse_qs, urlparse
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from worker.errors import SettingsError
+from worker.redact import redact
 
 Parser = Callable[[str, str], Any]
 
@@ -40,11 +48,39 @@ class Setting:
     default: str
     parse: Parser
     help: str
+    secret: bool = False
+
+    @property
+    def file_env(self) -> str:
+        """The variable naming a file that holds a secret setting's value (``REDIS_URL_FILE``)."""
+        return f"{self.env}_FILE"
 
 
-def setting(env: str, default: str, parse: Parser, help: str) -> Any:
-    """A dataclass field read from the environment variable ``env`` (``default`` when unset)."""
-    return dataclasses.field(metadata={"setting": Setting(env, default, parse, help)})
+def setting(env: str, default: str, parse: Parser, help: str, *, secret: bool = False) -> Any:
+    """A dataclass field read from the environment variable ``env`` (``default`` when unset); a
+    ``secret`` one also from the file that ``<env>_FILE`` names."""
+    return dataclasses.field(metadata={"setting": Setting(env, default, parse, help, secret)})
+
+
+def read_secret_file(file_env: str, path: str) -> str:
+    """The stripped content of the file ``file_env`` names, or one line saying why it cannot be read."""
+    try:
+        return Path(path).read_text().strip()
+    except OSError as exc:
+        raise SettingsError(
+            f"{file_env}={path} cannot be read ({exc.strerror}); mount the secret there or unset {file_env}"
+        ) from None
+
+
+def raw_value(spec: Setting, env: Mapping[str, str]) -> tuple[str, str]:
+    """``(value, file)``: the value of ``spec`` from ``env``, or from its file (then also the file's
+    path, to read again later). Both set is refused: which one wins would be a guess."""
+    path = env.get(spec.file_env, "").strip() if spec.secret else ""
+    if not path:
+        return env.get(spec.env, spec.default), ""
+    if env.get(spec.env, ""):
+        raise SettingsError(f"both {spec.env} and {spec.file_env} are set; set only one of them")
+    return read_secret_file(spec.file_env, path), path
 
 
 def int_at_least(minimum: int) -> Parser:
@@ -85,9 +121,14 @@ def url(*schemes: str) -> Parser:
             return ""
         parsed = urlparse(raw)
         if parsed.scheme not in schemes or not (parsed.netloc or parsed.path or parsed.query):
+            hint = ""
+            base = parsed.scheme.partition("+")[0]
+            if base in schemes and base != parsed.scheme:
+                hint = f" (a driver suffix such as {parsed.scheme}:// is for SQLAlchemy: write {base}://)"
             raise SettingsError(
-                f"{name}={raw!r} is not a URL this worker can use; expected one of "
+                f"{name}={redact(raw)!r} is not a URL this worker can use; expected one of "
                 + ", ".join(f"{s}://..." for s in schemes)
+                + hint
             )
         return raw
 
@@ -113,7 +154,7 @@ def archive_url(name: str, raw: str) -> str:
     try:
         return url("postgresql", "postgres")(name, raw.strip())
     except SettingsError as exc:
-        raise SettingsError(f"{exc}, or off (no archive), or empty (the database of DATABASE_URL)") from None
+        raise SettingsError(f"{exc}; or off (no archive), or empty (the database of DATABASE_URL)") from None
 
 
 def optional_int_at_least(minimum: int) -> Parser:
@@ -145,6 +186,18 @@ def as_is(_name: str, raw: str) -> str:
     return raw
 
 
+def readable_file(name: str, raw: str) -> str:
+    """A path to a file this process can read (a certificate, a key); empty stays empty."""
+    path = raw.strip()
+    if path:
+        try:
+            with open(path, "rb"):
+                pass
+        except OSError as exc:
+            raise SettingsError(f"{name}={path} cannot be read ({exc.strerror}); give the path of a PEM file") from None
+    return path
+
+
 def module_list(_name: str, raw: str) -> tuple[str, ...]:
     return tuple(m.strip() for m in raw.split(",") if m.strip())
 
@@ -161,22 +214,50 @@ def worker_name(_name: str, raw: str) -> str:
 S = TypeVar("S")
 
 
+SECRET_FILES = "secret_files"
+"""The field of a settings class that keeps ``{field name: path}`` of the secrets read from files."""
+
+
 def from_env(cls: type[S], env: Mapping[str, str] | None = None, overrides: Mapping[str, str] | None = None) -> S:
     """Build the settings dataclass ``cls`` from ``env`` (default ``os.environ``); ``overrides`` win."""
     env = os.environ if env is None else env
     overrides = overrides or {}
     values: dict[str, Any] = {}
+    files: dict[str, str] = {}
     for name, spec in declared(cls).items():
         raw = overrides.get(name)
         if raw is None:
-            raw = env.get(spec.env, spec.default)
-        values[name] = spec.parse(spec.env, raw)
+            raw, path = raw_value(spec, env)
+            if path:
+                files[name] = path
+        values[name] = spec.parse(spec.file_env if name in files else spec.env, raw)
+    if any(f.name == SECRET_FILES for f in dataclasses.fields(cls)):  # type: ignore[arg-type]
+        values[SECRET_FILES] = files
     return cls(**values)
 
 
 def declared(cls: type) -> dict[str, Setting]:
     """Field name -> :class:`Setting`, in declaration order."""
-    return {f.name: f.metadata["setting"] for f in dataclasses.fields(cls)}
+    return {f.name: f.metadata["setting"] for f in dataclasses.fields(cls) if "setting" in f.metadata}
+
+
+def current(settings: Any, name: str) -> str:
+    """The value of the secret setting ``name`` now: read again from its file when it came from one
+    (a rotated password), else as it was given."""
+    path = getattr(settings, SECRET_FILES).get(name)
+    if not path:
+        return str(getattr(settings, name))
+    spec = declared(type(settings))[name]
+    return str(spec.parse(spec.file_env, read_secret_file(spec.file_env, path)))
+
+
+def settings_repr(settings: Any) -> str:
+    """``Name(field=value, ...)`` with every secret setting redacted (the repr of a settings class)."""
+    shown = []
+    for name, spec in declared(type(settings)).items():
+        value = getattr(settings, name)
+        shown.append(f"{name}={redact(value) if spec.secret else value!r}")
+    return f"{type(settings).__name__}({', '.join(shown)})"
 
 
 def settings_help(cls: type, title: str = "settings (environment variables):") -> str:
@@ -185,7 +266,7 @@ def settings_help(cls: type, title: str = "settings (environment variables):") -
     width = max(len(s.env) for s in specs)
     lines = [title]
     for s in specs:
-        lines.append(f"  {s.env:<{width}}  default {s.default or '(empty)'}: {s.help}")
+        lines.append(f"  {s.env:<{width}}  default {s.default or '(empty)'}: {s.help}{file_note(s)}")
     return "\n".join(lines)
 
 
@@ -194,11 +275,40 @@ def settings_markdown(cls: type) -> str:
     rows = ["| setting | default | meaning |", "| --- | --- | --- |"]
     for s in declared(cls).values():
         default = f"`{s.default}`" if s.default else "(empty)"
-        rows.append(f"| `{s.env}` | {default} | {html.escape(s.help, quote=False).replace('|', '/')} |")
+        meaning = html.escape(s.help + file_note(s), quote=False).replace("|", "/")
+        rows.append(f"| `{s.env}` | {default} | {meaning} |")
     return "\n".join(rows)
 
 
-@dataclass(frozen=True)
+def file_note(spec: Setting) -> str:
+    """What the help says of a secret's ``_FILE`` form."""
+    return f" (or {spec.file_env}: a file holding it, read again at each new connection)" if spec.secret else ""
+
+
+def check_tls(settings: Settings) -> None:
+    """``REQUIRE_TLS=on``: refuse, in one line, a Redis URL without TLS or without verification,
+    and a PostgreSQL URL whose ``sslmode`` is not ``verify-full``."""
+    if settings.redis_url:
+        parsed = urlparse(settings.redis_url)
+        if parsed.scheme != "rediss":
+            raise SettingsError(
+                f"REQUIRE_TLS=on but REDIS_URL is {parsed.scheme}://...; use rediss:// (with REDIS_CA_FILE)"
+            )
+        if parse_qs(parsed.query).get("ssl_cert_reqs", [""])[0].lower() in ("none", "optional"):
+            raise SettingsError(
+                "REQUIRE_TLS=on but REDIS_URL has ssl_cert_reqs=none (no certificate check); remove it "
+                "and set REDIS_CA_FILE"
+            )
+    for env, value in (("DATABASE_URL", settings.database_url), ("ARCHIVE_URL", settings.archive_url)):
+        if value and value != ARCHIVE_OFF:
+            mode = parse_qs(urlparse(value).query).get("sslmode", ["prefer (the default)"])[0]
+            if mode != "verify-full":
+                raise SettingsError(
+                    f"REQUIRE_TLS=on but {env} has sslmode={mode}; add ?sslmode=verify-full&sslrootcert=<CA file>"
+                )
+
+
+@dataclass(frozen=True, repr=False)
 class Settings:
     """The worker's configuration; build it with :meth:`from_env`."""
 
@@ -206,7 +316,29 @@ class Settings:
         "REDIS_URL",
         "",
         url("redis", "rediss", "unix"),
-        "Redis/Valkey URL (redis://, rediss://, unix://); empty: start the embedded server",
+        "Redis/Valkey URL (redis://, rediss:// for TLS, unix://); empty: the embedded server, only when no "
+        "server URL is set at all and the embedded extra is installed",
+        secret=True,
+    )
+    redis_ca_file: str = setting(
+        "REDIS_CA_FILE",
+        "",
+        readable_file,
+        "CA certificate(s) (PEM) that a rediss:// server's certificate must chain to",
+    )
+    redis_cert_file: str = setting(
+        "REDIS_CERT_FILE",
+        "",
+        readable_file,
+        "client certificate (PEM) for a server that asks for one (tls-auth-clients)",
+    )
+    redis_key_file: str = setting("REDIS_KEY_FILE", "", readable_file, "the client certificate's private key (PEM)")
+    require_tls: bool = setting(
+        "REQUIRE_TLS",
+        "off",
+        lambda n, r: choice("on", "off")(n, r) == "on",
+        "on: refuse a Redis URL other than rediss://, ssl_cert_reqs=none, and a PostgreSQL URL whose sslmode "
+        "is not verify-full",
     )
     redis_mode: str = setting(
         "REDIS_MODE",
@@ -218,7 +350,9 @@ class Settings:
         "DATABASE_URL",
         "",
         url("postgresql", "postgres"),
-        "PostgreSQL URL; empty: start the embedded PostgreSQL (when a kind's lifespan needs one)",
+        "PostgreSQL URL (add ?sslmode=verify-full&sslrootcert=CA for TLS); empty: the embedded PostgreSQL, only "
+        "when no server URL is set at all",
+        secret=True,
     )
     worker_name: str = setting("WORKER_NAME", "", worker_name, "consumer name in the group; empty: <host>-<pid>")
     concurrency: int = setting(
@@ -273,7 +407,8 @@ class Settings:
         "",
         archive_url,
         "PostgreSQL URL of the dead-letter archive (table dead_letters); empty: the database of DATABASE_URL "
-        "(the embedded PostgreSQL when that is unset); off: no archive",
+        "(the embedded PostgreSQL when no server URL is set at all); off: no archive",
+        secret=True,
     )
     reclaim_idle_ms: int = setting(
         "RECLAIM_IDLE_MS", "60000", positive_int, "idle time after which a pending entry is reclaimed"
@@ -298,10 +433,13 @@ class Settings:
         lambda n, r: choice("on", "off")(n, r) == "on",
         "on/off: run the scheduler chore in this worker",
     )
-    metrics_port: int = setting(
-        "METRICS_PORT", "0", non_negative_int, "Prometheus endpoint port on 127.0.0.1/0.0.0.0; 0: off"
+    metrics_port: int = setting("METRICS_PORT", "0", non_negative_int, "Prometheus endpoint port; 0: off")
+    metrics_host: str = setting(
+        "METRICS_HOST",
+        "127.0.0.1",
+        as_is,
+        "address the metrics endpoint binds: loopback unless told otherwise (0.0.0.0 in a container)",
     )
-    metrics_host: str = setting("METRICS_HOST", "0.0.0.0", as_is, "address the metrics endpoint binds")
     metrics_namespace: str = setting(
         "METRICS_NAMESPACE",
         "worker",
@@ -322,6 +460,10 @@ class Settings:
         "DEBUG, INFO, WARNING or ERROR",
     )
     data_dir: str = setting("WORKER_DATA_DIR", ".data", as_is, "where the embedded servers keep their files")
+    secret_files: dict[str, str] = dataclasses.field(default_factory=dict, compare=False, repr=False)
+
+    def __repr__(self) -> str:
+        return settings_repr(self)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: str) -> Settings:
@@ -333,7 +475,8 @@ class Settings:
         """One setting (by field name) read from ``env`` (default ``os.environ``) and checked, the others
         left unread: for a caller such as ``enqueue`` that needs a single value and must not fail on another."""
         spec = declared(cls)[field]
-        return spec.parse(spec.env, (os.environ if env is None else env).get(spec.env, spec.default))
+        raw, path = raw_value(spec, os.environ if env is None else env)
+        return spec.parse(spec.file_env if path else spec.env, raw)
 
     def __post_init__(self) -> None:
         if self.dead_hard_maxlen and self.dead_hard_maxlen < self.dead_maxlen:
@@ -341,6 +484,22 @@ class Settings:
                 f"DEAD_HARD_MAXLEN={self.dead_hard_maxlen} is below DEAD_MAXLEN={self.dead_maxlen}; "
                 "the hard ceiling must be at least the cap (leave it empty for 10 x DEAD_MAXLEN)"
             )
+        if (self.redis_ca_file or self.redis_cert_file) and self.redis_url and not self.redis_url.startswith("rediss:"):
+            raise SettingsError(
+                "REDIS_CA_FILE or REDIS_CERT_FILE is set but REDIS_URL is not rediss://; use rediss:// for TLS"
+            )
+        if self.require_tls:
+            check_tls(self)
+
+    def current(self, name: str) -> str:
+        """The secret setting ``name`` (``redis_url``, ``database_url``, ``archive_url``) as it is
+        now: read again from its ``_FILE`` when it came from one."""
+        return current(self, name)
+
+    @property
+    def servers_configured(self) -> bool:
+        """True when any server URL is set (``ARCHIVE_URL=off`` names none): no embedded server then."""
+        return bool(self.redis_url or self.database_url or self.archive_url not in ("", ARCHIVE_OFF))
 
     @property
     def worker_name_set(self) -> bool:

@@ -1,11 +1,13 @@
 #!/bin/sh
-# What the official image does with POSTGRES_USER, POSTGRES_PASSWORD and POSTGRES_DB on an
+# What the official image does with POSTGRES_USER, POSTGRES_PASSWORD(_FILE) and POSTGRES_DB on an
 # empty data directory (initdb, the password, the database), then PostgreSQL on
 # 127.0.0.1:$PGPORT: local connections trusted, TCP ones by password (scram-sha-256).
 # UTF8 like the official image (initdb would pick SQL_ASCII in this image without a locale).
 set -eu
 BIN=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
 : "${POSTGRES_USER:=postgres}" "${POSTGRES_DB:=$POSTGRES_USER}"
+# POSTGRES_PASSWORD_FILE (compose.yaml's secret), as the official image reads it.
+if [ -n "${POSTGRES_PASSWORD_FILE:-}" ]; then POSTGRES_PASSWORD=$(cat "$POSTGRES_PASSWORD_FILE"); fi
 if [ ! -s "$PGDATA/PG_VERSION" ]; then
     pwfile=$(mktemp)
     printf '%s\n' "${POSTGRES_PASSWORD:?POSTGRES_PASSWORD is required}" >"$pwfile"

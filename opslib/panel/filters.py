@@ -105,6 +105,13 @@ def in_group(shown: pd.DataFrame, signature: str | None) -> pd.DataFrame:
     return select_dead(shown, shown["signature"] == signature)
 
 
+def newest_first(dead: pd.DataFrame) -> pd.DataFrame:
+    """``dead``'s rows newest first: the one order of the entry list, the preview and the CSV."""
+    if dead.empty:
+        return dead
+    return dead.iloc[::-1].sort_values("dead_at", ascending=False, kind="stable")
+
+
 def chosen_rows(group: pd.DataFrame, selected: Sequence[str]) -> pd.DataFrame:
     """The rows an action takes: the selected entries of the group, or the whole group when none is."""
     if not selected:

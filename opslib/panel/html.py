@@ -9,12 +9,14 @@ zone (:func:`opslib.display.readable`), while the frames keep UTC.
 
 from __future__ import annotations
 
+import base64
 import html
 
 import pandas as pd
 
-from opslib.display import display_tz, local_time, readable
+from opslib.display import MONOSPACE, display_tz, local_time, plural, readable
 from opslib.frames import DEAD_COLUMNS
+from opslib.panel.filters import newest_first
 from opslib.queries import QueueStats
 from opslib.trace_links import trace_link_html
 from worker.store.vocabulary import DISCARD_DISCARDED, REPLAY_MISSING, REPLAY_REPLAYED, STATUS_SUCCEEDED
@@ -29,19 +31,21 @@ TABLE_STYLE = (
     "<style>.opslib-table td,.opslib-table th{padding:2px 12px 2px 0;text-align:left;vertical-align:top}</style>"
 )
 PRE_STYLE = (
-    "white-space:pre-wrap;max-height:24em;overflow:auto;font-family:monospace;font-size:12px;"
+    f"white-space:pre-wrap;max-height:24em;overflow:auto;{MONOSPACE};font-size:12px;"
     "line-height:1.35;background:#f6f6f6;padding:6px"
 )
 
 
 def counts_html(stats: QueueStats) -> str:
+    """The queue's counts in a line, each noun in the singular for one (``1 dead letter``, ``1 consumer``)."""
+    dead = plural(stats.dead, "dead letter").split(" ", 1)
     parts = [
-        f"<b>{stats.dead}</b> dead letters",
-        f"{stats.dead_evicted} evicted by the cap",
-        f"{stats.pending} pending",
-        f"{stats.delayed} delayed ({stats.delayed_due} due)",
-        f"lag {stats.lag}",
-        f"{len(stats.consumers)} consumers",
+        f"<b>{dead[0]}</b> {dead[1]}",
+        f"{stats.dead_evicted:,} evicted by the cap",
+        f"{stats.pending:,} pending",
+        f"{stats.delayed:,} delayed ({stats.delayed_due:,} due)",
+        f"lag {stats.lag:,}",
+        plural(len(stats.consumers), "consumer"),
     ]
     return "<p>" + " · ".join(parts) + "</p>"
 
@@ -66,16 +70,33 @@ def groups_html(groups: pd.DataFrame, kind: str = "") -> str:
 
 
 def preview_html(taken: pd.DataFrame, *, selected: bool = False) -> str:
-    """The entries an action would take: how many, and the first :data:`PREVIEW_ROWS`."""
+    """The entries an action would take: how many, and the newest :data:`PREVIEW_ROWS`, newest first (as the list)."""
     if taken.empty:
         return "<p>No dead letters match: nothing to replay or discard.</p>"
     fixed = ["dead_at", "kind", "job_id", "outbox_id", "attempts", "error"]
     payload = [name for name in taken.columns if name not in DEAD_COLUMNS]
-    shown = taken.head(PREVIEW_ROWS).reset_index()[["dead_id", *fixed, *payload]]
-    more = f" (showing the first {PREVIEW_ROWS})" if len(taken) > PREVIEW_ROWS else ""
-    which = " selected" if selected else ""
-    head = f"<p>A replay would take <b>{len(taken)}</b>{which} entries{more}:</p>"
+    shown = newest_first(taken).head(PREVIEW_ROWS).reset_index()[["dead_id", *fixed, *payload]]
+    more = f"; the newest {PREVIEW_ROWS} shown" if len(taken) > PREVIEW_ROWS else ""
+    count, noun = plural(
+        len(taken), "selected entry" if selected else "entry", "selected entries" if selected else "entries"
+    ).split(" ", 1)
+    head = f"<p>A replay would take <b>{count}</b> {noun} (newest first{more}):</p>"
     return head + table_html(shown) + times_note()
+
+
+def page_html(first: int, last: int, total: int) -> str:
+    """Where the entry list is: ``entries 201–400 of 450, newest first``."""
+    if total == 0:
+        return ""
+    return f"<p>entries {first:,}–{last:,} of {total:,}, newest first</p>"
+
+
+def csv_link_html(taken: pd.DataFrame, name: str) -> str:
+    """A link that saves ``taken`` (every column, times in UTC) as ``name``: the data is in the link itself."""
+    data = taken.to_csv(date_format="%Y-%m-%dT%H:%M:%S.%fZ").encode("utf-8")
+    href = "data:text/csv;charset=utf-8;base64," + base64.b64encode(data).decode("ascii")
+    label = f"Save {name} ({plural(len(taken), 'entry', 'entries')})"
+    return f'<a download="{html.escape(name)}" href="{href}">{html.escape(label)}</a>'
 
 
 def entry_html(dead_id: str | None, row: pd.Series | None) -> str:
@@ -83,9 +104,9 @@ def entry_html(dead_id: str | None, row: pd.Series | None) -> str:
     traceback with its line breaks (escaped)."""
     if dead_id is None or row is None:
         return "<p><i>Select an entry in the list to read its traceback.</i></p>"
+    attempts = plural(int(row["attempts"]), "attempt") if pd.notna(row["attempts"]) else "attempts not known"
     about = " · ".join(
-        html.escape(str(part))
-        for part in (dead_id, local_time(row["dead_at"]), row["kind"], row["reason"], f"{row['attempts']} attempts")
+        html.escape(str(part)) for part in (dead_id, local_time(row["dead_at"]), row["kind"], row["reason"], attempts)
     )
     traceback = str(row["traceback"] or "")
     cut_note = ""
@@ -136,7 +157,7 @@ def error_html(exc: Exception) -> str:
 
 def question_html(action: str, count: int, kind: str, signature: str, *, selected: bool, reason: str = "") -> str:
     """The confirmation question of a replay or a discard (``reason``: the discard's)."""
-    what = f"{count} selected dead letters" if selected else f"{count} dead letters"
+    what = plural(count, "selected dead letter" if selected else "dead letter")
     question = (
         f"<b>{action.capitalize()} {what}</b> of {html.escape(kind or 'every kind')}"
         f" with the error <code>{html.escape(signature)}</code>"

@@ -1,20 +1,26 @@
 """The dead-letter panel for notebooks (and Voilà): find, read, choose, preview, replay or discard, follow.
 
-``dead_letter_panel(client=None, prefix=None)`` returns an ipywidgets box:
+``dead_letter_panel(client=None, prefix=None)`` returns an ipywidgets box
+(laid out by :mod:`opslib.panel.layout`):
 
-* the queue's counts and a Reload button;
+* the queue's counts, a Reload button and an Auto-refresh toggle (every
+  :data:`~opslib.panel.layout.AUTO_REFRESH_S` seconds; the filters, the
+  group, the page and the selection are kept across a reload);
 * filters: a kind selector, a text search over the error, the job's ids and
   the payload, and a time range (From / To: ``2h``, ``3d`` or a time in the
   display time zone); the failure groups table shows the groups of the
   entries the filters keep;
-* a group selector, then the group's entries (newest first) in a list where
-  single rows can be selected; the first selected entry is shown with its
-  error and its traceback, line breaks kept;
+* a group selector, then the group's entries newest first, in pages of
+  :data:`~opslib.panel.layout.ENTRY_ROWS` (Older / Newer), where single
+  rows can be selected; the first selected entry is shown with its error
+  and its traceback, line breaks kept;
+* right under the list, a Replay button, a Discard button with its reason
+  field (a discard needs a reason) and a CSV button (a link that saves the
+  entries an action would take); each action asks for confirmation there,
+  then shows a progress bar and its result; a replay's status follows (with
+  a button to refresh it);
 * a preview of exactly the entries an action takes (the selected ones, or the
-  whole group when none is selected), a Replay button and a Discard button
-  with its reason field (a discard needs a reason); each asks for
-  confirmation, then shows a progress bar and its result; a replay's status
-  follows (with a button to refresh it).
+  whole group when none is selected), newest first as in the list.
 
 What the filters keep and what an action takes is computed by
 :mod:`opslib.panel.filters`; every string from the queue reaches the page
@@ -25,6 +31,7 @@ HTML. Times are shown in the display time zone (``opslib.set_display_tz``).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -35,84 +42,34 @@ import redis
 from opslib.errors import OpslibError
 from opslib.moves.discard import check_reason, discard
 from opslib.moves.replay import replay, replay_status
-from opslib.panel.filters import ALL_KINDS, chosen_rows, entry_label, filter_dead, in_group, read_filters
+from opslib.panel.filters import (
+    ALL_KINDS,
+    chosen_rows,
+    entry_label,
+    filter_dead,
+    in_group,
+    newest_first,
+    read_filters,
+)
 from opslib.panel.html import (
     counts_html,
+    csv_link_html,
     discard_result_html,
     entry_html,
     error_html,
     groups_html,
+    page_html,
     preview_html,
     question_html,
     result_html,
     status_html,
 )
+from opslib.panel.layout import AUTO_REFRESH_S, ENTRY_ROWS, PanelWidgets
+from opslib.panel.ticker import Ticker
 from opslib.queries import dead_letters, failure_groups, queue_stats
 
 LABEL_CHARS = 90
-ENTRY_ROWS = 200
-"""The entry list holds the group's newest entries up to this many (an action with none selected takes all)."""
-CLASSES = {
-    "counts": "opslib-counts",
-    "table": "opslib-groups",
-    "entry": "opslib-entry",
-    "preview": "opslib-preview",
-    "result": "opslib-result",
-    "status": "opslib-status",
-    "message": "opslib-message",
-    "filter_message": "opslib-filter-message",
-}
-"""CSS classes of the HTML parts (the browser test finds them by these)."""
-
-
-class PanelWidgets:
-    """The panel's widgets and their layout, without behaviour (``.box`` is what is displayed)."""
-
-    def __init__(self) -> None:
-        wide = w.Layout(width="95%")
-        self.counts, self.table, self.entry = w.HTML(), w.HTML(), w.HTML()
-        self.preview, self.result, self.status = w.HTML(), w.HTML(), w.HTML()
-        self.message, self.filter_message = w.HTML(), w.HTML()
-        self.reload = w.Button(description="Reload", icon="refresh")
-        self.kind = w.Dropdown(description="Kind")
-        self.search = w.Text(description="Search", placeholder="in errors and payloads", continuous_update=False)
-        self.since = w.Text(description="From", placeholder="2h, 3d or 2026-11-30 21:00", continuous_update=False)
-        self.until = w.Text(description="To", placeholder="empty: now", continuous_update=False)
-        self.group = w.Dropdown(description="Group", layout=wide)
-        self.entries = w.SelectMultiple(description="Entries", rows=8, layout=wide)
-        self.replay_button = w.Button(description="Replay…", button_style="warning", disabled=True)
-        self.discard_button = w.Button(description="Discard…", button_style="danger", disabled=True)
-        self.reason = w.Text(
-            description="Reason", placeholder="why these jobs must never run (required)", layout=w.Layout(width="50%")
-        )
-        self.question = w.HTML()
-        self.confirm = w.Button(description="Confirm replay", button_style="danger")
-        self.cancel = w.Button(description="Cancel")
-        self.asking = w.HBox([self.question, self.confirm, self.cancel], layout=w.Layout(display="none"))
-        self.progress = w.IntProgress(min=0, max=1, value=0, layout=w.Layout(display="none"))
-        self.refresh_status = w.Button(description="Refresh status", layout=w.Layout(display="none"))
-        for name, css in CLASSES.items():
-            getattr(self, name).add_class(css)
-        self.box = w.VBox(
-            [
-                w.HTML("<h3>Dead letters</h3>"),
-                w.HBox([self.counts, self.reload]),
-                w.HBox([self.kind, self.search, self.since, self.until]),
-                self.filter_message,
-                self.table,
-                self.group,
-                self.entries,
-                self.entry,
-                self.preview,
-                w.HBox([self.replay_button, self.discard_button, self.reason]),
-                self.asking,
-                self.progress,
-                self.result,
-                self.status,
-                self.refresh_status,
-                self.message,
-            ]
-        )
+UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
 class DeadLetterPanel(PanelWidgets):
@@ -124,11 +81,17 @@ class DeadLetterPanel(PanelWidgets):
         self.at: dict[str, Any] = {"client": client, "prefix": prefix}
         self.dead = self.shown = self.in_group = self.taken = pd.DataFrame()
         self.action, self.batch, self._settling = "replay", "", False
+        self.page_at, self.paged_group = 0, None
+        self.ticker = Ticker(AUTO_REFRESH_S, self._tick)
         for control in (self.kind, self.search, self.since, self.until):
             control.observe(self._quietly(self.apply_filters), names="value")
         self.group.observe(self._quietly(self._group_chosen), names="value")
         self.entries.observe(self._quietly(self._rows_chosen), names="value")
+        self.auto.observe(lambda _change: self._guarded(self._auto_toggled), names="value")
         self.reload.on_click(lambda _button: self.load())
+        self.newer.on_click(lambda _button: self._turn(-1))
+        self.older.on_click(lambda _button: self._turn(+1))
+        self.csv_button.on_click(lambda _button: self._csv())
         self.replay_button.on_click(lambda _button: self._ask("replay"))
         self.discard_button.on_click(lambda _button: self._guarded(lambda: self._ask("discard")))
         self.cancel.on_click(lambda _button: self._hide_question())
@@ -196,11 +159,48 @@ class DeadLetterPanel(PanelWidgets):
         self._guarded(apply, self.filter_message)
 
     def _group_chosen(self) -> None:
+        """Fill the entry list with the group's page (the first when the group changed), keeping the selection."""
         self.in_group = in_group(self.shown, self.group.value)
-        newest = self.in_group.iloc[::-1].head(ENTRY_ROWS)
-        options = [(entry_label(str(dead_id), row), str(dead_id)) for dead_id, row in newest.iterrows()]
-        self._set(self.entries, options=options, value=())
+        if self.group.value != self.paged_group:
+            self.page_at, self.paged_group = 0, self.group.value
+        total = len(self.in_group)
+        self.page_at = max(0, min(self.page_at, (total - 1) // ENTRY_ROWS * ENTRY_ROWS if total else 0))
+        page = newest_first(self.in_group).iloc[self.page_at : self.page_at + ENTRY_ROWS]
+        options = [(entry_label(str(dead_id), row), str(dead_id)) for dead_id, row in page.iterrows()]
+        kept = tuple(value for value in self.entries.value if value in page.index)
+        self._set(self.entries, options=options, value=kept)
+        self.page.value = page_html(self.page_at + 1, self.page_at + len(page), total)
+        self.newer.disabled = self.page_at == 0
+        self.older.disabled = self.page_at + ENTRY_ROWS >= total
         self._rows_chosen()
+
+    def _turn(self, pages: int) -> None:
+        """Show the next older (+1) or newer (-1) page of the group; the selection is of one page."""
+        self.page_at += pages * ENTRY_ROWS
+        self._set(self.entries, value=())
+        self._group_chosen()
+
+    def _csv(self) -> None:
+        """A link saving the entries an action would take (the selected ones, or the whole group)."""
+        stamp = pd.Timestamp.now(tz="UTC").strftime("%Y%m%dT%H%M%SZ")
+        name = f"dead-letters-{UNSAFE.sub('_', str(self.kind.value or 'all-kinds'))}-{stamp}.csv"
+        self.csv.value = csv_link_html(newest_first(self.taken), name)
+
+    def _auto_toggled(self) -> None:
+        if not self.auto.value:
+            self.ticker.stop()
+            return
+        try:
+            self.ticker.start()
+        except OpslibError:
+            self._set(self.auto, value=False)
+            raise
+
+    def _tick(self) -> None:
+        """Auto-refresh: read the queue again, unless a question waits for an answer (what it asks would change)."""
+        if self.asking.layout.display == "none":
+            self.load()
+            self._show_status()
 
     def _rows_chosen(self) -> None:
         selected = list(self.entries.value)
@@ -208,7 +208,8 @@ class DeadLetterPanel(PanelWidgets):
         first = selected[0] if selected else None
         self.entry.value = entry_html(first, self.in_group.loc[first] if first is not None else None)
         self.preview.value = preview_html(self.taken, selected=bool(selected))
-        self.replay_button.disabled = self.discard_button.disabled = self.taken.empty
+        self.replay_button.disabled = self.discard_button.disabled = self.csv_button.disabled = self.taken.empty
+        self.csv.value = ""
         self._hide_question()
 
     def _ask(self, action: str) -> None:

@@ -33,7 +33,7 @@ def test_hadolint_finds_nothing() -> None:
 
 
 def test_the_worker_image_is_the_default_target_and_runs_as_a_non_root_user() -> None:
-    official_slim = re.search(r"^ARG BASE=python:3\.1\d+-slim", DOCKERFILE, flags=re.MULTILINE)
+    official_slim = re.search(r"^ARG BASE=python:3\.1\d+(\.\d+)?-slim", DOCKERFILE, flags=re.MULTILINE)
     assert official_slim, "BASE defaults to an official slim Python image"
     names = list(stages())
     assert names[-1] == "worker", f"the last stage (docker build's default) is {names[-1]}, not worker"
@@ -71,9 +71,38 @@ def test_compose_runs_the_stack_the_readme_describes(compose: dict[str, Any]) ->
     assert (ROOT / notebooks).is_dir()
 
 
+def test_the_base_image_is_pinned_by_digest_and_uv_by_hash() -> None:
+    base = re.search(r"^ARG BASE=(\S+)$", DOCKERFILE, flags=re.MULTILINE)
+    assert base and re.fullmatch(r"python:[\w.-]+@sha256:[0-9a-f]{64}", base.group(1)), "tag@sha256:digest"
+    requirements = (ROOT / "deploy/uv-requirements.txt").read_text()
+    assert re.search(r"^uv==\d+\.\d+\.\d+ \\$", requirements, flags=re.MULTILINE), "one exact version"
+    assert len(re.findall(r"--hash=sha256:[0-9a-f]{64}", requirements)) >= 2, "each Linux wheel's hash"
+    build = stages()["build"]
+    assert "--require-hashes" in build and "/opt/uv-requirements.txt" in build
+    assert "!deploy/uv-requirements.txt" in (ROOT / ".dockerignore").read_text().splitlines()
+    worker = stages()["worker"]
+    assert "METRICS_HOST=0.0.0.0" in worker, "the image serves /metrics beyond loopback, by its own setting"
+
+
+def test_compose_takes_secrets_from_files_and_has_no_default_password(compose: dict[str, Any]) -> None:
+    lines = (ROOT / "compose.yaml").read_text().splitlines()
+    text = "\n".join(line for line in lines if not line.lstrip().startswith("#"))  # the recipe in comments
+    assert not re.search(r"(PASSWORD|TOKEN|SECRET)[A-Z_]*:?\s*\$\{[A-Z_]+:-", text), "a secret with a default"
+    assert not re.search(r"postgresql://[^:/\s]+:[^@\s]+@", text), "a password inline in a URL"
+    assert "${JUPYTER_TOKEN:?" in text
+    services = compose["services"]
+    assert set(compose["secrets"]) == {"postgres_password", "database_url"}
+    assert services["postgres"]["environment"]["POSTGRES_PASSWORD_FILE"] == "/run/secrets/postgres_password"
+    for name in ("worker", "jupyter"):
+        assert services[name]["environment"]["DATABASE_URL_FILE"] == "/run/secrets/database_url"
+        assert services[name]["secrets"] == ["database_url"]
+    assert services["worker"]["environment"]["METRICS_HOST"] == "0.0.0.0"
+
+
 def test_the_worker_environment_names_only_real_settings(compose: dict[str, Any]) -> None:
     worker = compose["services"]["worker"]
-    known = {s.env for s in [*SETTINGS.values(), *declared(StagedoorSettings).values()]}
+    specs = [*SETTINGS.values(), *declared(StagedoorSettings).values()]
+    known = {s.env for s in specs} | {s.file_env for s in specs if s.secret}
     assert set(worker["environment"]) <= known, f"unknown settings: {set(worker['environment']) - known}"
     grace_s = float(worker["environment"]["SHUTDOWN_GRACE_S"])
     assert float(worker["stop_grace_period"].removesuffix("s")) > grace_s, "SIGKILL only after the drain's grace"

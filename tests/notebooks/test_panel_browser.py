@@ -1,15 +1,21 @@
-"""The dead-letter panel in a real browser, on the demo night (and one send_email dead letter with HTML in it).
+"""The dead-letter panel in a real browser, on the demo night (with one send_email dead letter with HTML in it,
+and 230 send_sms ones: more than a page).
 
 Voilà serves ``notebooks/dead_letter_panel.ipynb`` on 127.0.0.1 (times in
 Europe/Prague); Debian's headless Chromium, driven by Playwright, uses every
-control once: the kind selector (the groups table follows), the search, the
-time range, the barcode group, one entry selected (its traceback read), that
-entry discarded with a reason, then the rest of the group replayed, and reads
-the results and the status on the page. Every request that is not to
-loopback is aborted (Voilà's page asks CDNs for fonts). The page with the
-entry selected is saved as ``test-artifacts/panel.png``, and with
+control once: Auto-refresh (a dead letter added meanwhile shows up), the kind
+selector (the groups table follows), the search, the time range, the pages
+of a long group (Older, Newer), the CSV link (its file read back), the
+barcode group with one entry selected (its traceback read; the list and the
+preview in one order; Confirm on the same screen as the list), that entry
+discarded with a reason, then the rest of the group replayed, and reads the
+results and the status on the page. Every request that is not to loopback is
+aborted (Voilà's page asks CDNs for fonts). The page with the barcode entry
+selected is saved as ``test-artifacts/panel.png``, and with
 ``UPDATE_SCREENSHOTS=1`` as ``docs/images/panel.png`` (what docs/opslib.md
-shows); on failure, a screenshot and the worker's log go to ``test-artifacts/``.
+shows) and as the panel notebook's stored picture (for readers without a
+kernel: GitHub, nbviewer, an HTML export); on failure, a screenshot and the
+worker's log go to ``test-artifacts/``.
 
 ``make test`` installs Chromium where it can (root and apt-get); elsewhere
 this test skips and says why, except under ``CI=true``, where it must run.
@@ -35,8 +41,8 @@ import pytest
 import redis
 
 from tests.helpers import ROOT
-from tests.notebooks.refresh_outputs import PANEL
 from tests.notebooks.helpers import NightStack
+from tests.notebooks.refresh_outputs import MACHINE_PATHS, PANEL, store_panel_picture
 from worker.embedded.servers import free_port
 from worker.store.keys import Keys
 
@@ -146,8 +152,12 @@ SCREENSHOT = ROOT / "docs" / "images" / "panel.png"
 """The screenshot docs/opslib.md shows; this test rewrites it when ``UPDATE_SCREENSHOTS=1``."""
 
 
+SMS = 230
+"""send_sms dead letters of one group: more than a page of the entry list (200)."""
+
+
 def add_other_kind(night: NightStack) -> None:
-    """One send_email dead letter beside the night's 40, with HTML in its error and traceback."""
+    """Beside the night's 40: one send_email dead letter with HTML in its error and traceback, and :data:`SMS`."""
     client = redis.Redis.from_url(night.redis_url)
     try:
         fields = {
@@ -159,6 +169,21 @@ def add_other_kind(night: NightStack) -> None:
             "traceback": MAIL_TRACEBACK,
         }
         client.xadd(Keys(night.prefix).dead, fields)  # type: ignore[arg-type]
+        pipe = client.pipeline()
+        for n in range(SMS):
+            sms = {"kind": "send_sms", "attempts": "3", "reason": "exhausted", "error": f"GatewayTimeout: {n} s"}
+            pipe.xadd(Keys(night.prefix).dead, sms)  # type: ignore[arg-type]
+        pipe.execute()
+    finally:
+        client.close()
+
+
+def add_late_dead_letter(night: NightStack) -> None:
+    """One more send_email dead letter, for the Auto-refresh to find."""
+    client = redis.Redis.from_url(night.redis_url)
+    try:
+        late = {"kind": "send_email", "attempts": "4", "reason": "exhausted", "error": "SMTPServerDisconnected: 421"}
+        client.xadd(Keys(night.prefix).dead, late)  # type: ignore[arg-type]
     finally:
         client.close()
 
@@ -179,47 +204,117 @@ def wait_text(locator: Locator, text: str, timeout_s: float = 30) -> None:
     locator.get_by_text(text).first.wait_for(timeout=timeout_s * 1000)
 
 
-def drive(page: Page, voila: str) -> None:
-    """Every control of the panel, in the order an analyst would use them."""
-    from playwright.sync_api import expect
+def text_of(option: Locator) -> str:
+    """An option's text as the panel wrote it (the browser shows its spaces as non-breaking ones)."""
+    return option.inner_text().replace("\xa0", " ")
 
+
+def listed_ids(select: Locator) -> list[str]:
+    """The dead ids of the entry list, top to bottom (each option's text starts with its id)."""
+    return [text.replace("\xa0", " ").split(" ", 1)[0] for text in select.locator("option").all_inner_texts()]
+
+
+def drive(page: Page, voila: str, night: NightStack) -> None:
+    """Every control of the panel, in the order an analyst would use them."""
     page.goto(voila, timeout=90_000)
     page.wait_for_selector(".opslib-groups table", timeout=90_000)
+    counts = page.locator(".opslib-counts")
+    wait_text(counts, f"{40 + 1 + SMS} dead letters")
+    page.get_by_role("button", name="Auto-refresh").click()  # on: the panel reads the queue every 10 s
+    add_late_dead_letter(night)
+    wait_text(counts, f"{40 + 2 + SMS} dead letters", 45)
+    page.get_by_role("button", name="Auto-refresh").click()  # off again: the rest runs without reloads
+    escaping(page)
+    filters(page)
+    paging_and_csv(page)
+    barcode_story(page)
+
+
+def escaping(page: Page) -> None:
     groups = page.locator(".opslib-groups")
     assert "SeatLabelInvalid: &lt;str&gt;" in groups.inner_html()
     assert "&lt;img src=x onerror=alert(" in groups.inner_html()  # escaped: shown as text, no element
     assert page.locator(".opslib-groups img").count() == 0
+    labelled(page, "widget-dropdown", "Kind").select_option(label="all kinds")
+    group = labelled(page, "widget-dropdown", "Group")
+    group.select_option(label="1 × SMTPRecipientsRefused: <img src=x onerror=alert(<num>)>")
+    labelled(page, "widget-select-multiple", "Entries").select_option(index=0)  # its traceback, HTML as text
+    traceback = page.locator(".opslib-entry pre")
+    wait_text(page.locator(".opslib-entry"), "SMTPRecipientsRefused")
+    assert traceback.inner_text() == MAIL_TRACEBACK and page.locator(".opslib-entry img").count() == 0
+
+
+def filters(page: Page) -> None:
+    groups = page.locator(".opslib-groups")
     labelled(page, "widget-dropdown", "Kind").select_option(label="render_tickets")  # the table follows the kind
     page.wait_for_function("!document.querySelector('.opslib-groups').innerText.includes('SMTPRecipientsRefused')")
     type_in(page, "Search", "14-C")  # the error, or a payload field
-    wait_text(page.locator(".opslib-preview"), "A replay would take 1 entries")
+    wait_text(page.locator(".opslib-preview"), "A replay would take 1 entry (newest first)")
     type_in(page, "Search", "")
     type_in(page, "To", "2h")  # dead more than 2 h ago: none
     wait_text(groups, "No dead letters of render_tickets match the filters.")
     type_in(page, "To", "")
     type_in(page, "From", "2h")
     wait_text(page.locator(".opslib-preview"), "A replay would take 40 entries")
+
+
+def paging_and_csv(page: Page) -> None:
+    """send_sms's 230 entries: 200 on the first page, 30 on the next; the CSV of the whole group."""
+    from playwright.sync_api import expect
+
+    entries = labelled(page, "widget-select-multiple", "Entries")
+    labelled(page, "widget-dropdown", "Kind").select_option(label="send_sms")
+    wait_text(page.locator(".opslib-page"), f"entries 1–200 of {SMS}, newest first")
+    expect(entries.locator("option")).to_have_count(200)
+    assert text_of(entries.locator("option").first).endswith("GatewayTimeout: 229 s")
+    page.get_by_role("button", name="Older ›").click()
+    wait_text(page.locator(".opslib-page"), f"entries 201–{SMS} of {SMS}")
+    expect(entries.locator("option")).to_have_count(SMS - 200)
+    assert text_of(entries.locator("option").last).endswith("GatewayTimeout: 0 s")
+    page.get_by_role("button", name="‹ Newer").click()
+    wait_text(page.locator(".opslib-page"), f"entries 1–200 of {SMS}")
+    page.get_by_role("button", name="CSV…").click()
+    link = page.locator(".opslib-csv a")
+    link.wait_for()
+    assert f"({SMS} entries)" in link.inner_text()
+    with page.expect_download() as download:
+        link.click()
+    saved = Path(download.value.path()).read_text(encoding="utf-8").splitlines()
+    assert download.value.suggested_filename.startswith("dead-letters-send_sms-")
+    assert saved[0].startswith("dead_id,dead_at,kind,") and len(saved) == SMS + 1
+    assert ",GatewayTimeout: 229 s," in saved[1]  # newest first, as the list
+
+
+def barcode_story(page: Page) -> None:
+    """The 40 renders that died on a bad seat label: read one, discard it, replay the rest, follow the replay."""
+    from playwright.sync_api import expect
+
     group = labelled(page, "widget-dropdown", "Group")
     entries = labelled(page, "widget-select-multiple", "Entries")
-    labelled(page, "widget-dropdown", "Kind").select_option(label="all kinds")
-    wait_text(groups, "SMTPRecipientsRefused")
-    group.select_option(label="1 × SMTPRecipientsRefused: <img src=x onerror=alert(<num>)>")
-    entries.select_option(index=0)  # one row: its traceback, line breaks kept, its HTML shown as text
-    traceback = page.locator(".opslib-entry pre")
-    assert traceback.inner_text() == MAIL_TRACEBACK and page.locator(".opslib-entry img").count() == 0
-    page.screenshot(path=str(ARTIFACTS / "panel.png"), full_page=True)
     labelled(page, "widget-dropdown", "Kind").select_option(label="render_tickets")
     group.select_option(label="40 × SeatLabelInvalid: <str> is not a row letter and a seat number")
     expect(entries.locator("option")).to_have_count(40)
-    assert " CET · render_tickets · " in entries.locator("option").first.inner_text().replace("\xa0", " ")
+    assert " CET · render_tickets · " in text_of(entries.locator("option").first)
+    listed = listed_ids(entries)
+    preview = page.locator(".opslib-preview")
+    assert re.findall(r"\d{13}-\d+", preview.inner_text())[:20] == listed[:20]  # one order: newest first
     entries.select_option(index=0)
-    wait_text(page.locator(".opslib-preview"), "A replay would take 1 selected entries")
+    wait_text(preview, "A replay would take 1 selected entry")
+    traceback = page.locator(".opslib-entry pre")
     assert "Traceback (most recent call last):\n" in traceback.inner_text()
+    assert "SeatLabelInvalid" in traceback.inner_text()
+    page.get_by_role("button", name="Replay…").click()  # the question and Confirm, right under the list
+    wait_text(page.locator(".widget-html"), "Replay 1 selected dead letter")
+    picture(page)
+    page.get_by_role("button", name="Cancel").click()
     type_in(page, "Reason", "order refunded, INC-2211")
     page.get_by_role("button", name="Discard…").click()
-    page.get_by_role("button", name="Confirm discard").click()
+    confirm = page.get_by_role("button", name="Confirm discard")
+    below_list = confirm.bounding_box()["y"] - (entries.bounding_box()["y"] + entries.bounding_box()["height"])  # type: ignore[index]
+    assert 0 < below_list < 150, f"Confirm stands {below_list} px below the entry list"
+    confirm.click()
     wait_text(page.locator(".opslib-result"), "Discarded 1 of 1", 60)
-    wait_text(page.locator(".opslib-preview"), "A replay would take 39 entries")  # none selected: the whole group
+    wait_text(preview, "A replay would take 39 entries")  # none selected: the whole group
     page.get_by_role("button", name="Replay…").click()
     page.get_by_role("button", name="Confirm replay").click()
     wait_text(page.locator(".opslib-result"), "Replayed 39 of 39", 60)
@@ -229,7 +324,17 @@ def drive(page: Page, voila: str) -> None:
         assert time.monotonic() < deadline, f"the status did not reach succeeded: 39: {status.inner_text()}"
         page.get_by_role("button", name="Refresh status").click()
         time.sleep(0.5)
-    assert "1 dead letters" in page.inner_text(".opslib-counts")  # send_email's is left
+    assert f"{2 + SMS} dead letters" in page.inner_text(".opslib-counts")  # send_email's two and the SMS are left
+
+
+def picture(page: Page) -> None:
+    """Save the page as ``test-artifacts/panel.png``, this machine's folders in tracebacks shown as placeholders."""
+    page.evaluate(
+        """(paths) => { for (const pre of document.querySelectorAll('.opslib-entry pre'))
+               for (const [path, shown] of paths) pre.textContent = pre.textContent.split(path).join(shown); }""",
+        [list(pair) for pair in MACHINE_PATHS],
+    )
+    page.screenshot(path=str(ARTIFACTS / "panel.png"), full_page=True)
 
 
 def test_every_control_of_the_panel_in_a_browser(chromium: Path, night: NightStack, voila: str) -> None:
@@ -257,7 +362,7 @@ def test_every_control_of_the_panel_in_a_browser(chromium: Path, night: NightSta
             context.on("requestfinished", lambda request: answered.append(request.url))
             page = context.new_page()
             try:
-                drive(page, voila)
+                drive(page, voila, night)
                 # The guard itself: a request the page makes to another host is aborted, and recorded.
                 reached = page.evaluate(f"fetch('{OUTSIDE}').then(() => 'reached', () => 'refused')")
                 assert reached == "refused"
@@ -272,3 +377,4 @@ def test_every_control_of_the_panel_in_a_browser(chromium: Path, night: NightSta
     if os.environ.get("UPDATE_SCREENSHOTS") == "1":
         SCREENSHOT.parent.mkdir(exist_ok=True)
         shutil.copy(ARTIFACTS / "panel.png", SCREENSHOT)
+        store_panel_picture(SCREENSHOT.read_bytes())

@@ -285,23 +285,23 @@ def test_plot_history_draws_the_four_counts_in_one_call(conn: psycopg.Connection
     frame = opslib.history(conn=conn, prefix="")
     ax = opslib.plot_history(frame)
     assert [bars.get_label() for bars in ax.containers] == ["died", "replayed", "discarded", "succeeded after replay"]
-    assert ax.get_title() == "dead letters per 1h"
+    assert ax.get_title(loc="left") == "dead letters per hour"
     assert heights(ax, 0) == [4, 0, 1, 1] and heights(ax, 1) == [0, 0, 0, 2] and heights(ax, 3) == [0, 0, 0, 1]
     one = frame.pipe(opslib.plot_history, kind="send_email")
     assert heights(one, 0) == [1, 0, 0, 0]
-    assert one.get_title() == "dead letters of send_email per 1h"
+    assert one.get_title(loc="left") == "dead letters of send_email per hour"
     read = opslib.plot_history(freq="1D", conn=conn, prefix="")
-    assert heights(read, 2) == [1]
+    assert heights(read, 2) == [1] and read.get_title(loc="left") == "dead letters per day"
     empty = opslib.plot_history(since=at(9, day=1), until=at(10, day=1), conn=conn, prefix="")
-    assert "nothing in the archive" in empty.texts[0].get_text()
-    assert ax.get_xlabel() == "period (times in UTC)"
+    assert empty.texts[0].get_text() == "nothing happened in this window"
+    assert ax.get_xlabel() == "window 30 Nov 20:00 – 01 Dec 00:00 UTC"
     ax.figure.canvas.draw()
     assert [label.get_text() for label in ax.get_xticklabels()][:2] == ["20:00", "21:00"]
     opslib.set_display_tz("Europe/Prague")  # the same bars, the axis an hour later (CET)
     try:
         prague = opslib.plot_history(frame)
         prague.figure.canvas.draw()
-        assert prague.get_xlabel() == "period (times in Europe/Prague)"
+        assert prague.get_xlabel() == "window 30 Nov 21:00 – 01 Dec 01:00 Europe/Prague"
         assert [label.get_text() for label in prague.get_xticklabels()][:2] == ["21:00", "22:00"]
         assert heights(prague, 0) == heights(ax, 0)
     finally:
@@ -310,6 +310,32 @@ def test_plot_history_draws_the_four_counts_in_one_call(conn: psycopg.Connection
         opslib.plot_history(frame, freq="1D")
     with pytest.raises(opslib.OpslibError, match="needs a history\\(\\) frame; this one lacks"):
         opslib.plot_history(opslib.archive(conn=conn, prefix=""))
+    matplotlib.pyplot.close("all")
+
+
+def test_plot_history_stacks_one_bar_per_period_centred_on_an_axis_trimmed_to_the_events() -> None:
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.dates as dates
+
+    # Three days of hourly periods, and something happened in two hours of the last evening only.
+    rows = [(at(21), "render_tickets", 3, 0, 0, 0), (at(22), "render_tickets", 1, 2, 1, 2)]
+    frame = history_to_frame(rows, HOUR, start=pd.Timestamp(at(22, day=27)), end=pd.Timestamp(at(23, day=30)))
+    ax = opslib.plot_history(frame)
+    bars = [bar for container in ax.containers for bar in container]
+    busy = [bar for bar in bars if bar.get_height() > 0]
+    # Stacked: each count of 22:00 starts where the one below it ends, all at the same x.
+    at_ten = sorted((bar.get_y(), bar.get_height()) for bar in busy if abs(bar.get_x() - busy[-1].get_x()) < 1e-9)
+    assert at_ten == [(0, 1), (1, 2), (3, 1), (4, 2)]
+    # Centred: the bar's middle is the middle of its hour.
+    middle = dates.num2date(busy[0].get_x() + busy[0].get_width() / 2)
+    assert pd.Timestamp(middle) == pd.Timestamp(at(21)) + HOUR / 2
+    # Trimmed: the axis spans the two busy hours (and half an hour either side), not the three days.
+    left, right = (pd.Timestamp(dates.num2date(x)) for x in ax.get_xlim())
+    assert (left, right) == (pd.Timestamp(at(21)) - HOUR / 2, pd.Timestamp(at(23)) + HOUR / 2)
+    assert ax.get_xlabel() == (
+        "window 27 Nov 22:00 – 30 Nov 23:00 UTC; shown: 30 Nov 21:00 – 30 Nov 23:00, where something happened"
+    )
     matplotlib.pyplot.close("all")
 
 

@@ -110,7 +110,7 @@ def test_replay_without_a_terminal_needs_yes(
     assert run("replay", dead[0], "1-0", "--yes") == EXIT_OK
     assert "replayed 1, missing 0" in capsys.readouterr().out
     assert run("replay", dead[0], "--yes") == EXIT_OK  # already replayed: reported, not an error
-    assert "would replay 0 dead letters; 1 ids are not in jobs:dead" in capsys.readouterr().out
+    assert "would replay 0 dead letters; 1 id is not in jobs:dead" in capsys.readouterr().out
     assert r.xlen(keys.dead) == 1
 
 
@@ -139,7 +139,7 @@ def test_the_module_runs_and_exits_with_the_code(env: dict[str, str], dead: list
         timeout=60,
     )
     assert refused.returncode == EXIT_NOT_CONFIRMED, refused.stderr
-    assert "would replay 1 dead letters" in refused.stdout
+    assert "would replay 1 dead letter\n" in refused.stdout
     away = subprocess.run(
         [sys.executable, "-m", "opslib", "stats"],
         env={**env, "REDIS_URL": f"redis://127.0.0.1:{free_port()}/0"},

@@ -76,10 +76,10 @@ def test_the_cli_asks_then_moves(
     monkeypatch.setenv("QUEUE_PREFIX", keys.prefix)
     assert main(["cancel", "t0", "--reason", "refunded"], stdin=io.StringIO()) == EXIT_NOT_CONFIRMED
     captured = capsys.readouterr()
-    assert "would cancel 1 delayed jobs" in captured.out and "t0" in captured.out
+    assert "would cancel 1 delayed job\n" in captured.out and "t0" in captured.out
     assert "no terminal to confirm on; add --yes to cancel without asking" in captured.err
     assert main(["run-now", "t1", "t7", "--dry-run"]) == EXIT_OK
-    assert "would run now 1 delayed jobs; 1 ids are not in delayed" in capsys.readouterr().out
+    assert "would run now 1 delayed job; 1 id is not in delayed" in capsys.readouterr().out
     assert main(["run-now", "t1", "--yes"]) == EXIT_OK
     assert "queued 1, missing 0" in capsys.readouterr().out
     assert main(["cancel", "t0", "--reason", "refunded", "--yes"]) == EXIT_OK

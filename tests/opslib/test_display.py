@@ -82,3 +82,21 @@ def test_opslib_frames_are_marked_for_jupyter_and_the_mark_survives_a_filter() -
     dead = dead_to_frame(ENTRIES)
     assert dead[dead["kind"] == "render_tickets"].head().attrs["opslib"] is True
     assert not pd.DataFrame({"a": [1]}).attrs
+
+
+def test_a_table_grouped_by_hour_shows_its_hours_in_the_display_zone_once_marked() -> None:
+    dead = dead_to_frame(ENTRIES)
+    by_hour = dead.groupby(["kind", dead["dead_at"].dt.floor("h")]).size().rename("dead letters").to_frame()
+    assert by_hour.attrs == {}  # a grouped table is not opslib's: pandas renders it, raw UTC timestamps and all
+    opslib.set_display_tz("Europe/Prague")
+    text = frame_text(opslib.display.mark(by_hour))
+    assert "2025-11-30 22:00:00 CET" in text and "+00:00" not in text and text.endswith("(times in Europe/Prague)")
+    assert "2025-11-30 22:00:00 CET" in frame_html(by_hour)
+    assert by_hour.index.get_level_values("dead_at")[0] == pd.Timestamp("2025-11-30 21:00", tz="UTC")
+
+
+def test_counts_read_in_the_singular_for_one() -> None:
+    from opslib.display import plural
+
+    assert [plural(n, "dead letter") for n in (0, 1, 2)] == ["0 dead letters", "1 dead letter", "2 dead letters"]
+    assert plural(1, "entry", "entries") == "1 entry" and plural(1200, "entry", "entries") == "1,200 entries"

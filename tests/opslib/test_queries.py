@@ -198,8 +198,8 @@ def test_finds_the_servers_from_the_environment_or_the_make_run_stack(
     assert len(opslib.dead_letters()) == 1
 
     # No URL: a notebook in notebooks/ finds the stack `make run` started in the project folder.
-    monkeypatch.delenv("REDIS_URL")
-    monkeypatch.delenv("WORKER_DATA_DIR", raising=False)
+    for name in ("REDIS_URL", "DATABASE_URL", "ARCHIVE_URL", "WORKER_DATA_DIR"):
+        monkeypatch.delenv(name, raising=False)
     notebooks = tmp_path / "notebooks"
     notebooks.mkdir()
     monkeypatch.chdir(notebooks)
@@ -209,6 +209,11 @@ def test_finds_the_servers_from_the_environment_or_the_make_run_stack(
     stack = {"redis_url": redis_url, "database_url": "", "pid": os.getpid()}
     (tmp_path / ".data" / STACK_FILE).write_text(json.dumps(stack))
     assert len(opslib.dead_letters()) == 1
+
+    # Fail closed: once any server URL is set, the stack is no fallback for the others.
+    monkeypatch.setenv("DATABASE_URL", "postgresql://postgres@127.0.0.1:1/elsewhere")
+    with pytest.raises(opslib.OpslibError, match="REDIS_URL is not set while DATABASE_URL or ARCHIVE_URL is"):
+        opslib.dead_letters()
 
 
 def test_sql_returns_typed_frames(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:

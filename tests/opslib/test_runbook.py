@@ -32,7 +32,7 @@ def output_of(notebook: nbformat.NotebookNode, starts: str) -> str:
 
 
 def test_the_runbook_runs_for_a_kind_and_holds_its_counts(
-    r: redis.Redis, keys: Keys, workers: Workers, env: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    r: redis.Redis, keys: Keys, workers: Workers, env: None, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     dead = seat_dead_letters(r, keys, workers)
     # A job cancelled before it ran is in the archive as discarded once a worker's archiver applied the record.
@@ -49,7 +49,8 @@ def test_the_runbook_runs_for_a_kind_and_holds_its_counts(
     enqueue(r, "seat_label", {"seat": "8B"}, prefix=keys.prefix)
     r.xreadgroup(GROUP, "ghost", {keys.jobs: ">"}, count=1)  # a worker that died holding it
     assert main(["runbook", "seat_label", "--since", "2h", "--out", str(tmp_path)]) == EXIT_OK
-    notebook_path, html_path = (Path(line) for line in capsys.readouterr().out.split())
+    printed = capfd.readouterr()
+    notebook_path, html_path = (Path(line) for line in printed.out.split())
     assert notebook_path.parent == tmp_path and notebook_path.name.endswith("Z-seat_label.ipynb")
     executed = nbformat.read(notebook_path, as_version=4)
     counts = output_of(executed, "every_dead = ")
@@ -73,13 +74,22 @@ def test_the_runbook_runs_for_a_kind_and_holds_its_counts(
     assert "3  SeatLabelInvalid: <str> is not a row letter and a seat number" in output_of(executed, "groups = ")
     assert "CET" in output_of(executed, "groups = ")
     assert f"Dead letter {dead[-1]} · seat_label · exhausted" in output_of(executed, "for example_id")
-    assert "would replay 3 dead letters" in output_of(executed, "if groups.empty")
+    parameters = [c for c in executed.cells if "kind =" in c.source and "since =" in c.source]
+    assert len(parameters) == 1 and 'since = "2h"' in parameters[0].source  # once, with the values given
+    what_to_do = output_of(executed, "import shlex")
+    assert "would replay 3 dead letters:" in what_to_do and "would discard 3 dead letters for good:" in what_to_do
+    assert "  python -m opslib replay \\\n      --kind seat_label --since 2h \\\n" in what_to_do
+    assert "--signature 'SeatLabelInvalid: <str> is not a row letter and a seat number' \\\n" in what_to_do
+    assert "--reason 'why these jobs must never run' \\\n      --dry-run" in what_to_do
+    assert what_to_do.count("--dry-run") == 2
+    assert "running over TCP" not in printed.err and "KeyboardInterrupt" not in printed.err
     history = output_of(executed, "try:\n    archived = ").split()
     at = history.index("dead")
     assert history[at : at + 6] == ["dead", "3", "replayed", "0", "discarded", "1"]
     assert output_of(executed, "import matplotlib").startswith("<Figure")
     page = html_path.read_text()
     assert "Traceback (most recent call last)" in page and "<script>alert" not in page
+    assert "word-break:normal" in page  # output lines wrap between words, never inside a signature
 
 
 def test_a_failed_cell_exits_1_and_names_the_cell(

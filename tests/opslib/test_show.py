@@ -12,6 +12,7 @@ import redis
 
 import opslib
 from opslib.cli import EXIT_FAILED, EXIT_OK, main
+from opslib.display import MONOSPACE
 from opslib.errors import OpslibError
 from tests.helpers import Workers
 from tests.opslib.helpers import KINDS, bury, seat_dead_letters
@@ -41,7 +42,9 @@ def test_an_exhausted_entry_shows_its_error_signature_and_traceback_with_line_br
     assert "\nTraceback:\n  Traceback (most recent call last):\n" in text
     assert "in seat_label\n" in text and "\\n" not in text
     page = entry._repr_html_()
-    assert "<pre style='white-space:pre-wrap'>Traceback (most recent call last):\n" in page
+    # Monospace inline: the ^^^^ markers line up wherever the page is rendered, <style> blocks or not.
+    assert f'<pre style="white-space:pre-wrap;{MONOSPACE}">Traceback (most recent call last):\n' in page
+    assert "monospace" in MONOSPACE
     assert "SeatLabelInvalid: &#x27;14-C&#x27; is not a row letter" in page
     assert '<code style="user-select:all">SeatLabelInvalid: &lt;str&gt; is not a row letter' in page
 

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import base64
+import io
 import json
+import re
 from collections.abc import Iterator
 
 import ipywidgets as w
@@ -11,9 +15,12 @@ import pytest
 import redis
 
 import opslib
+from opslib.errors import OpslibError
 from opslib.frames import replay_status_to_frame
 from opslib.panel.filters import panel_time
 from opslib.panel.html import status_html
+from opslib.panel.layout import ENTRY_ROWS
+from opslib.panel.ticker import Ticker
 from opslib.panel.widgets import DeadLetterPanel
 from opslib.signatures import signature
 from tests.opslib.helpers import bury
@@ -75,13 +82,13 @@ def test_the_panel_previews_exactly_what_it_replays(r: redis.Redis, keys: Keys) 
     bury(r, keys, {"kind": "mailer", "email": "a@b"}, {"attempts": "4", "error": "ConnectionError: 503"})
     panel = DeadLetterPanel(client=r, prefix=keys.prefix)
     assert "<b>4</b> dead letters" in panel.counts.value
-    assert panel.counts.value.endswith(" · 1 consumers</p>")  # the bury script's "seeder"
+    assert panel.counts.value.endswith(" · 1 consumer</p>")  # the bury script's "seeder"
     assert [label for label, _ in panel.group.options] == [
         "3 × SeatLabelInvalid: <str> is bad",
         "1 × ConnectionError: <num>",
     ]
     assert list(panel.taken.index) == seat_ids
-    assert "A replay would take <b>3</b> entries" in panel.preview.value
+    assert "A replay would take <b>3</b> entries (newest first):" in panel.preview.value
     panel.kind.value = "mailer"
     assert [label for label, _ in panel.group.options] == ["1 × ConnectionError: <num>"]
     assert "email" in panel.taken.columns and "seat" not in panel.taken.columns
@@ -93,7 +100,7 @@ def test_the_panel_previews_exactly_what_it_replays(r: redis.Redis, keys: Keys) 
     panel.confirm.click()
     assert "Replayed <b>3</b> of 3" in panel.result.value
     assert r.xlen(keys.dead) == 1
-    assert "<b>1</b> dead letters" in panel.counts.value  # reloaded after the replay
+    assert "<b>1</b> dead letter · " in panel.counts.value  # reloaded after the replay
     assert panel.progress.value == 3
     assert (
         pd.Series([f[b"replay_of"].decode() for _, f in r.xrange(keys.jobs) if b"replay_of" in f]).tolist() == seat_ids
@@ -191,16 +198,16 @@ def test_single_rows_are_selected_read_and_replayed_or_discarded(r: redis.Redis,
     panel.entries.value = (seat_ids[1],)
     assert f"<b>{seat_ids[1]} · " in panel.entry.value
     assert "Traceback:\n  line 1\n&lt;script&gt;" in panel.entry.value and "<script" not in panel.entry.value
-    assert "A replay would take <b>1</b> selected entries" in panel.preview.value
+    assert "A replay would take <b>1</b> selected entry (newest first):" in panel.preview.value
     panel.replay_button.click()
-    assert "Replay 1 selected dead letters" in panel.question.value
+    assert "Replay 1 selected dead letter</b>" in panel.question.value
     panel.confirm.click()
     assert "Replayed <b>1</b> of 1" in panel.result.value
     assert sorted(e.decode() for e, _ in r.xrange(keys.dead)) == sorted([seat_ids[0], seat_ids[2], mail_id])
     panel.entries.value = (seat_ids[2],)
     panel.reason.value = "order 4472 refunded"
     panel.discard_button.click()
-    assert "Discard 1 selected dead letters" in panel.question.value
+    assert "Discard 1 selected dead letter</b>" in panel.question.value
     panel.confirm.click()
     assert "Discarded <b>1</b> of 1" in panel.result.value
     assert sorted(e.decode() for e, _ in r.xrange(keys.dead)) == sorted([seat_ids[0], mail_id])
@@ -217,6 +224,106 @@ def test_a_typed_time_without_an_offset_is_read_in_the_display_zone() -> None:
             panel_time("yesterday", "From")
     finally:
         opslib.set_display_tz(None)
+
+
+def preview_ids(panel: DeadLetterPanel) -> list[str]:
+    """The dead ids of the preview table, top to bottom."""
+    return re.findall(r"<td>(\d{13}-\d+)</td>", panel.preview.value)
+
+
+def test_the_list_the_preview_and_the_csv_share_one_order_newest_first(r: redis.Redis, keys: Keys) -> None:
+    seat_ids, _mail_id = seat_and_mail(r, keys)
+    panel = DeadLetterPanel(client=r, prefix=keys.prefix)
+    listed = [value for _label, value in panel.entries.options]
+    assert listed == seat_ids[::-1] == preview_ids(panel)
+    panel.entries.value = (seat_ids[0], seat_ids[2])
+    assert preview_ids(panel) == [seat_ids[2], seat_ids[0]]
+    panel.csv_button.click()
+    link = panel.csv.value
+    assert 'download="dead-letters-all-kinds-' in link and "Save dead-letters-all-kinds-" in link
+    assert "(2 entries)</a>" in link
+    data = base64.b64decode(re.search(r"base64,([A-Za-z0-9+/=]+)", link).group(1)).decode()  # type: ignore[union-attr]
+    saved = pd.read_csv(io.StringIO(data), dtype=str)
+    assert saved["dead_id"].tolist() == [seat_ids[2], seat_ids[0]] and saved["order_id"].tolist() == ["4472", "4470"]
+    assert saved["traceback"].tolist() == [TRACEBACK, TRACEBACK]  # every column whole, line breaks kept
+    panel.entries.value = (seat_ids[1],)
+    assert panel.csv.value == ""  # the link was of the former selection
+
+
+def test_a_group_beyond_one_page_is_paged_newest_first(r: redis.Redis, keys: Keys) -> None:
+    pipe = r.pipeline()
+    for n in range(ENTRY_ROWS + 30):
+        pipe.xadd(keys.dead, {"kind": "sms", "attempts": "3", "reason": "exhausted", "error": f"Timeout: {n} s"})
+    ids = [i.decode() for i in pipe.execute()]
+    panel = DeadLetterPanel(client=r, prefix=keys.prefix)
+    assert len(panel.entries.options) == ENTRY_ROWS and panel.entries.options[0][1] == ids[-1]
+    assert f"entries 1–{ENTRY_ROWS} of {ENTRY_ROWS + 30}, newest first" in panel.page.value
+    assert panel.newer.disabled and not panel.older.disabled
+    panel.older.click()
+    assert [value for _label, value in panel.entries.options] == ids[:30][::-1]
+    assert f"entries {ENTRY_ROWS + 1}–{ENTRY_ROWS + 30} of {ENTRY_ROWS + 30}" in panel.page.value
+    assert panel.older.disabled and not panel.newer.disabled
+    panel.entries.value = (ids[0],)  # the oldest entry of all, beyond the first page
+    assert "<b>1</b> selected entry" in panel.preview.value
+    panel.load()  # a reload (by hand or by the Auto-refresh) keeps the page and the selection
+    assert panel.entries.value == (ids[0],) and "<b>1</b> selected entry" in panel.preview.value
+    panel.newer.click()
+    assert panel.entries.options[0][1] == ids[-1] and panel.entries.value == ()
+    assert f"A replay would take <b>{ENTRY_ROWS + 30}</b> entries" in panel.preview.value
+
+
+def test_auto_refresh_reads_the_queue_again_until_switched_off(r: redis.Redis, keys: Keys) -> None:
+    seat_and_mail(r, keys)
+    panel = DeadLetterPanel(client=r, prefix=keys.prefix)
+    panel.ticker.every_s = 0.05
+    panel.auto.value = True  # outside a kernel's loop: one clear line, the toggle back off
+    assert "needs a running kernel" in panel.message.value and panel.auto.value is False
+
+    async def toggled_in_a_kernel() -> None:
+        panel.auto.value = True
+        assert panel.ticker.running
+        bury(r, keys, {"kind": "mailer", "email": "c@d"}, {"attempts": "4", "error": "ConnectionError: 504"})
+        deadline = asyncio.get_running_loop().time() + 10
+        while "<b>5</b> dead letters" not in panel.counts.value:
+            assert asyncio.get_running_loop().time() < deadline, panel.counts.value
+            await asyncio.sleep(0.02)
+        panel.auto.value = False
+        assert not panel.ticker.running
+
+    asyncio.run(toggled_in_a_kernel())
+
+
+def test_a_question_waiting_for_an_answer_holds_the_auto_refresh(r: redis.Redis, keys: Keys) -> None:
+    seat_and_mail(r, keys)
+    panel = DeadLetterPanel(client=r, prefix=keys.prefix)
+    panel.replay_button.click()
+    bury(r, keys, {"kind": "mailer", "email": "c@d"}, {"attempts": "4", "error": "ConnectionError: 504"})
+    panel._tick()
+    assert "<b>4</b> dead letters" in panel.counts.value and "Replay 3 dead letters" in panel.question.value
+    panel.cancel.click()
+    panel._tick()
+    assert "<b>5</b> dead letters" in panel.counts.value
+
+
+def test_a_ticker_keeps_its_clock_when_a_tick_raises() -> None:
+    ticks: list[int] = []
+
+    def tick() -> None:
+        ticks.append(1)
+        raise OpslibError("the server went away")
+
+    async def run() -> None:
+        ticker = Ticker(0.01, tick)
+        ticker.start()
+        loop = asyncio.get_running_loop()
+        loop.set_exception_handler(lambda _loop, _context: None)  # the raised tick, reported by the loop
+        deadline = loop.time() + 10
+        while len(ticks) < 3:
+            assert loop.time() < deadline
+            await asyncio.sleep(0.01)
+        ticker.stop()
+
+    asyncio.run(run())
 
 
 def test_the_selected_entry_links_to_its_trace_from_opslib_trace_url(

@@ -125,7 +125,8 @@ def test_health_reports_healthy_only_with_a_fresh_heartbeat(
 
 
 def test_without_redis_url_the_worker_starts_and_stops_its_own_server(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "DATABASE_URL")}
+    # No server URL at all (ARCHIVE_URL neither): the development path starts the embedded servers.
+    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "DATABASE_URL", "ARCHIVE_URL")}
     env.update({"PYTHONPATH": str(ROOT), "WORKER_DATA_DIR": str(tmp_path), "WORKER_KINDS": KINDS})
     before = {p.pid for p in psutil.process_iter(["name"]) if p.info["name"] == "valkey-server"}
     done = subprocess.run(

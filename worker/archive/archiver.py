@@ -37,7 +37,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -165,7 +165,7 @@ def _entries(reply: Any) -> list[tuple[str, dict[bytes, bytes] | None]]:
 class Archiver:
     """The archive and trim-dead chores of one worker, and the counts it exports."""
 
-    def __init__(self, client: aioredis.Redis, settings: Settings, dsn: str) -> None:
+    def __init__(self, client: aioredis.Redis, settings: Settings, dsn: Callable[[], str]) -> None:
         self.redis: Any = client
         self.settings = settings
         self.dsn = dsn
@@ -358,7 +358,7 @@ class Archiver:
         if self.conn is not None and not self.conn.closed:
             return self.conn
         try:
-            conn = await psycopg.AsyncConnection.connect(self.dsn, connect_timeout=CONNECT_TIMEOUT_S)
+            conn = await psycopg.AsyncConnection.connect(self.dsn(), connect_timeout=CONNECT_TIMEOUT_S)
             if not self._migrated:
                 await migrate_async(conn)
                 self._migrated = True

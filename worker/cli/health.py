@@ -15,6 +15,7 @@ import redis
 from worker.cli.exits import EXIT_FAILED, EXIT_OK
 from worker.loop.runner import HEARTBEAT_TTL_S
 from worker.observability.queue_state import glob_escape, live_workers
+from worker.redact import redact
 from worker.settings import Settings
 from worker.store.connection import connect
 from worker.store.keys import GROUP, Keys
@@ -38,7 +39,7 @@ def health(settings: Settings) -> int:
                 print(f"unhealthy: consumer group {GROUP} does not exist on {part.jobs}")
                 return EXIT_FAILED
     except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
-        print(f"unhealthy: Redis does not answer ({exc})")
+        print(redact(f"unhealthy: Redis does not answer ({exc})"))
         return EXIT_FAILED
     # Under a supervisor (WORKER_PROCESSES > 1) the consumers are <WORKER_NAME>-<i>: each must beat.
     expected = settings.processes

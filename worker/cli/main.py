@@ -19,12 +19,14 @@ import redis
 from redis.crc import key_slot
 
 from worker.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from worker.cli.fail_closed import use_embedded
 from worker.cli.health import health
 from worker.cli.serve import import_kinds, run
 from worker.embedded.servers import EmbeddedServerError, embedded_stack
 from worker.errors import SettingsError, WorkerError
 from worker.kinds import REGISTRY
 from worker.observability import logs
+from worker.redact import redact
 from worker.settings import Settings, settings_help
 from worker.store.connection import connect
 from worker.store.enqueue import enqueue
@@ -138,16 +140,19 @@ def cmd_migrate(settings: Settings) -> int:
 
     from worker.archive.table import migrate_url
 
-    configured = settings.archive_url or settings.database_url
+    embedded = use_embedded(settings, need_redis=False, need_database=False, need_archive=True)
+    configured = settings.current("archive_url") if settings.archive_url else settings.current("database_url")
     try:
-        with embedded_stack("", configured, data_dir=Path(settings.data_dir), need_postgres=True, need_redis=False) as (
+        with embedded_stack(
+            "", configured, data_dir=Path(settings.data_dir), need_postgres=embedded, need_redis=False
+        ) as (
             _redis_url,
             url,
         ):
             migrate_url(url)
     except psycopg.OperationalError as exc:
         message = " ".join(str(exc).split())
-        print(f"error: the archive's PostgreSQL does not answer: {message}", file=sys.stderr)
+        print(redact(f"error: the archive's PostgreSQL does not answer: {message}"), file=sys.stderr)
         return EXIT_FAILED
     print("migrated")
     return EXIT_OK
@@ -172,14 +177,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_migrate(settings)
         return run(settings, burst=args.burst)
     except SettingsError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(redact(f"error: {exc}"), file=sys.stderr)
         return EXIT_USAGE
     except (EmbeddedServerError, WorkerError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(redact(f"error: {exc}"), file=sys.stderr)
         return EXIT_FAILED
     except (redis.ConnectionError, redis.TimeoutError) as exc:
-        print(f"error: Redis does not answer: {exc}", file=sys.stderr)
+        print(redact(f"error: Redis does not answer: {exc}"), file=sys.stderr)
         return EXIT_FAILED
     except redis.exceptions.RedisClusterException as exc:
-        print(f"error: the Redis Cluster cannot serve the queue: {exc}", file=sys.stderr)
+        print(redact(f"error: the Redis Cluster cannot serve the queue: {exc}"), file=sys.stderr)
         return EXIT_FAILED

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from worker.app import WorkerApp
 from worker.cli.exits import EXIT_OK
+from worker.cli.fail_closed import use_embedded
 from worker.embedded.servers import embedded_stack
 from worker.errors import SettingsError
 from worker.kinds import REGISTRY, Registry, import_kind_modules
@@ -63,7 +64,7 @@ async def serve(
             if settings.archive_on:
                 from worker.archive.archiver import Archiver
 
-                archiver = Archiver(client, settings, settings.archive_url or database_url)
+                archiver = Archiver(client, settings, app.archive_conninfo)
                 stack.push_async_callback(archiver.close)
                 await archiver.start()
                 for chore in archiver.chores():
@@ -107,16 +108,19 @@ def run_loop(main: Coroutine[Any, Any, None]) -> None:
 
 
 def run(settings: Settings, *, registry: Registry = REGISTRY, burst: bool = False) -> int:
-    """Import ``settings.kinds``, start the embedded servers where no URL is set (the ``embedded`` extra),
+    """Import ``settings.kinds``, start the embedded servers when no server URL is set at all (the
+    ``embedded`` extra; :mod:`worker.cli.fail_closed`),
     then serve: one worker in this process, or ``WORKER_PROCESSES`` under the supervisor. Returns the exit
     code (0 on a clean stop); raises :class:`~worker.errors.SettingsError` on a bad setting."""
     import_kinds(settings, registry)
+    embedded = use_embedded(settings, need_redis=True, need_database=registry.needs_database, need_archive=True)
     try:
         with embedded_stack(
             settings.redis_url,
             settings.database_url,
             data_dir=Path(settings.data_dir),
-            need_postgres=registry.needs_database or (settings.archive_on and not settings.archive_url),
+            need_postgres=embedded and (registry.needs_database or settings.archive_on),
+            need_redis=embedded,
         ) as (redis_url, database_url):
             if not settings.redis_url:
                 log.info("REDIS_URL is unset: started the embedded Valkey at %s.", redis_url)

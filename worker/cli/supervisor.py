@@ -36,15 +36,15 @@ import time
 import urllib.request
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import FrameType
 
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
 from worker.embedded.servers import die_with_parent, free_port
+from worker.observability.endpoint import MetricsEndpoint
 from worker.settings import Settings
 from worker.store.reconnect import backoff_s
 
@@ -97,8 +97,9 @@ class Supervisor:
     def child_env(self, child: Child) -> dict[str, str]:
         env = {
             **os.environ,
-            "REDIS_URL": self.redis_url,
-            "DATABASE_URL": self.database_url,
+            # A URL from a file stays in its file (each child reads it again at each connection).
+            **({} if "redis_url" in self.settings.secret_files else {"REDIS_URL": self.redis_url}),
+            **({} if "database_url" in self.settings.secret_files else {"DATABASE_URL": self.database_url}),
             "WORKER_KINDS": ",".join(self.settings.kinds),
             "WORKER_PROCESSES": "1",
             "WORKER_NAME": child.name,
@@ -128,8 +129,7 @@ class Supervisor:
             return self._stop_children()
         finally:
             if server is not None:
-                server.shutdown()
-                server.server_close()
+                server.close()
 
     def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
         if not self.stopping.is_set():
@@ -185,31 +185,12 @@ class Supervisor:
 
     # ------------------------------------------------------------------ metrics
 
-    def _serve_metrics(self) -> ThreadingHTTPServer | None:
+    def _serve_metrics(self) -> MetricsEndpoint | None:
         if self.settings.metrics_port <= 0:
             return None
         registry = CollectorRegistry(auto_describe=False)
         registry.register(ChildrenCollector(self))
-        server = ThreadingHTTPServer((self.settings.metrics_host, self.settings.metrics_port), _handler(registry))
-        server.daemon_threads = True
-        threading.Thread(target=server.serve_forever, name="supervisor-metrics", daemon=True).start()
-        return server
-
-
-def _handler(registry: CollectorRegistry) -> type[BaseHTTPRequestHandler]:
-    class MetricsHandler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            body = generate_latest(registry)
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *_args: object) -> None:
-            return
-
-    return MetricsHandler
+        return MetricsEndpoint(registry, self.settings.metrics_host, self.settings.metrics_port).start()
 
 
 class ChildrenCollector(Collector):

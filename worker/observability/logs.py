@@ -1,9 +1,11 @@
 """Logging set-up: readable sentences by default, one JSON object per line with
 ``LOG_FORMAT=json``. Job log calls pass the job's facts in ``extra`` (kind,
 job_id, attempt, outcome, duration_ms, request_id, trace) so the JSON lines
-carry them as fields and the text lines stay full sentences. A JSON line logged
-inside a span (an attempt's ``process`` span when the worker traces) carries
-its ``trace_id`` and ``span_id``."""
+carry them as fields and the text lines stay full sentences. Every line, its
+traceback included, passes through :func:`worker.redact.redact`: a driver's
+error that quotes a URL shows no password. A JSON line logged inside a span
+(an attempt's ``process`` span when the worker traces) carries its
+``trace_id`` and ``span_id``."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import logging
 import sys
 from datetime import UTC, datetime
 
+from worker.redact import redact
 from worker.store.trace_context import active_span
 
 JOB_FIELDS = (
@@ -48,7 +51,14 @@ class JsonFormatter(logging.Formatter):
                 data[name] = value
         if record.exc_info:
             data["exception"] = self.formatException(record.exc_info)
-        return json.dumps(data, ensure_ascii=False, default=str)
+        return redact(json.dumps(data, ensure_ascii=False, default=str))
+
+
+class TextFormatter(logging.Formatter):
+    """The readable line (time, level, logger, message), redacted."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(super().format(record))
 
 
 def configure(log_format: str = "text", level: str = "INFO") -> None:
@@ -57,7 +67,7 @@ def configure(log_format: str = "text", level: str = "INFO") -> None:
     if log_format == "json":
         handler.setFormatter(JsonFormatter())
     else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
+        handler.setFormatter(TextFormatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)

@@ -59,17 +59,18 @@ import time
 from bisect import bisect_left
 from collections.abc import AsyncIterator, Iterable, Iterator
 from itertools import accumulate
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import redis.asyncio as aioredis
 import redis.exceptions
-from prometheus_client import CollectorRegistry, Counter, Gauge, ProcessCollector, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from worker.app import Chore
 from worker.archive.archiver import ArchiveCollector, Archiver, read_partitions_backlog
 from worker.kinds import Registry
+from worker.observability.endpoint import MetricsEndpoint
 from worker.observability.queue_state import QueueState, read_partitions_state_async, stat_fields
 from worker.settings import Settings
 from worker.store.keys import Keys
@@ -280,7 +281,7 @@ class Metrics:
             self.keys.metrics_lock, timeout=3 * settings.metrics_interval_s, blocking=False, thread_local=False
         )
         self._holding = False
-        self._server: Any = None
+        self._server: MetricsEndpoint | None = None
 
     # ------------------------------------------------------------ observers
 
@@ -344,10 +345,8 @@ class Metrics:
     # ---------------------------------------------------------------- server
 
     def serve(self) -> None:
-        """Start the HTTP endpoint (a daemon thread) on METRICS_HOST:METRICS_PORT."""
-        self._server, _thread = start_http_server(
-            self.settings.metrics_port, addr=self.settings.metrics_host, registry=self.registry
-        )
+        """Start the HTTP endpoint (a few daemon threads) on METRICS_HOST:METRICS_PORT."""
+        self._server = MetricsEndpoint(self.registry, self.settings.metrics_host, self.settings.metrics_port).start()
         log.info(
             "Serving Prometheus metrics on http://%s:%d/metrics.",
             self.settings.metrics_host,
@@ -361,8 +360,7 @@ class Metrics:
                 await self._lock.release()
             self._holding = False
         if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+            self._server.close()
             self._server = None
 
 

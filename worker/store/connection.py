@@ -20,15 +20,17 @@ from __future__ import annotations
 
 from dataclasses import replace
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import redis
 import redis.asyncio as aioredis
 import redis.asyncio.cluster as aiocluster
 import redis.cluster
 import redis.exceptions
+from redis.credentials import CredentialProvider
 
 from worker.errors import SettingsError, WorkerError
+from worker.redact import redact
 from worker.settings import Settings
 from worker.store.dev_stack import configured_or_running
 from worker.store.keys import has_hash_tag
@@ -47,7 +49,9 @@ class ClusterStateError(WorkerError):
 
 def redis_url(settings: Settings) -> str:
     """``REDIS_URL``, or the embedded server a running ``make run`` started."""
-    url = configured_or_running(settings.redis_url, "redis_url", settings.data_dir)
+    url = configured_or_running(settings, "redis_url")
+    if not url and settings.servers_configured:
+        raise SettingsError("REDIS_URL is not set while another server URL is; set REDIS_URL (or REDIS_URL_FILE)")
     if not url:
         raise SettingsError("REDIS_URL is not set and no embedded stack is running; set REDIS_URL or start `make run`")
     return url
@@ -61,15 +65,19 @@ def is_cluster(client: Any) -> bool:
 def cluster_info(url: str, **client_kwargs: Any) -> dict[str, Any] | None:
     """Ask the server at ``url`` whether it runs in cluster mode (``INFO cluster``); for a
     cluster node, its ``CLUSTER INFO`` (state, slots served), else None."""
-    with redis.Redis.from_url(url, **client_kwargs) as probe:
-        if not int(probe.info("cluster").get("cluster_enabled", 0)):
-            return None
-        return dict(probe.cluster("info"))
+    try:
+        with redis.Redis.from_url(url, **client_kwargs) as probe:
+            if not int(probe.info("cluster").get("cluster_enabled", 0)):
+                return None
+            return dict(probe.cluster("info"))
+    except (TypeError, ValueError) as exc:
+        # redis-py passes a query parameter it does not know on as a keyword, and fails on it here.
+        raise SettingsError(f"REDIS_URL={redact(url)!r} cannot be used: {exc}") from None
 
 
 def check_mode(settings: Settings, cluster: bool, url: str) -> None:
     """Refuse a server of the kind ``REDIS_MODE`` rules out, and keys that a cluster would split."""
-    where = hide_password(url)
+    where = redact(url)
     if settings.redis_mode == "single" and cluster:
         raise SettingsError(
             f"REDIS_URL={where} names a Redis Cluster node but REDIS_MODE=single; "
@@ -88,12 +96,45 @@ def check_mode(settings: Settings, cluster: bool, url: str) -> None:
         )
 
 
-def hide_password(url: str) -> str:
-    """``url`` without its password, for messages."""
+class FileCredentials(CredentialProvider):
+    """The user and password of ``REDIS_URL_FILE``, read again for each new connection: a password
+    rotated in the file (the ACL user holding the old and the new one for a while) needs no restart."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+
+    def get_credentials(self) -> tuple[str] | tuple[str, str]:
+        parts = urlsplit(self.settings.current("redis_url"))
+        password = unquote(parts.password or "")
+        return (unquote(parts.username), password) if parts.username else (password,)
+
+    async def get_credentials_async(self) -> tuple[str] | tuple[str, str]:
+        return self.get_credentials()  # a small local file: no need to leave the loop
+
+
+def without_userinfo(url: str) -> str:
+    """``url`` with no user or password (they come from a credential provider instead)."""
     parts = urlsplit(url)
-    if parts.password:
-        return urlunsplit(parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@")))
-    return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+
+
+def client_options(settings: Settings, url: str) -> tuple[str, dict[str, Any]]:
+    """``(url, kwargs)`` for a client of ``url``: the TLS files of the settings (``REDIS_CA_FILE``,
+    ``REDIS_CERT_FILE``, ``REDIS_KEY_FILE``) for a ``rediss://`` URL, and for ``REDIS_URL_FILE``'s URL
+    a credential provider that reads the file again at each connection."""
+    options: dict[str, Any] = {}
+    if url.startswith("rediss:"):
+        files = {
+            "ssl_ca_certs": settings.redis_ca_file,
+            "ssl_certfile": settings.redis_cert_file,
+            "ssl_keyfile": settings.redis_key_file,
+        }
+        options.update({k: v for k, v in files.items() if v})
+    parts = urlsplit(url)
+    if "redis_url" in settings.secret_files and url == settings.redis_url and (parts.username or parts.password):
+        options["credential_provider"] = FileCredentials(settings)
+        url = without_userinfo(url)
+    return url, options
 
 
 def check_slots(info: dict[str, Any], url: str) -> None:
@@ -101,7 +142,7 @@ def check_slots(info: dict[str, Any], url: str) -> None:
     ok = int(info.get("cluster_slots_ok", 0))
     if info.get("cluster_state") != "ok" or ok != SLOTS:
         raise ClusterStateError(
-            f"the Redis Cluster at {hide_password(url)} is not serving every slot "
+            f"the Redis Cluster at {redact(url)} is not serving every slot "
             f"(cluster_state:{info.get('cluster_state')}, {ok} of {SLOTS} slots ok); "
             "assign the missing slots or wait for the failover, then start again"
         )
@@ -115,7 +156,8 @@ def connect(settings: Settings | None = None, *, url: str | None = None, **clien
     The client is typed ``Any``: redis-py's reply types are unions of every shape a command can return.
     """
     settings = settings or Settings.from_env()
-    url = url or redis_url(settings)
+    url, options = client_options(settings, url or redis_url(settings))
+    client_kwargs = {**options, **client_kwargs}
     info = cluster_info(url, **_probe_kwargs(client_kwargs))
     if info is None:
         check_mode(settings, False, url)
@@ -135,6 +177,8 @@ def connect(settings: Settings | None = None, *, url: str | None = None, **clien
 
 async def connect_async(settings: Settings, url: str, **client_kwargs: Any) -> Any:
     """:func:`connect` for asyncio: ``redis.asyncio.Redis`` or ``redis.asyncio.cluster.RedisCluster``."""
+    url, options = client_options(settings, url)
+    client_kwargs = {**options, **client_kwargs}
     info = cluster_info(url, **_probe_kwargs(client_kwargs))
     check_mode(settings, info is not None, url)
     if info is None:
@@ -150,8 +194,8 @@ async def connect_async(settings: Settings, url: str, **client_kwargs: Any) -> A
 
 
 def _probe_kwargs(client_kwargs: dict[str, Any]) -> dict[str, Any]:
-    keep = ("socket_timeout", "socket_connect_timeout", "username", "password", "ssl_ca_certs")
-    return {k: v for k, v in client_kwargs.items() if k in keep}
+    keep = ("socket_timeout", "socket_connect_timeout", "username", "password", "credential_provider")
+    return {k: v for k, v in client_kwargs.items() if k in keep or k.startswith("ssl_")}
 
 
 def _cluster_kwargs(client_kwargs: dict[str, Any]) -> dict[str, Any]:

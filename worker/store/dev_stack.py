@@ -11,6 +11,8 @@ import json
 import os
 from pathlib import Path
 
+from worker.settings import Settings
+
 STACK_FILE = "stack.json"
 
 
@@ -36,10 +38,13 @@ def find_running_stack(data_dir: str | Path) -> dict[str, str] | None:
     return None
 
 
-def configured_or_running(configured: str, which: str, data_dir: str | Path) -> str:
-    """``configured`` when set, else the ``which`` URL (``redis_url`` or ``database_url``) of a
-    running ``make run`` stack, else "" (the caller says what to do about it)."""
-    if configured:
+def configured_or_running(settings: Settings, which: str) -> str:
+    """The configured ``which`` URL (``redis_url`` or ``database_url``) when set; else, only when no
+    server URL is configured at all (the development path), that of a running ``make run`` stack;
+    else "" (the caller says what to do about it). A half-configured process never falls back to a
+    private server: that is how a health check once reported healthy on the wrong Redis."""
+    configured = str(getattr(settings, which))
+    if configured or settings.servers_configured:
         return configured
-    stack = find_running_stack(data_dir)
+    stack = find_running_stack(settings.data_dir)
     return stack.get(which, "") if stack else ""
