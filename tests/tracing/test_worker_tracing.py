@@ -132,3 +132,12 @@ def test_a_synchronous_handler_runs_inside_its_attempts_span(
     [span] = spans.read(worker_file)
     [line] = [json.loads(text) for text in log.splitlines() if "Sync handler ran" in text]
     assert (line["trace_id"], line["span_id"]) == (span["trace_id"], span["span_id"])
+
+
+def test_a_span_that_cannot_start_leaves_the_job_to_run_untraced(
+    r: redis.Redis, keys: Keys, prefix: str, workers: Workers
+) -> None:
+    enqueue(r, "untraced_ok", {}, prefix=prefix)
+    log = workers.burst("tests.tracing.kinds_broken_tracer").stdout
+    assert r.xlen(keys.dead) == 0 and r.xpending(keys.jobs, "workers")["pending"] == 0, log
+    assert "Could not start the span of entry" in log and "the sampler is broken" in log

@@ -28,6 +28,7 @@ A malformed ``traceparent`` is ignored: the attempt starts a new trace.
 
 from __future__ import annotations
 
+import logging
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -45,6 +46,7 @@ from worker.store.trace_context import (
 )
 
 RunEntry = Callable[..., Awaitable[None]]
+log = logging.getLogger("worker")
 
 
 class Tracing:
@@ -72,7 +74,25 @@ class Tracing:
         return cls(destination)
 
     async def run_entry(self, run: RunEntry, part: Any, entry_id: str, raw: dict[bytes, bytes], alone: bool) -> None:
-        """``run(part, entry_id, raw, alone=alone)`` inside the attempt's span (never raises, as ``run``)."""
+        """``run(part, entry_id, raw, alone=alone)`` inside the attempt's span (never raises, as ``run``).
+
+        Should making the span fail, the entry runs without one: ``run`` frees
+        the slot, so it must run whatever happens here.
+        """
+        try:
+            span = self._span(entry_id, raw)
+        except Exception:
+            log.exception("Could not start the span of entry %s; it runs untraced.", entry_id)
+            await run(part, entry_id, raw, alone=alone)
+            return
+        with self.trace.use_span(span, end_on_exit=True, record_exception=False, set_status_on_exception=False):
+            await run(part, entry_id, raw, alone=alone)
+            status = getattr(span, "status", None)
+            if status is not None and status.status_code is self.trace.StatusCode.UNSET:
+                span.set_status(self.trace.StatusCode.OK)
+
+    def _span(self, entry_id: str, raw: dict[bytes, bytes]) -> Any:
+        """The attempt's span, started, for an entry's fields."""
         fields = {name: raw[name.encode()].decode("utf-8", "replace") for name in _READ if name.encode() in raw}
         attempts = fields.get("attempts", "0")
         attributes: dict[str, Any] = {
@@ -86,19 +106,13 @@ class Tracing:
             "stagedoor.job.attempt": int(attempts) + 1 if attempts.isdigit() and len(attempts) < 10 else 0,
         }
         parent, links = self._origin(fields, attempts == "0")
-        with self.tracer.start_as_current_span(
+        return self.tracer.start_span(
             self.name,
             context=parent,
             kind=self.trace.SpanKind.CONSUMER,
             attributes=attributes,
             links=links,
-            record_exception=False,
-            set_status_on_exception=False,
-        ) as span:
-            await run(part, entry_id, raw, alone=alone)
-            status = getattr(span, "status", None)
-            if status is not None and status.status_code is self.trace.StatusCode.UNSET:
-                span.set_status(self.trace.StatusCode.OK)
+        )
 
     def _origin(self, fields: dict[str, str], first: bool) -> tuple[Any, list[Any]]:
         """The parent context and the links of an attempt (module docstring)."""
