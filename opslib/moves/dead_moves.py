@@ -28,8 +28,9 @@ from worker.store.trace_context import sending
 TakeFromStream = Callable[[Scripts, str, str, str, bool, Any, Mapping[str, str]], Any]
 """(partition's scripts, dead id, batch, at, record in the archive, pipeline, trace context) -> the script's
 result. The trace context is {} unless the move is traced and a span is active."""
-TakeFromArchive = Callable[[Any, Any, Keys, list[str], str, str], Mapping[str, Any]]
-"""(archive connection, Redis client, partition's keys, dead ids, batch, at) -> dead id -> result, for those taken."""
+TakeFromArchive = Callable[[Any, Any, Keys, list[str], str, str, Mapping[str, str]], Mapping[str, Any]]
+"""(archive connection, Redis client, partition's keys, dead ids, batch, at, trace context) -> dead id -> result,
+for those taken."""
 ToFrame = Callable[..., pd.DataFrame]
 """(dead ids, results, batch, dry_run=, partitions=) -> the caller's frame."""
 
@@ -80,12 +81,12 @@ def move_dead(
                 verb,
                 on_progress,
             )
-        done: dict[int, Any] = {n: result for n, result in zip(streamed, results, strict=True) if result}
-        missed = found.from_archive(done)
-        pg = archive.connection() if missed and archive.enabled else None
-        if pg is not None:
-            for p, numbers in missed.items():
-                taken = take_archived(pg, redis_client, parts[p], [found.dead_ids[n] for n in numbers], batch, at)
+            done: dict[int, Any] = {n: result for n, result in zip(streamed, results, strict=True) if result}
+            missed = found.from_archive(done)
+            pg = archive.connection() if missed and archive.enabled else None
+            for p, numbers in missed.items() if pg is not None else ():
+                ids = [found.dead_ids[n] for n in numbers]
+                taken = take_archived(pg, redis_client, parts[p], ids, batch, at, context)
                 for n in numbers:
                     if found.dead_ids[n] in taken:
                         done[n] = taken[found.dead_ids[n]]

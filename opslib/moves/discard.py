@@ -99,7 +99,7 @@ def discard(
         take=lambda scripts, dead_id, batch, at, record, pipe, _context: scripts.discard(
             dead_id, batch, by=by_whom, reason=why, at=at, record=record, client=pipe
         ),
-        take_archived=lambda pg, redis_client, keys, dead_ids, batch, at: dict.fromkeys(
+        take_archived=lambda pg, redis_client, keys, dead_ids, batch, at, _context: dict.fromkeys(
             discard_from_archive(pg, redis_client, keys, dead_ids, batch, by=by_whom, reason=why, at=at), True
         ),
         to_frame=discard_to_frame,

@@ -13,7 +13,7 @@ replay runs under a ``replay <queue>`` span linked to each entry's last
 attempt (its ``trace_link``) and writes that span's context into the jobs
 (``traceparent``, ``tracestate``), so each replayed job's first attempt links
 to it (docs/operations.md, "Tracing"); entries re-added from the archive
-keep their own. Two people replaying (or one replaying, one
+too (their links are added once the archive has given them up). Two people replaying (or one replaying, one
 discarding) the same entries at once move each once; an entry no longer
 there is reported as ``missing``, not an error. The calls are pipelined, 500
 at a time.

@@ -116,3 +116,24 @@ def test_request_retry_dead_letter_replay_success(
     [retrying] = [line for line in lines if line.get("outcome") == "retried"]
     [buried] = [line for line in lines if line.get("outcome") == "dead"]
     assert (retrying["trace_id"], buried["trace_id"]) == (first["trace_id"], second["trace_id"])
+
+
+def test_a_replay_from_the_archive_links_the_dead_letter_and_passes_its_context_on(
+    r: redis.Redis, keys: Keys, prefix: str, workers: Workers, tmp_path: Path
+) -> None:
+    """The stream was trimmed of the dead letter (as the archiver's trim does once it is archived): the
+    replay re-adds it from the archive, links its last attempt and writes the replay's context."""
+    client_file, worker_file = tmp_path / "client.jsonl", tmp_path / "worker.jsonl"
+    client(workers, client_file, "enqueue", "fixed_by_replay", "order_id=8")
+    workers.burst(KINDS, TRACE_SPANS_FILE=str(worker_file))
+    [(dead_id, _dead)] = r.xrange(keys.dead)
+    wait_for(lambda: len(opslib.archive(prefix=prefix)), what="the archive's row")
+    r.xdel(keys.dead, dead_id)
+    new_id = client(workers, client_file, "replay", dead_id.decode())
+    assert new_id and r.xlen(keys.dead) == 0
+    workers.burst(KINDS, TRACE_SPANS_FILE=str(worker_file))
+    _first, second, replayed = spans.read(worker_file)
+    replay = one(spans.read(client_file), f"replay {prefix}jobs")
+    assert replay["links"] == [[second["trace_id"], second["span_id"]]]
+    assert replayed["parent"] is None and replayed["links"] == [[replay["trace_id"], replay["span_id"]]]
+    assert replayed["status"] == "OK"

@@ -102,6 +102,17 @@ def current_fields() -> dict[str, str]:
     return {} if span is None else context_fields(span)
 
 
+def add_links(traceparents: Iterable[str]) -> None:
+    """Link the active span to the spans ``traceparents`` name (entries found after it started: a
+    replay's from the archive); malformed or empty ones are skipped."""
+    span = active_span()
+    if span is None:
+        return
+    for found in map(span_context_of, traceparents):
+        if found is not None:
+            span.add_link(found)
+
+
 @contextmanager
 def sending(
     destination: str, count: int, operation: str = "send", links: Iterable[str] = (), root: bool = False
