@@ -4,14 +4,16 @@ Read: :func:`dead_letters`, :func:`pending`, :func:`pending_counts`,
 :func:`delayed`, :func:`queue_stats`, :func:`failure_groups`, :func:`sql`
 (:mod:`opslib.queries` lists every column and dtype). The past, from the
 dead-letter archive in PostgreSQL: :func:`archive`, :func:`history` and
-:func:`plot_history` (:mod:`opslib.archive`). Act:
+:func:`plot_history` (:mod:`opslib.archive`). The flow per kind and minute, from the workers'
+counters: :func:`throughput` and :func:`plot_throughput` (:mod:`opslib.flow`). Act:
 :func:`replay`, :func:`replay_kind`, and follow up with
 :func:`replay_status` (:mod:`opslib.moves.replay`); :func:`discard`,
 :func:`discard_kind` (:mod:`opslib.moves.discard`). One dead letter whole: :func:`show`. Delayed jobs: :func:`run_now`,
 :func:`cancel_delayed` (:mod:`opslib.moves.delayed_jobs`). A data
 fix previewed before it commits: :func:`transaction`. Times are shown in the zone of
 :func:`set_display_tz` (or ``OPSLIB_TZ``) while the data stays in UTC (:mod:`opslib.display`).
-A panel for notebooks:
+Where a job is now, by job id, entry id, outbox id or payload value: :func:`find`
+(:mod:`opslib.find`). A panel for notebooks:
 :func:`opslib.panel.widgets.dead_letter_panel`. On a terminal: ``python -m opslib``.
 
 Each function takes ``client=`` (and ``prefix=``) or finds the servers from
@@ -22,10 +24,12 @@ running ``make run``. Every error raised on purpose is an :class:`OpslibError`.
 from opslib.archive import archive, history
 from opslib.display import install_formatter, set_display_tz
 from opslib.errors import OpslibError
+from opslib.find import find
+from opslib.flow import throughput
 from opslib.moves.delayed_jobs import cancel_delayed, run_now
 from opslib.moves.discard import discard, discard_kind
 from opslib.moves.replay import replay, replay_kind, replay_status
-from opslib.plots import plot_history
+from opslib.plots import plot_history, plot_throughput
 from opslib.queries import (
     QueueStats,
     dead_letters,
@@ -50,10 +54,12 @@ __all__ = [
     "discard",
     "discard_kind",
     "failure_groups",
+    "find",
     "history",
     "pending",
     "pending_counts",
     "plot_history",
+    "plot_throughput",
     "queue_stats",
     "replay",
     "replay_kind",
@@ -63,6 +69,7 @@ __all__ = [
     "show",
     "signature",
     "sql",
+    "throughput",
     "transaction",
 ]
 

@@ -63,9 +63,10 @@ from opslib.archive_frames import (
     parse_freq,
     period_of,
 )
-from opslib.checks import check_kind, check_limit, parse_since
+from opslib.checks import check_kind, check_limit, check_window
 from opslib.connection import pg_session, queue_keys, readable_archive_url
 from opslib.errors import OpslibError
+from opslib.search import ARCHIVE_SEARCH, check_search
 from opslib.signatures import check_signature
 from worker.archive.table import OUTCOME_SUCCEEDED, STATUS_DEAD, STATUS_DISCARDED, STATUS_REPLAYED, TABLE
 
@@ -76,14 +77,6 @@ def check_status(status: object) -> str | None:
     if status is None or (isinstance(status, str) and status in STATUSES):
         return status
     raise OpslibError(f"status must be one of {', '.join(map(repr, STATUSES))} or None (every row), got {status!r}")
-
-
-def check_window(since: object, until: object) -> tuple[pd.Timestamp | None, pd.Timestamp | None]:
-    """``since`` and ``until`` as UTC times (the forms of :func:`~opslib.checks.parse_since`), in order."""
-    start, end = parse_since(since), parse_since(until, "until")
-    if start is not None and end is not None and end <= start:
-        raise OpslibError(f"until ({end}) must be after since ({start})")
-    return start, end
 
 
 def read_archive(conn: Any, query: str, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
@@ -129,6 +122,7 @@ def archive(
     until: object = None,
     status: str | None = None,
     signature: str | None = None,
+    search: str | None = None,
     limit: int | None = None,
     conn: Any = None,
     prefix: str | None = None,
@@ -136,17 +130,19 @@ def archive(
     """Every archived dead letter, oldest first, with what became of it (columns in the module docstring).
 
     ``kind`` keeps one kind; ``since`` / ``until`` keep entries that died in
-    ``[since, until)`` (a time, naive meaning UTC, an ISO string, or a
-    duration back from now); ``status`` keeps ``"dead"``, ``"replayed"`` or
+    ``[since, until)`` (a time, read in the display zone unless it names one,
+    or a duration back from now); ``status`` keeps ``"dead"``, ``"replayed"`` or
     ``"discarded"`` rows; ``signature`` keeps one failure group (a value of
-    ``failure_groups().signature``); ``limit`` keeps the most recent
-    ``limit`` of what is left.
+    ``failure_groups().signature``); ``search`` keeps rows whose id, error,
+    traceback, ids or payload contain the text (any case); ``limit`` keeps
+    the most recent ``limit`` of what is left.
 
     >>> opslib.archive("send_email", since=pd.Timedelta("7D"), status="dead").groupby("signature").size()
     """
     start, end = check_window(since, until)
     wanted = check_status(status)
     last = check_limit(limit)
+    needle = check_search(search)
     if signature is not None:
         check_signature(signature)
     if kind is not None:
@@ -159,6 +155,9 @@ def archive(
     if signature is not None:
         where += " AND signature = %(signature)s"
         params["signature"] = signature
+    if needle is not None:
+        where += f" AND {ARCHIVE_SEARCH}"
+        params["search"] = needle
     # Newest first so that LIMIT keeps the most recent; within one millisecond, a shorter id has the
     # smaller sequence number. Turned oldest first below.
     query = (

@@ -3,8 +3,16 @@
 Commands::
 
     stats                                  stream length, lag, pending, delayed, dead, consumers
-    dead [--kind K] [--since T] [--limit N] [--json | --csv]
-    groups [--kind K]                      dead letters grouped by error signature
+    dead [--kind K] [--since T] [--until T] [--signature S] [--search TEXT] [--limit N] [--json | --csv]
+    groups [--kind K] [--since T] [--json | --csv]
+                                           dead letters grouped by error signature
+    archive [--kind K] [--since T] [--until T] [--status S] [--signature S] [--search TEXT] [--limit N]
+            [--json | --csv]               archived dead letters and what became of them
+    history [--kind K] [--since 24h] [--until T] [--freq 1h] [--json | --csv]
+                                           dead letters died, replayed, discarded per period
+    flow [--kind K] [--since 1h] [--until T] [--freq 1min] [--json | --csv]
+                                           jobs succeeded, retried, dead, and their waits per period
+    find VALUE                             where a job is now (job id, entry id, outbox id, payload value)
     pending [--kind K]
     replay ID ...                          replay these dead entries
     replay --kind K [--signature S | --error-contains T] [--since T] [--dry-run] [--yes]
@@ -23,10 +31,12 @@ A replay, discard, run-now or cancel first shows what it would take (the dry
 run), then asks for confirmation on a terminal; ``--yes`` skips the question,
 ``--dry-run`` stops after showing. Without a terminal and without ``--yes`` it
 refuses. A replay or discard also takes ids that ``jobs:dead`` no longer holds
-from the archive. Times are shown in ``OPSLIB_TZ`` (UTC by default).
+from the archive. Times are shown in ``OPSLIB_TZ`` (UTC by default), and a
+time typed after ``--since`` / ``--until`` is read in it unless it names a
+zone: each command says how it read it (``since 15:46 CET (14:46 UTC)``).
 
 Exit codes: 0 done (a replay or discard whose ids were already gone is done:
-they are listed as missing); 1 opslib could not do it (server unreachable,
+they are listed as missing); 1 opslib could not do it, or ``find`` found nothing (server unreachable,
 permission refused, unknown kind, malformed id or signature: the message says
 which); 2 bad command line (a discard without --reason); 3 a replay, discard,
 run-now or cancel not confirmed (declined, or no terminal and no ``--yes``).
@@ -42,12 +52,13 @@ from typing import TextIO
 
 import pandas as pd
 
+from opslib.cli_reads import add_read_commands, echo_window, run_read
 from opslib.display import frame_text, plural
 from opslib.errors import OpslibError
 from opslib.moves.delayed_jobs import MISSING, cancel_delayed, run_now
 from opslib.moves.discard import discard, discard_kind
 from opslib.moves.replay import replay, replay_kind, replay_status
-from opslib.queries import dead_letters, delayed, failure_groups, pending, queue_stats
+from opslib.queries import dead_letters, delayed, pending, queue_stats
 from opslib.runbook import DEFAULT_OUT, RunbookFailed, run_runbook
 from opslib.show import show
 from worker.store.vocabulary import (
@@ -65,10 +76,9 @@ SHOWN = 20
 EXIT_CODES = """exit codes:
   0  done (ids already gone are listed as missing, not an error)
   1  opslib could not do it: server unreachable, permission refused, unknown kind,
-     malformed id or signature (the message says which)
+     malformed id or signature (the message says which); find: found nowhere
   2  bad command line (e.g. a discard without --reason)
   3  replay, discard, run-now or cancel not confirmed (declined, or no terminal and no --yes)"""
-DEAD_SUMMARY = ["dead_at", "kind", "job_id", "outbox_id", "attempts", "reason", "error"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -80,15 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     sub.add_parser("stats", help="stream length, lag, pending, delayed, dead, consumers")
-    dead = sub.add_parser("dead", help="list dead letters")
-    dead.add_argument("--kind")
-    dead.add_argument("--since", help="ISO time (UTC unless it has an offset)")
-    dead.add_argument("--limit", type=int, help="only the most recent N")
-    fmt = dead.add_mutually_exclusive_group()
-    fmt.add_argument("--json", action="store_true", help="every column, one JSON object per line")
-    fmt.add_argument("--csv", action="store_true", help="every column, CSV")
-    groups = sub.add_parser("groups", help="dead letters grouped by error signature")
-    groups.add_argument("--kind")
+    add_read_commands(sub)
     pend = sub.add_parser("pending", help="entries delivered and not acknowledged")
     pend.add_argument("--kind")
     for verb, helps in (
@@ -150,17 +152,6 @@ def confirmed(question: str, args: argparse.Namespace, out: TextIO, err: TextIO,
         return True
     print("not done", file=out)
     return False
-
-
-def cmd_dead(args: argparse.Namespace, out: TextIO) -> int:
-    frame = dead_letters(args.kind, since=args.since, limit=args.limit)
-    if args.json:
-        out.write(frame.reset_index().to_json(orient="records", lines=True, date_format="iso", date_unit="ms"))
-    elif args.csv:
-        frame.to_csv(out, date_format="%Y-%m-%dT%H:%M:%S.%fZ")
-    else:
-        table(frame[DEAD_SUMMARY], out)
-    return EXIT_OK
 
 
 def cmd_replay(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO) -> int:
@@ -317,12 +308,11 @@ def main(argv: Sequence[str] | None = None, *, stdin: TextIO | None = None) -> i
             table(stats.counts, out)
             print("\nconsumers:", file=out)
             table(stats.consumers, out)
-        elif args.command == "dead":
-            return cmd_dead(args, out)
-        elif args.command == "groups":
-            dead = dead_letters(args.kind) if args.kind else None
-            table(failure_groups(dead)[["count", "kinds", "signature", "last_seen"]], out)
-        elif args.command == "pending":
+        echo_window(args, err)
+        read = run_read(args, out, err)
+        if read is not None:
+            return read
+        if args.command == "pending":
             table(pending(args.kind), out)
         elif args.command == "replay":
             return cmd_replay(args, out, err, stdin or sys.stdin)

@@ -120,7 +120,7 @@ def connect_postgres(
     try:
         return psycopg.connect(url, connect_timeout=5, autocommit=autocommit)
     except psycopg.Error as exc:
-        raise OpslibError(failure(redact(url), exc)) from None
+        raise OpslibError(" ".join(failure(redact(url), exc).split())) from None  # one line
 
 
 @contextlib.contextmanager

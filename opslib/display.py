@@ -119,6 +119,17 @@ def local_time(value: Any) -> str:
     return stamp.tz_convert(display_tz()).strftime("%Y-%m-%d %H:%M:%S %Z")
 
 
+def as_typed(when: pd.Timestamp) -> str:
+    """How a typed time was read, for an echo: ``15:46 CET (14:46 UTC)``, with the date unless it is today."""
+    zone = display_tz()
+    local, utc = when.tz_convert(zone), when.tz_convert("UTC")
+    clock = "%H:%M" if not (local.second or local.microsecond) else "%H:%M:%S"
+    if local.date() != pd.Timestamp.now(tz=zone).date():
+        clock = "%Y-%m-%d " + clock
+    read = f"{local.strftime(clock)} {local.tzname()}"
+    return read if zone == "UTC" else f"{read} ({utc.strftime(clock)} UTC)"
+
+
 def duration(value: Any) -> str:
     """A duration as ``850 ms``, ``1.2 s``, ``3 min 4 s``, ``2 h 5 min`` or ``3 d 4 h``."""
     if value is None or value is pd.NaT:

@@ -25,6 +25,7 @@ from opslib.archive import history
 from opslib.archive_frames import HISTORY_COLUMNS, HISTORY_MEASURES
 from opslib.display import display_tz
 from opslib.errors import OpslibError
+from opslib.flow import THROUGHPUT_COLUMNS, throughput
 
 LABELS = {
     "died": "died",
@@ -39,6 +40,8 @@ COLOURS = {
     "succeeded_after_replay": "#27ae60",
 }
 """One colour per count, the same in every chart (matplotlib's tab10 order would change with the columns)."""
+FLOW_LABELS = {"succeeded": "succeeded", "failed": "failed (retried or dead)"}
+FLOW_COLOURS = {"succeeded": "#27ae60", "failed": "#c0392b"}
 BAR_SHARE = 0.8
 """A bar is this share of its period wide, centred on the period."""
 UNITS = (("day", pd.Timedelta("1D")), ("hour", pd.Timedelta("1h")), ("minute", pd.Timedelta("1min")))
@@ -164,4 +167,55 @@ def plot_history(frame: pd.DataFrame | None = None, *, kind: str | None = None, 
     ax.set_title(f"{what} per {freq_words(stride)}", loc="left")
     ax.set_ylabel("events")  # stacked: an entry that died and was replayed in one hour counts in both
     draw_periods(ax, totals, stride, labels=LABELS, colours=COLOURS)
+    return ax
+
+
+def _check_throughput(frame: pd.DataFrame, args: Sequence[str]) -> None:
+    """An :class:`OpslibError` when ``frame`` comes with ``throughput()``'s arguments or is not its frame."""
+    if args:
+        raise OpslibError(
+            f"plot_throughput got a frame and throughput()'s arguments {sorted(args)}; pass one or the other"
+        )
+    missing = set(THROUGHPUT_COLUMNS) - set(frame.columns)
+    if missing:
+        raise OpslibError(f"plot_throughput needs a throughput() frame; this one lacks {', '.join(sorted(missing))}")
+
+
+def plot_throughput(frame: pd.DataFrame | None = None, *, kind: str | None = None, ax: Any = None, **args: Any) -> Any:
+    """Draw a ``throughput()`` frame: jobs succeeded and failed (retried or dead) per period, stacked
+    (:func:`draw_periods`), with the largest wait p95 of the kinds on a second axis.
+
+    With no frame, ``throughput(kind, **args)`` is read first:
+    ``opslib.plot_throughput(since="6h", freq="15min")``. ``kind=`` keeps one
+    kind of a frame. Draws on ``ax`` or a new figure; returns the Axes. Times
+    read in the display zone.
+    """
+    plt = _pyplot()
+    if frame is None:
+        frame = throughput(kind, **args)
+    else:
+        _check_throughput(frame, list(args))
+    if kind is not None:
+        frame = frame[frame["kind"] == kind]
+    stride = frame.attrs.get("freq") or pd.Timedelta("1min")
+    grouped = frame.assign(failed=frame["retried"] + frame["dead"]).groupby("period")
+    totals = grouped[["succeeded", "failed"]].sum().sort_index()
+    wait_p95 = grouped["wait_p95_s"].max().sort_index()
+    if ax is None:
+        _figure, ax = plt.subplots(figsize=(9, 3.2), layout="constrained")
+    ax.set_title(f"jobs{f' of {kind}' if kind else ''} per {freq_words(stride)}", loc="left")
+    ax.set_ylabel("jobs")
+    busy = draw_periods(ax, totals, stride, labels=FLOW_LABELS, colours=FLOW_COLOURS)
+    if busy.empty:
+        return ax
+    import matplotlib.dates as dates  # found, since pyplot was
+
+    waits = ax.twinx()
+    centres = dates.date2num((wait_p95.index + stride / 2).to_pydatetime())
+    waits.plot(centres, wait_p95.to_numpy(), color="#2e86c1", marker=".", linewidth=1, label="wait p95")
+    waits.set_ylabel("wait p95 (s)")
+    highest = wait_p95.max()
+    waits.set_ylim(0, highest * 1.3 if highest > 0 else None)  # headroom for the legend, as the bars have
+    handles = ax.get_legend_handles_labels()[0] + waits.get_legend_handles_labels()[0]
+    ax.legend(handles=handles, loc="upper left", frameon=False, ncols=3, fontsize="small")
     return ax

@@ -76,7 +76,7 @@ import pandas as pd
 import psycopg
 import redis
 
-from opslib.checks import check_kind, check_limit, parse_since, queue_kinds
+from opslib.checks import check_kind, check_limit, check_window, queue_kinds
 from opslib.columns import COUNT, MARK, TEXT, typed_frame
 from opslib.connection import archive_hint, database_url, partitions, pg_session, redis_session, settings
 from opslib.errors import OpslibError
@@ -89,6 +89,7 @@ from opslib.frames import (
     pending_to_frame,
     select_dead,
 )
+from opslib.search import check_search, search_mask
 from opslib.signatures import check_signature, failure_groups_to_frame
 from worker.observability.queue_state import read_partitions_state, stat_fields
 from worker.store.connection import on_owner
@@ -131,25 +132,33 @@ def dead_letters(
     kind: str | None = None,
     *,
     since: object = None,
+    until: object = None,
     signature: str | None = None,
+    search: str | None = None,
     limit: int | None = None,
     client: redis.Redis | None = None,
     prefix: str | None = None,
 ) -> pd.DataFrame:
     """The dead letters, oldest first: one row per entry of ``jobs:dead`` (columns in the module docstring).
 
-    ``kind`` keeps one kind; ``since`` keeps entries dead at or after a time
-    (or a duration back from now); ``signature`` keeps one failure group (a
-    value of ``failure_groups().signature``); ``limit`` keeps the most recent
+    ``kind`` keeps one kind; ``since`` / ``until`` keep entries dead in
+    ``[since, until)`` (times read in the display zone unless they name one,
+    or durations back from now); ``signature`` keeps one failure group (a
+    value of ``failure_groups().signature``); ``search`` keeps entries whose
+    id, error, traceback, ids or payload contain the text (any case: an
+    order id, an email, an exception's name); ``limit`` keeps the most recent
     ``limit`` of what is left.
+
+    >>> opslib.dead_letters(search="4471", since="2h")
     """
-    start = parse_since(since)
+    start, end = check_window(since, until)
     last = check_limit(limit)
+    needle = check_search(search)
     if signature is not None:
         check_signature(signature)
     with redis_session(client, prefix, "read the dead letters") as (redis_client, keys):
         parts = partitions(redis_client, keys)
-        if kind is None and signature is None and last is not None:
+        if kind is None and signature is None and needle is None and end is None and last is not None:
             frames = [
                 dead_to_frame(
                     reversed(redis_client.xrevrange(p.dead, max="+", min=entry_floor(start), count=last)), p.partition
@@ -160,12 +169,14 @@ def dead_letters(
         frame = combine([dead_to_frame(read_dead(redis_client, p, start), p.partition) for p in parts], "dead_at")
         if kind is not None:
             check_kind(kind, frame["kind"].unique(), lambda: queue_kinds(redis_client, parts))
-    mask = pd.Series(True, index=frame.index)
+    mask = search_mask(frame, needle)
     if kind is not None:
         mask &= frame["kind"] == kind
     if signature is not None:
         mask &= frame["signature"] == signature
-    if kind is not None or signature is not None:
+    if end is not None:
+        mask &= frame["dead_at"] < end
+    if not mask.all():
         frame = select_dead(frame, mask)
     return frame.tail(last) if last is not None else frame
 

@@ -452,6 +452,12 @@ class Settings:
         positive_float,
         "how often the queue-wide gauges are read (by one worker, under a lock)",
     )
+    flow_retention_days: int = setting(
+        "FLOW_RETENTION",
+        "8",
+        non_negative_int,
+        "days the per-kind flow counters (opslib.throughput) are kept in Redis; 0: not counted",
+    )
     log_format: str = setting("LOG_FORMAT", "text", choice("text", "json"), "text or json (one JSON object per line)")
     log_level: str = setting(
         "LOG_LEVEL",

@@ -4,8 +4,8 @@ Pure functions on a ``dead_letters()`` frame, so the panel's widgets only
 read their values and call these (tested without a browser). The frame is
 never changed: each function returns a selection of its rows.
 
-* The **search** is a case-insensitive literal substring (no regex to
-  escape) looked for in the error, the job's ids and every payload field.
+* The **search** is :func:`opslib.search.search_mask`'s: a case-insensitive
+  literal substring looked for in the id, error, traceback, ids and payload.
 * The **time range** is two texts, as people type them in the panel: a
   duration back from now (``2h``, ``30min``, ``3d``) or a time; a time
   without an offset is read in the display time zone (what the panel shows),
@@ -19,15 +19,14 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from opslib.checks import DURATION, parse_since
+from opslib.checks import parse_since
 from opslib.display import cut, display_tz, local_time
 from opslib.errors import OpslibError
-from opslib.frames import DEAD_COLUMNS, select_dead
+from opslib.frames import select_dead
+from opslib.search import search_mask
 
 ALL_KINDS = ""
 """The kind selector's value for every kind."""
-SEARCHED_COLUMNS = ("error", "job_id", "outbox_id")
-"""Searched besides the payload's own fields."""
 ENTRY_LABEL_CHARS = 100
 
 
@@ -42,22 +41,18 @@ class Filters:
 
 
 def panel_time(value: str, name: str) -> pd.Timestamp | None:
-    """A time typed in the panel as UTC: empty, a duration back from now, or a time (naive: the display zone)."""
+    """A time typed in the panel as UTC: empty, a duration back from now, or a time (read as
+    :func:`opslib.checks.parse_since` reads it: without a zone, in the display zone)."""
     typed = value.strip()
     if not typed:
         return None
-    if DURATION.match(typed):
-        return parse_since(typed, name)
     try:
-        when = pd.Timestamp(typed)
-    except ValueError:
-        when = pd.NaT
-    if when is pd.NaT:
+        return parse_since(typed, name)
+    except OpslibError:
         raise OpslibError(
             f"{name} {typed!r} is not a time; type a duration back from now such as 2h, 30min or 3d, "
-            f"or a time such as 2026-11-30 21:00 (read in {display_tz()} unless it has an offset)"
-        )
-    return (when.tz_localize(display_tz()) if when.tzinfo is None else when).tz_convert("UTC")
+            f"or a time such as 2026-11-30 21:00 (read in {display_tz()} unless it has an offset or a zone)"
+        ) from None
 
 
 def read_filters(kind: str, search: str, since: str, until: str) -> Filters:
@@ -66,22 +61,6 @@ def read_filters(kind: str, search: str, since: str, until: str) -> Filters:
     if start is not None and end is not None and end <= start:
         raise OpslibError(f"To ({local_time(end)}) must be after From ({local_time(start)})")
     return Filters(kind=kind, search=search.strip(), since=start, until=end)
-
-
-def payload_columns(dead: pd.DataFrame) -> list[str]:
-    return [name for name in dead.columns if name not in DEAD_COLUMNS]
-
-
-def search_mask(dead: pd.DataFrame, search: str) -> pd.Series:
-    """Rows whose error, ids or payload contain ``search`` (any case); every row when it is empty."""
-    if not search:
-        return pd.Series(True, index=dead.index)
-    needle = search.casefold()
-    found = pd.Series(False, index=dead.index)
-    for name in [*SEARCHED_COLUMNS, *payload_columns(dead)]:
-        values = dead[name].astype("object").where(dead[name].notna(), "").astype(str)
-        found |= values.str.casefold().str.contains(needle, regex=False)
-    return found
 
 
 def filter_dead(dead: pd.DataFrame, filters: Filters) -> pd.DataFrame:

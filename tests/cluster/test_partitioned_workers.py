@@ -54,6 +54,13 @@ def test_the_whole_life_of_jobs_over_three_partitions_on_three_primaries(
         assert set(dead["reason"]) == {"exhausted"} and set(dead["attempts"]) == {2}
         stats = opslib.queue_stats(**at)
         assert (stats.dead, stats.pending, stats.delayed) == (6, 0, 0)
+        totals = opslib.throughput(since="15min", **at).groupby("kind")[["succeeded", "dead"]].sum()
+        assert totals.loc["noop", "succeeded"] == 36 and totals.loc["doomed", "dead"] == 6
+        found = opslib.find("d0", **at)  # dead; its attempts' entries may still be on jobs, acknowledged
+        assert found[found["where"] == "dead"]["job_id"].tolist() == ["d0"] and set(found["where"]) <= {
+            "dead",
+            "finished",
+        }
         homes = dict(zip(dead["job_id"], dead["partition"], strict=True))
         wait_for(lambda: archived(archive_url, plain_prefix) == homes, what="the dead letters in the archive")
 

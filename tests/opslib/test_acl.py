@@ -47,6 +47,9 @@ def test_a_read_only_user_can_query_but_not_replay(r: redis.Redis, keys: Keys, r
     assert len(opslib.delayed(**at)) == 1
     assert opslib.queue_stats(**at).dead == 1
     assert opslib.replay_kind("seat_label", dry_run=True, **at)["status"].tolist() == ["would replay"]
+    assert opslib.throughput(**at).empty  # no worker counted anything here
+    assert opslib.find("1A", **at)["where"].tolist() == ["running"]
+    assert opslib.find(dead_id, **at)["where"].tolist()[-1] == "dead"
 
     with pytest.raises(
         opslib.OpslibError, match=r"Redis refused to replay dead letters: .*replay needs a user that may run scripts"

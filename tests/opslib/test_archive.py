@@ -203,7 +203,7 @@ def test_archive_and_history_refuse_bad_arguments_with_one_clear_error(conn: psy
         ({"limit": 0}, "limit must be a whole number >= 1"),
         ({"since": "yesterday-ish"}, "since='yesterday-ish' is not a time"),
         ({"until": "soon"}, "until='soon' is not a time"),
-        ({"since": at(22), "until": at(21)}, r"until \(2026-11-30 21:00:00\+00:00\) must be after since"),
+        ({"since": at(22), "until": at(21)}, r"until \(2026-11-30 21:00:00 UTC\) must be after since"),
         ({"signature": "MailTimeout: no answer in 10 s"}, "is not a signature"),
     ]
     for arguments, message in cases:
@@ -395,6 +395,16 @@ def test_sql_says_where_the_archive_is_when_it_is_elsewhere(pg_url: str, monkeyp
     monkeypatch.setenv("ARCHIVE_URL", "postgresql://postgres@127.0.0.1:5432/archive")
     with pytest.raises(opslib.OpslibError, match="The archive lives where ARCHIVE_URL points, not in DATABASE_URL's"):
         opslib.sql("SELECT count(*) FROM dead_letters")
+
+
+def test_archive_search_finds_text_in_the_payload_error_and_ids(conn: psycopg.Connection[Any]) -> None:
+    assert opslib.archive(search="4472", conn=conn, prefix="")["dead_at"].tolist() == [at(20, 20), at(23, 20)]
+    assert opslib.archive(search="mailtimeout", conn=conn, prefix="")["kind"].tolist() == ["send_email"]
+    first_id = opslib.archive(conn=conn, prefix="").index[0]
+    assert opslib.archive(search=first_id, conn=conn, prefix="").index.tolist() == [first_id]
+    assert opslib.archive(search="no such text", conn=conn, prefix="").empty
+    with pytest.raises(opslib.OpslibError, match="search must be text"):
+        opslib.archive(search=4472, conn=conn, prefix="")  # type: ignore[arg-type]
 
 
 def test_every_column_of_the_table_is_shown_selected_or_named_as_not_shown() -> None:

@@ -149,3 +149,48 @@ def test_the_module_runs_and_exits_with_the_code(env: dict[str, str], dead: list
     )
     assert away.returncode == EXIT_FAILED
     assert away.stderr.startswith("error: cannot reach Redis at redis://127.0.0.1:")
+
+
+def test_dead_search_until_signature_and_groups_since(
+    env: dict[str, str], dead: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert run("dead", "--search", "7-a", "--json") == EXIT_OK
+    assert [json.loads(line)["dead_id"] for line in capsys.readouterr().out.splitlines()] == [dead[1]]
+    signature = "SeatLabelInvalid: <str> is bad"
+    assert run("dead", "--signature", signature, "--csv") == EXIT_OK
+    assert pd.read_csv(io.StringIO(capsys.readouterr().out), dtype=str)["dead_id"].tolist() == dead
+    monkeypatch.setenv("OPSLIB_TZ", "Europe/Prague")
+    died = pd.Timestamp(int(dead[0].split("-")[0]), unit="ms", tz="UTC")
+    typed = (died - pd.Timedelta("1min")).tz_convert("Europe/Prague").strftime("%Y-%m-%d %H:%M")
+    assert run("dead", "--until", typed, "--json") == EXIT_OK
+    captured = capsys.readouterr()
+    assert captured.out.strip() == ""  # read in Prague's time: a minute before both died (read as UTC: an hour after)
+    utc = (died - pd.Timedelta("1min")).strftime("%H:%M")
+    assert captured.err.startswith("until ") and f"{typed[11:]} CET ({utc} UTC)" in captured.err
+    assert run("groups", "--since", typed, "--json") == EXIT_OK
+    assert json.loads(capsys.readouterr().out.splitlines()[0])["count"] == 2
+
+
+def test_find_prints_where_a_job_is_or_one_line_and_exit_1(
+    env: dict[str, str], dead: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ARCHIVE_URL", "postgresql://127.0.0.1:1/none")  # no archive there: a note, not a failure
+    assert run("find", dead[0]) == EXIT_OK
+    captured = capsys.readouterr()
+    assert captured.out.startswith("dead       seat_label") and f"entry {dead[0]}" in captured.out
+    assert "note: the archive was not read" in captured.err and "Traceback" not in captured.err
+    assert run("find", "order-0000") == EXIT_FAILED
+    assert capsys.readouterr().out == "order-0000: not found in jobs, delayed, jobs:dead or the archive\n"
+
+
+def test_flow_history_and_archive_commands_answer(
+    env: dict[str, str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert run("flow", "--since", "2h", "--freq", "15min") == EXIT_OK
+    captured = capsys.readouterr()
+    assert captured.out.strip() == "(none)" and captured.err.startswith("since ")
+    monkeypatch.setenv("ARCHIVE_URL", "postgresql://127.0.0.1:1/none")
+    for command in ("history", "archive"):
+        assert run(command) == EXIT_FAILED
+        err = capsys.readouterr().err
+        assert err.splitlines()[-1].startswith("error: cannot reach PostgreSQL") and "Traceback" not in err

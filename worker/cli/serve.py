@@ -28,6 +28,7 @@ from worker.errors import SettingsError
 from worker.kinds import REGISTRY, Registry, import_kind_modules
 from worker.loop.runner import Worker
 from worker.loop.scheduler import scheduler_chore
+from worker.observability.flow import worker_flow
 from worker.settings import Settings
 from worker.store.connection import connect_async
 from worker.store.partitions import record_count
@@ -75,6 +76,7 @@ async def serve(
                 from worker.observability.metrics import worker_metrics
 
                 observers = await stack.enter_async_context(worker_metrics(app, registry, archiver))
+            flow = await stack.enter_async_context(worker_flow(app, registry))
             for lifespan in registry.lifespans:
                 await stack.enter_async_context(lifespan(app))
             scheduler = scheduler_chore(app, registry, observers)
@@ -86,7 +88,7 @@ async def serve(
                 registry,
                 burst=burst,
                 chores=app.chores,
-                observers=observers,
+                observers=[*observers, *flow],
                 more_work=app.more_work,
             )
             loop = asyncio.get_running_loop()

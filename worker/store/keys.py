@@ -22,6 +22,9 @@ key (after QUEUE_PREFIX)   type        written by            read by
                                                              queue_state (metrics, opslib)
 ``replay:<batch>``         hash, EX    replay, worker        opslib.replay_status
 ``metrics:lock``           string, EX  metrics chore         metrics chore
+``flow:m:<start>:<kind>``  hash, EX    flow chore (HINCRBY)  opslib.throughput
+``flow:h:<start>:<kind>``  hash, EX    flow chore (HINCRBY)  opslib.throughput
+``flow:kinds``             set, EX     flow chore            opslib.throughput
 =========================  ==========  ====================  ==========================
 
 ``QUEUE_PREFIX`` (default empty) goes in front of every key, e.g.
@@ -29,7 +32,8 @@ key (after QUEUE_PREFIX)   type        written by            read by
 
 Partitions (``QUEUE_PARTITIONS`` = N > 1): partition p has its own ``jobs``
 (and group), ``delayed``, ``jobs:dead`` (and group ``archive``),
-``jobs:dead:evicted``, ``jobs:dead:log``, ``replay:<batch>`` and tick locks ``sched:<name>:<tick>``, named
+``jobs:dead:evicted``, ``jobs:dead:log``, ``replay:<batch>``, tick locks ``sched:<name>:<tick>`` and
+flow counters ``flow:...`` (each worker writes its counts to one partition, opslib adds them up), named
 ``<prefix>{<tag>}:jobs`` and so on, where the hash tag ``p<p>-<k>`` is the
 first (k = 0, 1, ...) whose slot falls in the p-th of N equal ranges of the
 16384 slots: the ranges a cluster's primaries get when the slots are dealt out
@@ -117,6 +121,16 @@ class Keys:
     @property
     def metrics_lock(self) -> str:
         return f"{self.prefix}metrics:lock"
+
+    def flow(self, period_s: int, start_s: int, kind: str) -> str:
+        """The counters of ``kind`` for the minute (``period_s`` 60) or hour (3600) starting at ``start_s``
+        (epoch seconds); the fields are in :mod:`worker.store.flow`."""
+        return f"{self.base}flow:{'m' if period_s == 60 else 'h'}:{start_s}:{kind}"
+
+    @property
+    def flow_kinds(self) -> str:
+        """The kinds this partition holds flow counters of."""
+        return f"{self.base}flow:kinds"
 
 
 @cache

@@ -1,0 +1,193 @@
+"""Where a job is now: ``opslib.find(value)`` and ``python -m opslib find VALUE``.
+
+``value`` is a job id, an outbox id, a stream entry id (of ``jobs`` or
+``jobs:dead``) or a payload value such as an order id; it is compared whole
+(``"4471"`` does not find order ``44712``: for text inside a field, use
+``dead_letters(search=...)``). Every partition is looked at, then the
+archive:
+
+=============  ==============================================================
+where          the job
+=============  ==============================================================
+waiting        is on ``jobs``, not yet read by a worker
+running        was read by ``worker`` and is not acknowledged: its idle time
+               (``idle``) is since delivery or the last claim refresh
+finished       is on ``jobs`` and acknowledged: it succeeded, or was moved to
+               ``delayed`` or ``jobs:dead`` (see the other rows)
+delayed        waits in ``delayed`` until ``run_at`` (a retry or a later run)
+dead           is in ``jobs:dead`` (``id``, ``reason``, ``error``)
+archived       is in the archive only: ``status`` says replayed, discarded or dead
+=============  ==============================================================
+
+One row per place the value was found, in that order; no row when it is
+nowhere. The archive is read when ``ARCHIVE_URL`` / ``DATABASE_URL`` (or
+``conn=``) point at one; when it cannot be read, ``attrs["notes"]`` says so
+and the rest is still returned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import pandas as pd
+import redis
+
+from opslib.archive import archive
+from opslib.columns import DURATION, TEXT, TIME, typed_frame
+from opslib.connection import partitions, redis_session
+from opslib.errors import OpslibError
+from opslib.queries import dead_letters, delayed
+from opslib.search import payload_columns
+from worker.store.keys import GROUP, Keys
+from worker.store.wire import job_id_of, text
+
+WAITING, RUNNING, FINISHED, DELAYED, DEAD, ARCHIVED = "waiting", "running", "finished", "delayed", "dead", "archived"
+FIND_COLUMNS = {
+    "where": TEXT,
+    "kind": TEXT,
+    "job_id": TEXT,
+    "id": TEXT,
+    "at": TIME,
+    "worker": TEXT,
+    "idle": DURATION,
+    "run_at": TIME,
+    "reason": TEXT,
+    "error": TEXT,
+    "status": TEXT,
+    "partition": "int64",
+}
+"""``id``: the entry id (on ``jobs`` or ``jobs:dead``); ``at``: when it got where it is (added to ``jobs``,
+dead); ``job_id``: the job id, or the outbox id when the outbox relay published it."""
+PAGE = 1000
+ID_COLUMNS = ("job_id", "outbox_id", "request_id")
+
+
+def find_to_frame(rows: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
+    """The ``find()`` frame of one mapping per place found (missing columns empty)."""
+    found = list(rows)
+    columns = {name: [row.get(name) for row in found] for name in FIND_COLUMNS}
+    columns["partition"] = [row.get("partition", -1) for row in found]
+    for name in ("kind", "job_id", "id", "worker", "reason", "error", "status"):
+        columns[name] = [value or "" for value in columns[name]]
+    return typed_frame(columns, FIND_COLUMNS)
+
+
+def matches(frame: pd.DataFrame, value: str) -> pd.Series:
+    """Rows of a ``dead_letters()`` or ``archive()`` frame whose id, job ids or payload field equal ``value``."""
+    hit = pd.Series(frame.index == value, index=frame.index)
+    for name in [*ID_COLUMNS, *payload_columns(frame)]:
+        if name in frame.columns:
+            hit |= frame[name].astype("object") == value
+    return hit
+
+
+def on_jobs(client: Any, keys: Keys, value: str) -> list[dict[str, Any]]:
+    """The entries of one partition's ``jobs`` holding ``value`` (id or any field), with what became of each."""
+    wanted = value.encode()
+    hits: list[tuple[str, dict[bytes, bytes]]] = []
+    low = "-"
+    while True:
+        page = client.xrange(keys.jobs, min=low, max="+", count=PAGE)
+        hits += [
+            (text(entry_id), fields)
+            for entry_id, fields in page
+            if text(entry_id) == value or wanted in fields.values()
+        ]
+        if len(page) < PAGE:
+            break
+        low = "(" + text(page[-1][0])
+    if not hits:
+        return []
+    groups = {text(g["name"]): g for g in client.xinfo_groups(keys.jobs)}
+    delivered = text(groups[GROUP]["last-delivered-id"]) if GROUP in groups else "0-0"
+    rows = []
+    for entry_id, raw in hits:
+        fields = {text(k): text(v) for k, v in raw.items()}
+        row = {
+            "kind": fields.get("kind", ""),
+            "job_id": job_id_of(fields),
+            "id": entry_id,
+            "at": pd.Timestamp(int(entry_id.partition("-")[0]), unit="ms", tz="UTC"),
+            "partition": keys.partition,
+        }
+        pending = (
+            client.xpending_range(keys.jobs, GROUP, min=entry_id, max=entry_id, count=1) if GROUP in groups else []
+        )
+        if pending:
+            row |= {"where": RUNNING, "worker": text(pending[0]["consumer"])}
+            row["idle"] = pd.Timedelta(milliseconds=int(pending[0]["time_since_delivered"]))
+        elif entry_order(entry_id) > entry_order(delivered):
+            row["where"] = WAITING
+        else:
+            row["where"] = FINISHED
+        rows.append(row)
+    return rows
+
+
+def entry_order(entry_id: str) -> tuple[int, int]:
+    millis, _, seq = entry_id.partition("-")
+    return int(millis), int(seq or 0)
+
+
+def find(value: str, *, client: redis.Redis | None = None, prefix: str | None = None, conn: Any = None) -> pd.DataFrame:
+    """Where the job with this id, entry id, outbox id or payload value is now: one row per place (module
+    docstring); none when it is nowhere.
+
+    >>> opslib.find("4471")   # an order id: its render_tickets job, dead, and the email job that waits
+    """
+    if not isinstance(value, str) or not value.strip():
+        raise OpslibError(f"find needs a job id, entry id, outbox id or payload value such as '4471', got {value!r}")
+    value = value.strip()
+    rows: list[dict[str, Any]] = []
+    with redis_session(client, prefix, "look for the job") as (redis_client, keys):
+        for part in partitions(redis_client, keys):
+            rows += on_jobs(redis_client, part, value)
+        later = delayed(client=redis_client, prefix=keys.prefix)
+        dead = dead_letters(search=value, client=redis_client, prefix=keys.prefix)
+    hit = later[
+        [
+            value in fields.values() or job_id == value
+            for fields, job_id in zip(later["fields"], later["job_id"], strict=True)
+        ]
+    ]
+    for _, job in hit.iterrows():
+        rows.append(
+            {
+                "where": DELAYED,
+                "kind": job["kind"],
+                "job_id": job["job_id"],
+                "run_at": job["run_at"],
+                "partition": job["partition"],
+            }
+        )
+    dead = dead[matches(dead, value)]
+    for dead_id, entry in dead.iterrows():
+        rows.append(dead_row(DEAD, str(dead_id), entry))
+    notes: list[str] = []
+    try:
+        stored = archive(search=value, conn=conn, prefix=keys.prefix)
+    except OpslibError as exc:
+        notes.append(f"the archive was not read: {exc}")
+    else:
+        stored = stored[matches(stored, value) & ~stored.index.isin(dead.index)]
+        for dead_id, entry in stored.iterrows():
+            rows.append(dead_row(ARCHIVED, str(dead_id), entry) | {"status": entry["status"]})
+    frame = find_to_frame(rows)
+    frame.attrs["notes"] = notes
+    return frame
+
+
+def dead_row(where: str, dead_id: str, entry: pd.Series) -> dict[str, Any]:
+    """A found row for a dead letter (in ``jobs:dead`` or the archive)."""
+    job_id = entry.get("job_id") or entry.get("outbox_id") or ""
+    return {
+        "where": where,
+        "kind": entry["kind"],
+        "job_id": job_id if isinstance(job_id, str) else "",
+        "id": dead_id,
+        "at": entry["dead_at"],
+        "reason": entry["reason"],
+        "error": entry["error"],
+        "partition": entry.get("partition", -1),
+    }

@@ -1,0 +1,182 @@
+"""The flow counters: per kind and minute, the jobs that succeeded, retried and died, and their wait and run
+times, added up in Redis for ``opslib.throughput()`` (layout in :mod:`worker.store.flow`).
+
+:class:`FlowCounter` is one of the loop's observers
+(:class:`worker.loop.observe.Observer`). On the loop's path it only adds to
+dictionaries in this process (a bucket index and an increment: well under a
+microsecond a job, see ``benchmarks/hot_path.py --flow``); a chore hands
+what it gathered to Redis about once a second, in one pipeline of HINCRBYs
+(:meth:`FlowCounter.flush`), into the minute's and the hour's hash of each
+kind. A flush that fails keeps its counts for the next one; the last flush
+runs when the worker stops.
+
+Counts are given to the minute in which the flush's interval (about a
+second) falls, so a job finished in the last second of a minute may count in
+the next. On a queue of several partitions each worker writes to one
+partition, chosen by its name, so that workers spread over a cluster's
+primaries; readers add the partitions up.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from bisect import bisect_left
+from collections.abc import AsyncIterator, Iterable
+from typing import TYPE_CHECKING, Any
+
+from worker.app import Chore
+from worker.store.flow import (
+    BOUNDS_S,
+    BUCKETS,
+    COUNTS,
+    DEAD,
+    EXPIRY_MARGIN_S,
+    HOUR_S,
+    MINUTE_S,
+    MINUTES_KEPT_S,
+    RETRIED,
+    RUN,
+    SUCCEEDED,
+    UNDECLARED,
+    WAIT,
+    bucket_field,
+)
+from worker.store.keys import Keys, partition_of
+from worker.store.partitions import partition_keys
+from worker.store.reconnect import CONNECTION_ERRORS
+from worker.store.vocabulary import OUTCOME_DEAD, OUTCOME_RETRIED, OUTCOME_SUCCEEDED, REASONS_AFTER_A_RUN
+
+if TYPE_CHECKING:
+    from worker.app import WorkerApp
+    from worker.kinds import Registry
+
+log = logging.getLogger("worker.observability.flow")
+
+FLUSH_INTERVAL_S = 1.0
+#: A kind's row of :attr:`FlowCounter.runs`: the run-time buckets, then one count per outcome (in ``COUNTS``' order).
+_SUCCEEDED, _RETRIED, _DEAD = (BUCKETS + COUNTS.index(name) for name in (SUCCEEDED, RETRIED, DEAD))
+_ROW = BUCKETS + len(COUNTS)
+
+
+class FlowCounter:
+    """Counts what the loop reports, per kind, until :meth:`flush` adds it to Redis."""
+
+    def __init__(self, client: Any, keys: Keys, kinds: Iterable[str], retention_days: int) -> None:
+        self.redis = client
+        self.keys = keys
+        self.kinds = frozenset(kinds)
+        """The declared kinds: a dead job naming another is counted as :data:`UNDECLARED`."""
+        self.retention_s = retention_days * 86_400
+        self.waits: dict[str, list[int]] = {}
+        """Per kind: jobs started per wait bucket."""
+        self.runs: dict[str, list[int]] = {}
+        """Per kind: attempts per run-time bucket, then the succeeded, retried and dead counts (:data:`_ROW`)."""
+        self.since = time.time()
+
+    # ------------------------------------------------------------ observer
+
+    def job_started(self, kind: str, wait_s: float) -> None:
+        """A job is about to run: count its wait in its bucket."""
+        waits = self.waits.get(kind)
+        if waits is None:
+            waits = self.waits[kind] = [0] * BUCKETS
+        waits[bisect_left(BOUNDS_S, wait_s)] += 1
+
+    def job_finished(self, kind: str, outcome: str, duration_s: float, reason: str | None) -> None:
+        """A job finished: count its outcome and, when its handler ran, its run time."""
+        if outcome == OUTCOME_DEAD and kind not in self.kinds:
+            kind = UNDECLARED
+        row = self.runs.get(kind)
+        if row is None:
+            row = self.runs[kind] = [0] * _ROW
+        if outcome == OUTCOME_SUCCEEDED:
+            row[_SUCCEEDED] += 1
+        elif outcome == OUTCOME_RETRIED:
+            row[_RETRIED] += 1
+        else:
+            row[_DEAD] += 1
+            if reason not in REASONS_AFTER_A_RUN:
+                return  # never ran: malformed, unknown kind, or poison found by reclaim
+        row[bisect_left(BOUNDS_S, duration_s)] += 1
+
+    # --------------------------------------------------------------- flush
+
+    def take(self) -> tuple[dict[str, dict[str, int]], float]:
+        """What was counted since the last take, as non-zero fields per kind, and the middle of its interval."""
+        waits, runs = self.waits, self.runs
+        self.waits, self.runs = {}, {}
+        now = time.time()
+        middle, self.since = (self.since + now) / 2, now
+        fields: dict[str, dict[str, int]] = {}
+        for measure, per_kind in ((WAIT, waits), (RUN, runs)):
+            for kind, row in per_kind.items():
+                kind_fields = fields.setdefault(kind, {})
+                for index, n in enumerate(row[:BUCKETS]):
+                    if n:
+                        kind_fields[bucket_field(measure, index)] = n
+                for name, n in zip(COUNTS, row[BUCKETS:], strict=False):
+                    if n:
+                        kind_fields[name] = n
+        return fields, middle
+
+    def give_back(self, fields: dict[str, dict[str, int]]) -> None:
+        """Put counts a flush could not write back into the next one's (their minute becomes the next's)."""
+        for kind, kind_fields in fields.items():
+            for name, n in kind_fields.items():
+                measure, _, index = name.partition(":")
+                if measure == WAIT:
+                    self.waits.setdefault(kind, [0] * BUCKETS)[int(index)] += n
+                else:
+                    slot = int(index) if measure == RUN else BUCKETS + COUNTS.index(name)
+                    self.runs.setdefault(kind, [0] * _ROW)[slot] += n
+
+    async def flush(self) -> None:
+        """Add what was counted to each kind's minute and hour hashes, in one pipeline."""
+        fields, at_s = self.take()
+        if not fields:
+            return
+        minute = int(at_s) // MINUTE_S * MINUTE_S
+        hour = int(at_s) // HOUR_S * HOUR_S
+        pipe = self.redis.pipeline(transaction=False)
+        for kind, kind_fields in fields.items():
+            for period_s, start_s, kept_s in (
+                (MINUTE_S, minute, min(MINUTES_KEPT_S, self.retention_s)),
+                (HOUR_S, hour, self.retention_s),
+            ):
+                key = self.keys.flow(period_s, start_s, kind)
+                for name, n in kind_fields.items():
+                    pipe.hincrby(key, name, n)
+                pipe.expireat(key, start_s + period_s + kept_s + EXPIRY_MARGIN_S)
+        pipe.sadd(self.keys.flow_kinds, *fields)
+        pipe.expire(self.keys.flow_kinds, self.retention_s + EXPIRY_MARGIN_S)
+        try:
+            await pipe.execute()
+        except BaseException:
+            self.give_back(fields)
+            raise
+
+    def chore(self) -> Chore:
+        return Chore("flow", FLUSH_INTERVAL_S, self.flush)
+
+
+@contextlib.asynccontextmanager
+async def worker_flow(app: WorkerApp, registry: Registry) -> AsyncIterator[list[FlowCounter]]:
+    """Count the flow of ``registry``'s kinds while the worker runs (none with ``FLOW_RETENTION=0``); yield the
+    observers to pass to the loop. The last counts are flushed on the way out."""
+    settings = app.settings
+    if not settings.flow_retention_days:
+        yield []
+        return
+    parts = partition_keys(settings)
+    keys = parts[partition_of(settings.worker_name, len(parts))]
+    counter = FlowCounter(app.redis, keys, registry.kinds, settings.flow_retention_days)
+    app.add_chore(counter.chore())
+    try:
+        yield [counter]
+    finally:
+        try:
+            await counter.flush()
+        except CONNECTION_ERRORS as exc:
+            log.warning("Worker %s could not write its last flow counts: %s.", settings.worker_name, exc)
