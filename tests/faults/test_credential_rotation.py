@@ -32,7 +32,7 @@ import pytest
 import redis
 
 from tests.helpers import Workers, wait_for
-from tests.private_postgres import PrivatePostgres, start_private_postgres
+from tests.helpers_postgres import PrivatePostgres, start_private_postgres
 from worker.store.enqueue import enqueue
 
 KINDS = "tests.queue.kinds_basic"

@@ -3,7 +3,7 @@ private PostgreSQL with ``ssl = on``, on loopback, stopped at the end of the ses
 
 The server certificate names 127.0.0.1 only (no ``localhost``), so connecting by the name
 ``localhost`` is a wrong host name. Skips, saying why, where openssl, redis-server or Debian's
-PostgreSQL binaries (:mod:`tests.private_postgres`) are missing (``make test`` on the Debian machine has them all).
+PostgreSQL binaries (:mod:`tests.helpers_postgres`) are missing (``make test`` on the Debian machine has them all).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import psycopg
 import pytest
 import redis
 
-from tests.private_postgres import start_private_postgres
+from tests.helpers_postgres import start_private_postgres
 from worker.embedded.servers import free_port
 
 REDIS_SERVER = "/usr/bin/redis-server"

