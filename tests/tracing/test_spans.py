@@ -67,23 +67,23 @@ def test_request_retry_dead_letter_replay_success(
     first, second, replayed = worked  # in the order they ended: the two runs append to one file
     for span in worked:
         assert span["kind"] == "CONSUMER"
-        assert span["attributes"]["messaging.system"] == "stagedoor-jobs"
+        assert span["attributes"]["messaging.system"] == "redis_streams"
         assert span["attributes"]["messaging.destination.name"] == f"{prefix}jobs"
-        assert span["attributes"]["stagedoor.job.kind"] == "fixed_by_replay"
+        assert span["attributes"]["job.kind"] == "fixed_by_replay"
 
     # The first attempt is a child of the enqueuer's send span, in the request's trace.
     assert (first["trace_id"], first["parent"], first["links"]) == (checkout["trace_id"], send["span_id"], [])
     assert first["status"] == "ERROR"
     assert [event["name"] for event in first["events"]] == ["exception"]
-    assert first["attributes"]["stagedoor.job.outcome"] == "retried"
+    assert first["attributes"]["job.outcome"] == "retried"
 
     # The retry starts a trace of its own, linked to the first attempt; it dead-letters the job.
     assert second["parent"] is None and second["trace_id"] not in (checkout["trace_id"], first["trace_id"])
     assert second["links"] == [[first["trace_id"], first["span_id"]]]
     assert [event["name"] for event in second["events"]] == ["exception", "dead_letter"]
     dead_event = second["events"][1]
-    assert dead_event["stagedoor.dead.reason"] == "exhausted"
-    assert dead_event["stagedoor.dead.id"] == dead_id.decode()
+    assert dead_event["job.dead.reason"] == "exhausted"
+    assert dead_event["job.dead.id"] == dead_id.decode()
     assert "failed on purpose" in dead_event["exception.message"]
     assert second["status"] == "ERROR"
 

@@ -120,7 +120,7 @@ def test_a_scheduled_job_continues_the_trace_its_tick_started(prefix: str, worke
     for span in processed:
         tick = ticks[span["parent"]]
         assert (tick["kind"], tick["parent"], tick["trace_id"]) == ("PRODUCER", None, span["trace_id"])
-        assert span["attributes"]["stagedoor.job.kind"] == "traced_tick"
+        assert span["attributes"]["job.kind"] == "traced_tick"
 
 
 def test_a_synchronous_handler_runs_inside_its_attempts_span(

@@ -8,7 +8,7 @@ loop runs exactly as without tracing. Run the worker under
 module) and each attempt runs inside a CONSUMER span ``process <queue>``
 (messaging conventions: ``messaging.system``, ``messaging.destination.name``,
 ``messaging.message.id`` = the entry id; the kind, job id and attempt as
-``stagedoor.job.*``):
+``job.*``):
 
 - the first attempt of a job is a child of the context it carries
   (``traceparent``: the request, the scheduler tick);
@@ -101,9 +101,9 @@ class Tracing:
             "messaging.destination.name": self.destination,
             "messaging.consumer.group.name": GROUP,
             "messaging.message.id": entry_id,
-            "stagedoor.job.kind": fields.get("kind", ""),
-            "stagedoor.job.id": fields.get("job_id") or fields.get("outbox_id") or "",
-            "stagedoor.job.attempt": int(attempts) + 1 if attempts.isdigit() and len(attempts) < 10 else 0,
+            "job.kind": fields.get("kind", ""),
+            "job.id": fields.get("job_id") or fields.get("outbox_id") or "",
+            "job.attempt": int(attempts) + 1 if attempts.isdigit() and len(attempts) < 10 else 0,
         }
         parent, links = self._origin(fields, attempts == "0")
         return self.tracer.start_span(
@@ -144,7 +144,7 @@ def mark_retried(error: str, attempts: int, delay_s: float) -> None:
     """The attempt failed and the job will run again: status ERROR, and when."""
     span = active_span()
     if span is not None:
-        span.set_attributes({"stagedoor.job.outcome": "retried", "stagedoor.job.retry_in_s": round(delay_s, 3)})
+        span.set_attributes({"job.outcome": "retried", "job.retry_in_s": round(delay_s, 3)})
         _error(span, error)
 
 
@@ -152,10 +152,8 @@ def mark_dead(reason: str, error: str, dead_id: str) -> None:
     """The attempt dead-lettered the job: a ``dead_letter`` event with the reason, status ERROR."""
     span = active_span()
     if span is not None:
-        span.set_attribute("stagedoor.job.outcome", "dead")
-        span.add_event(
-            "dead_letter", {"stagedoor.dead.reason": reason, "stagedoor.dead.id": dead_id, "exception.message": error}
-        )
+        span.set_attribute("job.outcome", "dead")
+        span.add_event("dead_letter", {"job.dead.reason": reason, "job.dead.id": dead_id, "exception.message": error})
         _error(span, error)
 
 

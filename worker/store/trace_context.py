@@ -38,10 +38,10 @@ TRACESTATE = "tracestate"
 TRACE_LINK = "trace_link"
 #: Every trace field a job may carry.
 TRACE_FIELDS = (TRACEPARENT, TRACESTATE, TRACE_LINK)
-#: ``messaging.system`` on every span the queue makes.
-MESSAGING_SYSTEM = "stagedoor-jobs"
-#: The instrumentation scope's name (``get_tracer``).
-TRACER_NAME = "stagedoor-jobs"
+#: ``messaging.system`` on every span the queue makes: the transport, as ``kafka`` or ``rabbitmq`` would be.
+MESSAGING_SYSTEM = "redis_streams"
+#: The instrumentation scope's name (``get_tracer``): the package.
+TRACER_NAME = "worker"
 
 _TRACEPARENT = re.compile(r"^[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$")
 _ZERO_TRACE = "0" * 32
