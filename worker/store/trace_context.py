@@ -16,11 +16,12 @@ field              holds                                        written by
                    replay of the dead letter) links to it       it: its span links to it)
 =================  ===========================================  ==============================
 
-Nothing here imports OpenTelemetry. A process that never imported
-``opentelemetry.trace`` cannot have an active span, so :func:`sending` looks
-in ``sys.modules`` and, finding nothing, costs a dictionary lookup: the
-queue runs without the ``otel`` extra, and without an SDK the API's
-no-op spans are never made current. With a span active it opens a
+Nothing here imports OpenTelemetry that is not loaded already. A process
+that never imported ``opentelemetry.trace`` cannot have an active span, so
+:func:`sending` looks in ``sys.modules`` and, finding nothing, costs a
+dictionary lookup: the queue runs without the ``otel`` extra. (redis-py
+imports the API whenever it is installed; then it is one
+``get_current_span`` call, and without an SDK no span is ever current.) With a span active it opens a
 ``send`` span (PRODUCER, messaging conventions) under it when the tracer
 records, and writes that span's context into each job.
 """
@@ -43,14 +44,14 @@ MESSAGING_SYSTEM = "redis_streams"
 #: The instrumentation scope's name (``get_tracer``): the package.
 TRACER_NAME = "worker"
 
-_TRACEPARENT = re.compile(r"^[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$")
+_TRACEPARENT = re.compile(r"[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}")
 _ZERO_TRACE = "0" * 32
 _ZERO_SPAN = "0" * 16
 
 
 def trace_ids(traceparent: str | None) -> tuple[str, str]:
     """(trace id, span id), lower-case hex, of a well-formed traceparent; ("", "") for anything else."""
-    found = _TRACEPARENT.match(traceparent or "")
+    found = _TRACEPARENT.fullmatch(traceparent or "")
     if found is None or found[1] == _ZERO_TRACE or found[2] == _ZERO_SPAN:
         return "", ""
     return found[1], found[2]
