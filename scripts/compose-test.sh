@@ -212,7 +212,7 @@ with psycopg.connect(sys.argv[1], connect_timeout=5) as conn:
     tables = [r[0] for r in conn.execute("SELECT tablename::text FROM pg_tables WHERE schemaname = 'public' ORDER BY 1")]
     version = conn.execute("SHOW server_version").fetchone()[0]
 missing = set(sys.argv[2:]) - set(tables)
-print(f"PostgreSQL {version} (password from POSTGRES_PASSWORD): {len(tables)} tables: {', '.join(tables)}")
+print(f"PostgreSQL {version} (password from the postgres_password secret): {len(tables)} tables: {', '.join(tables)}")
 sys.exit(f"missing tables: {missing}" if missing else 0)
 EOF
 

@@ -19,8 +19,9 @@
 #      mounted and passed as the PIP_CERT build argument); the image holds no
 #      demo or stand-in module
 #   3b. the image fails closed: without a server URL it exits 2 with one line
-#      (no embedded server in the image), with REDIS_URL alone and the archive on
-#      it exits 2 naming ARCHIVE_URL, and health without a URL is never healthy
+#      (no embedded server in the image); with REDIS_URL alone it exits 2 naming
+#      DATABASE_URL (Stagedoor's kinds) or ARCHIVE_URL (kinds without a database,
+#      the archive on); health without a URL is never healthy
 #   4. two worker containers (test kinds from tests/deploy, mounted read-only),
 #      each healthy by the image's HEALTHCHECK command; every worker container of
 #      this test runs with --read-only --cap-drop=ALL --security-opt=no-new-privileges
@@ -165,8 +166,11 @@ expect_exit() {
     echo "exit $got: $(cat "$WORK/err")"
 }
 expect_exit 2 "error: no server is configured:" "$IMAGE"
-expect_exit 2 "error: set ARCHIVE_URL to a PostgreSQL URL, or ARCHIVE_URL=off" \
+expect_exit 2 "error: set DATABASE_URL (or DATABASE_URL_FILE): the kinds of WORKER_KINDS need PostgreSQL" \
     --env REDIS_URL=redis://127.0.0.1:1/0 "$IMAGE"
+expect_exit 2 "error: set ARCHIVE_URL to a PostgreSQL URL, or ARCHIVE_URL=off" \
+    --volume "$ROOT/tests:/opt/checks/tests:ro" --env PYTHONPATH=/opt/checks \
+    --env WORKER_KINDS=tests.deploy.kinds_metrics --env REDIS_URL=redis://127.0.0.1:1/0 "$IMAGE"
 expect_exit 2 "error: REDIS_URL is not set and no embedded stack is running" "$IMAGE" health
 
 # ---------------------------------------------------------------------------- 4

@@ -18,6 +18,7 @@ from stagedoor.schema import migrate_url
 from stagedoor.settings import StagedoorSettings
 from worker.embedded.servers import EmbeddedServerError, embedded_stack
 from worker.errors import SettingsError
+from worker.redact import redact
 from worker.settings import Settings, settings_help
 
 
@@ -29,7 +30,10 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    sub.add_parser("migrate", help="apply Stagedoor's schema to DATABASE_URL (empty: the embedded PostgreSQL)")
+    sub.add_parser(
+        "migrate",
+        help="apply Stagedoor's schema to DATABASE_URL (empty: the embedded PostgreSQL, when no server URL is set)",
+    )
     return parser
 
 
@@ -38,14 +42,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = Settings.from_env()
         StagedoorSettings.from_env()
+        if not settings.database_url and settings.servers_configured:
+            # Fail closed, as the worker does: a configured server rules the embedded PostgreSQL out.
+            raise SettingsError("set DATABASE_URL (or DATABASE_URL_FILE): another server URL is set")
         data_dir = Path(settings.data_dir)
-        with embedded_stack("", settings.database_url, data_dir=data_dir, need_postgres=True, need_redis=False) as urls:
+        url = settings.current("database_url")
+        with embedded_stack("", url, data_dir=data_dir, need_postgres=not url, need_redis=False) as urls:
             migrate_url(urls[1])
     except SettingsError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(redact(f"error: {exc}"), file=sys.stderr)
         return 2
     except (EmbeddedServerError, psycopg.OperationalError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(redact(f"error: {exc}"), file=sys.stderr)
         return 1
     print("migrated")
     return 0

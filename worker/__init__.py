@@ -14,12 +14,14 @@ own and names them in ``WORKER_KINDS``::
 Public names (DESIGN.md): :func:`job_kind`, :class:`RetryPolicy`, :class:`Job`,
 :func:`connect` (the client the settings call for: single server or cluster),
 :func:`enqueue` (and :func:`enqueue_async`; :func:`enqueue_many` and
-:func:`enqueue_many_async` for a batch of :class:`NewJob`), :func:`lifespan`, :func:`schedule`
+:func:`enqueue_many_async` for a batch of :class:`NewJob`; each raises :class:`QueueRefused` when Redis
+refuses the write), :func:`lifespan`, :func:`schedule`
 (declared in :mod:`worker.schedules`, run by :mod:`worker.loop.scheduler`). ``python -m worker --help``
 lists the commands and every setting.
 """
 
 from worker.app import Chore, WorkerApp
+from worker.errors import QueueRefused
 from worker.kinds import Job, job_kind, lifespan
 from worker.retry import RetryPolicy
 from worker.schedules import schedule
@@ -30,6 +32,7 @@ __all__ = [
     "Chore",
     "Job",
     "NewJob",
+    "QueueRefused",
     "RetryPolicy",
     "WorkerApp",
     "connect",

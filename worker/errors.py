@@ -19,3 +19,12 @@ class KindAlreadyRegistered(WorkerError):
 
 class JobTimeout(WorkerError):
     """A handler ran longer than its kind's ``timeout_s``."""
+
+
+class QueueRefused(WorkerError):
+    """Redis refused the write for now (out of memory, read-only, misconfigured persistence, ...); ``code`` is
+    Redis's (``OOM``, ``MISCONF``, ``READONLY``, ``NOPERM``...). Nothing was written: try again later."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code

@@ -49,9 +49,9 @@ def test_a_database_url_alone_does_not_start_an_embedded_redis(tmp_path: Path) -
     assert valkeys() <= before
 
 
-def test_archive_off_is_no_server_url(redis_url: str, tmp_path: Path) -> None:
+def test_archive_off_is_no_server_url(redis_url: str, prefix: str, tmp_path: Path) -> None:
     """REDIS_URL with ARCHIVE_URL=off needs no PostgreSQL: the worker runs."""
-    done = run(["--burst"], tmp_path, REDIS_URL=redis_url, ARCHIVE_URL="off", QUEUE_PREFIX="test:closed:")
+    done = run(["--burst"], tmp_path, REDIS_URL=redis_url, ARCHIVE_URL="off", QUEUE_PREFIX=prefix)
     assert done.returncode == 0, done.stderr
 
 
@@ -76,3 +76,18 @@ def test_health_never_reports_a_make_run_stack_once_a_url_is_set(redis_url: str,
     dev = run(["health"], tmp_path, QUEUE_PREFIX=prefix)
     assert dev.returncode == 1  # it looked at the stack's Redis: no worker there, unhealthy
     assert dev.stdout.startswith("unhealthy:")
+
+
+def test_stagedoor_migrate_does_not_start_a_private_postgresql_once_a_url_is_set(tmp_path: Path) -> None:
+    base = {k: v for k, v in os.environ.items() if k not in URLS}
+    done = subprocess.run(
+        [sys.executable, "-m", "stagedoor", "migrate"],
+        cwd=ROOT,
+        env={**base, "PYTHONPATH": str(ROOT), "WORKER_DATA_DIR": str(tmp_path), "REDIS_URL": "redis://127.0.0.1:1/0"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert done.stderr == "error: set DATABASE_URL (or DATABASE_URL_FILE): another server URL is set\n"
+    assert not (tmp_path / "postgres").exists()

@@ -24,7 +24,6 @@ from worker.settings import Settings
 
 SECRET = "Sekr3tPw9"
 KINDS = "tests.queue.kinds_basic"
-PREFIX = "test:secrets:"
 
 
 @pytest.mark.parametrize(
@@ -137,6 +136,7 @@ OPSLIB_COMMANDS = (
 
 def test_no_command_shows_a_secret_in_any_shape(
     redis_url: str,
+    prefix: str,
     archive_url: str,
     acl_user: str,
     tmp_path: Path,
@@ -144,7 +144,7 @@ def test_no_command_shows_a_secret_in_any_shape(
     capfd: pytest.CaptureFixture[str],
 ) -> None:
     base = {k: v for k, v in os.environ.items() if not k.endswith(("_URL", "_URL_FILE"))}
-    base.update({"PYTHONPATH": str(ROOT), "QUEUE_PREFIX": PREFIX, "WORKER_KINDS": KINDS, "BLOCK_MS": "100"})
+    base.update({"PYTHONPATH": str(ROOT), "QUEUE_PREFIX": prefix, "WORKER_KINDS": KINDS, "BLOCK_MS": "100"})
     tried = 0
     for shape, env in shape_envs(redis_url, acl_user, archive_url):
         for args in WORKER_COMMANDS:
@@ -163,7 +163,7 @@ def test_no_command_shows_a_secret_in_any_shape(
             tried += 1
         for name in ("REDIS_URL", "DATABASE_URL", "ARCHIVE_URL"):
             monkeypatch.delenv(name, raising=False)
-        for name, value in {**env, "QUEUE_PREFIX": PREFIX}.items():
+        for name, value in {**env, "QUEUE_PREFIX": prefix}.items():
             monkeypatch.setenv(name, value)
         for args in OPSLIB_COMMANDS:
             code = opslib_main(args, stdin=io.StringIO(""))
@@ -177,14 +177,14 @@ def test_no_command_shows_a_secret_in_any_shape(
 
 @pytest.mark.parametrize("shape", ["REDIS_URL query password", "DATABASE_URL SQLAlchemy-style URL"])
 def test_the_runbook_shows_no_secret(
-    shape: str, redis_url: str, archive_url: str, acl_user: str, tmp_path: Path
+    shape: str, redis_url: str, prefix: str, archive_url: str, acl_user: str, tmp_path: Path
 ) -> None:
     env = dict(shape_envs(redis_url, acl_user, archive_url))[shape]
     base = {k: v for k, v in os.environ.items() if not k.endswith(("_URL", "_URL_FILE"))}
     done = subprocess.run(
         [sys.executable, "-m", "opslib", "runbook", "noop", "--out", str(tmp_path)],
         cwd=ROOT,
-        env={**base, **env, "PYTHONPATH": str(ROOT), "QUEUE_PREFIX": PREFIX},
+        env={**base, **env, "PYTHONPATH": str(ROOT), "QUEUE_PREFIX": prefix},
         capture_output=True,
         text=True,
         timeout=180,
@@ -192,3 +192,34 @@ def test_the_runbook_shows_no_secret(
     assert done.returncode == 1, done.stderr
     assert not shown_secret(done.stdout + done.stderr), done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_enqueue_health_and_opslib_read_urls_from_files(
+    redis_url: str,
+    prefix: str,
+    archive_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    (tmp_path / "redis_url").write_text(redis_url + "\n")
+    (tmp_path / "archive_url").write_text(archive_url)
+    files = {"REDIS_URL_FILE": str(tmp_path / "redis_url"), "ARCHIVE_URL_FILE": str(tmp_path / "archive_url")}
+    base = {k: v for k, v in os.environ.items() if not k.endswith(("_URL", "_URL_FILE"))}
+    env = {**base, **files, "PYTHONPATH": str(ROOT), "QUEUE_PREFIX": prefix, "WORKER_KINDS": KINDS}
+    enqueued = subprocess.run(
+        [sys.executable, "-m", "worker", "enqueue", "noop"], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert enqueued.returncode == 0, enqueued.stderr
+    health = subprocess.run(
+        [sys.executable, "-m", "worker", "health"], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    # It reached Redis (no worker ran on this queue, so it is unhealthy for that reason, not a connection).
+    assert health.stdout.startswith("unhealthy: consumer group workers does not exist"), health.stdout + health.stderr
+    for name in ("REDIS_URL", "DATABASE_URL", "ARCHIVE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in {**files, "QUEUE_PREFIX": prefix}.items():
+        monkeypatch.setenv(name, value)
+    assert opslib_main(["stats"]) == 0
+    stats = capfd.readouterr().out.split()
+    assert stats[stats.index("stream_length") + 1] == "1"  # the job enqueued above

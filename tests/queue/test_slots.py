@@ -193,7 +193,7 @@ def test_run_alone_waits_for_what_runs_and_for_a_waiting_read_and_nothing_runs_b
 
         idle.add(1)  # the waiting read returns an entry while run_alone waits for quiet
         busy.add(20)  # more work the loop must not read while the suspect runs
-        assert await slots.run_alone(busy, "suspect", claim)
+        assert await slots.run_alone([(busy, "suspect", claim)]) == 1
         stopping.set()
         slots.freed.set()
         await loop
@@ -216,7 +216,7 @@ def test_run_alone_runs_nothing_when_the_claim_finds_nothing() -> None:
         async def claim() -> Raw | None:
             return None
 
-        assert not await slots.run_alone(MemoryPartition(0), "gone", claim)
+        assert await slots.run_alone([(MemoryPartition(0), "gone", claim)]) == 0
         assert not slots.inflight
 
     drive(main)
@@ -302,7 +302,7 @@ def test_run_alone_ends_whichever_of_it_and_the_loop_wakes_first(job_s: float) -
             async def claim() -> Raw | None:
                 return {b"n": b"suspect"}
 
-            ran.append(await slots.run_alone(parts[n % 2], f"suspect-{n}", claim))
+            ran.append(await slots.run_alone([(parts[n % 2], f"suspect-{n}", claim)]) == 1)
             parts[0].add(2)
         stopping.set()
         slots.freed.set()

@@ -9,6 +9,7 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -23,6 +24,8 @@ from stagedoor.outbox import OutboxRelay
 from stagedoor.standins import MailStandIn
 from tests.helpers import Workers
 from tests.stagedoor.helpers import event_with_seats, paid_order
+from worker.embedded.servers import start_redis
+from worker.errors import QueueRefused
 from worker.store.enqueue import enqueue
 from worker.store.keys import GROUP, Keys
 from worker.store.scripts import Scripts
@@ -174,6 +177,26 @@ def test_a_relayed_job_shows_one_job_id_pending_delayed_and_dead(
     assert opslib.delayed(**at).empty
     dead = opslib.dead_letters(**at)
     assert dead[["job_id", "outbox_id", "attempts"]].values.tolist() == [["1", "1", 2]]
+
+
+def test_a_redis_that_refuses_writes_leaves_the_rows_unpublished_until_it_accepts_them(
+    db: str, conn: psycopg.Connection, tmp_path: Path, prefix: str
+) -> None:
+    server = start_redis(tmp_path / "full")
+    try:
+        full = redis.Redis.from_url(server.url)
+        full.config_set("maxmemory", max(1, int(full.info("memory")["used_memory"]) // 2))
+        keys = Keys(prefix)
+        add_rows(conn, 3)
+        with pytest.raises(QueueRefused, match=r"Redis refuses writes \(OOM: out of memory"):
+            with_relay(db, server.url, keys, lambda relay: relay.relay_once())
+        assert conn.execute("SELECT count(*) FROM outbox WHERE published_at IS NULL").fetchone() == (3,)
+        full.config_set("maxmemory", 0)
+        assert with_relay(db, server.url, keys, lambda relay: relay.relay_once()) == 3
+        assert len(jobs(full, keys)) == 3
+        assert conn.execute("SELECT count(*) FROM outbox WHERE published_at IS NULL").fetchone() == (0,)
+    finally:
+        server.stop()
 
 
 def test_the_relay_carries_the_requests_trace_context_stored_with_the_rows(

@@ -91,6 +91,8 @@ async def serve(
                 observers=[*observers, *flow],
                 more_work=app.more_work,
             )
+            for metrics in observers:
+                metrics.watch_outcomes(lambda: worker.episode.waiting)
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, worker.stop)

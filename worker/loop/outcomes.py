@@ -1,7 +1,9 @@
 """The outcome of one entry: succeed, retry or dead-letter, and a replayed job's record of it.
 
 A success is acknowledged with the loop's next read (the acknowledgements
-ride in the same round trip as XREADGROUP). A failure asks the kind's policy
+ride in the same round trip as XREADGROUP). Every move is kept until it lands
+(:meth:`worker.loop.episode.Episode.land`): when Redis refuses it, the outcome
+already decided waits and is tried again; the handler does not run again. A failure asks the kind's policy
 (:func:`worker.retry.decide`): a retry is one script (ZADD ``delayed`` +
 XACK), a dead letter another (XADD ``jobs:dead`` + XACK). Every way to
 ``jobs:dead`` (exhausted, permanent, malformed, unknown_kind, poison) goes
@@ -32,6 +34,7 @@ import redis.asyncio as aioredis
 
 from worker.archive.dead_log import outcome_record
 from worker.kinds import Job, KindSpec
+from worker.loop.episode import Episode
 from worker.loop.observe import Observer
 from worker.loop.tracing import link_field, mark_dead, mark_retried, record_failure
 from worker.retry import Retry, decide
@@ -39,7 +42,6 @@ from worker.settings import Settings
 from worker.store import wire
 from worker.store.failures import bounded_traceback, describe_error, now_iso
 from worker.store.keys import GROUP, REPLAY_OUTCOME_TTL_S
-from worker.store.reconnect import with_backoff
 from worker.store.scripts import Scripts
 from worker.store.vocabulary import (
     OUTCOME_DEAD,
@@ -109,6 +111,7 @@ class Outcomes:
         observers: Iterable[Observer],
         *,
         promote_soon: Callable[[float], None],
+        episode: Episode | None = None,
         rng: random.Random | None = None,
     ) -> None:
         self.redis = redis_client
@@ -118,6 +121,7 @@ class Outcomes:
         self.keys = scripts.keys
         self.observers = list(observers)
         self.promote_soon = promote_soon
+        self.episode = episode or Episode()
         self.rng = rng or random.Random()
         self.acks: list[str] = []
         self.replay_outcomes: list[tuple[str, str, str]] = []
@@ -149,6 +153,14 @@ class Outcomes:
 
     def give_back_acks(self, acks: list[str]) -> None:
         self.acks[:0] = acks
+
+    def _key(self, entry_id: str) -> str:
+        """An outcome's name in the episode: partition and entry."""
+        return f"{self.keys.partition}/{entry_id}"
+
+    async def flush_kept(self, what: str) -> None:
+        """:meth:`flush` until it lands (an episode keeps what could not be sent; ``what`` names it)."""
+        await self.episode.land(f"{self.keys.partition}/{what}", self.flush)
 
     async def flush(self) -> None:
         """Send the acknowledgements and replay outcomes gathered so far."""
@@ -198,7 +210,7 @@ class Outcomes:
     async def _retry(self, job: Job, decision: Retry, error: str, of: str, duration_s: float) -> None:
         run_at = time.time() + decision.delay_s
         member = wire.encode_member({**job.fields, "attempts": str(decision.attempts), **link_field()})
-        await with_backoff(lambda: self.scripts.retry(job.entry_id, run_at, member))
+        await self.episode.land(self._key(job.entry_id), lambda: self.scripts.retry(job.entry_id, run_at, member))
         if decision.delay_s < 1.0:
             self.promote_soon(decision.delay_s)
         mark_retried(error, decision.attempts, decision.delay_s)
@@ -260,10 +272,11 @@ class Outcomes:
             "worker": self.name,
             **link_field(),
         }
-        buried = await with_backoff(
+        buried = await self.episode.land(
+            self._key(burial.entry_id),
             lambda: self.scripts.bury(
                 burial.entry_id, fields, maxlen=self.settings.dead_ceiling, min_idle_ms=burial.min_idle_ms
-            )
+            ),
         )
         if buried is None:
             if not burial.min_idle_ms:
@@ -321,4 +334,4 @@ class Outcomes:
                 pipe.xadd(self.keys.dead_log, outcome_record(replay_of, batch, dead_again=dead_again, at=outcome["at"]))
             await pipe.execute()
 
-        await with_backoff(write)
+        await self.episode.land(self._key(job.entry_id), write)

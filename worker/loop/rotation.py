@@ -17,7 +17,10 @@ returns has a slot to run in; it rejoins the turn when that read returns.
 
 A partition whose read fails (its server or node away) rests out of the turn
 with backoff, holding a slot, while any others are served; its first loss
-and its return are logged once each. A lost consumer group is created again.
+and its return are logged once each. A read Redis refuses (``MISCONF``
+refuses XREADGROUP) rests the same way and joins the episode of refused
+writes (:mod:`worker.loop.episode`), which speaks for it. A lost consumer
+group is created again.
 """
 
 from __future__ import annotations
@@ -31,10 +34,12 @@ from typing import Any
 import redis.exceptions
 
 from worker.loop.chores import sleep_or_stop
+from worker.loop.episode import RETRY_CAP_S, Episode
 from worker.loop.node_connection import REDIRECTIONS, describe
 from worker.loop.partition_reader import READ_ERRORS
 from worker.loop.slots import Partition, Slots
-from worker.store.reconnect import backoff_s
+from worker.store.reconnect import CAP_S, backoff_s
+from worker.store.refusals import refusal_code
 
 log = logging.getLogger("worker")
 
@@ -55,6 +60,7 @@ class Rotation:
         *,
         recreate_group: Callable[[], Awaitable[None]],
         drained: Callable[[], Awaitable[bool]] | None = None,
+        episode: Episode | None = None,
         rng: random.Random | None = None,
     ) -> None:
         self.slots = slots
@@ -62,6 +68,7 @@ class Rotation:
         self.stopping = stopping
         self.recreate_group = recreate_group
         self.drained = drained
+        self.episode = episode or Episode()
         self.rng = rng or random.Random()
         self.block = len(parts) == 1
         """One partition: each read blocks for all the free slots (no read of its own waits beside the loop)."""
@@ -104,8 +111,11 @@ class Rotation:
         for entry_id, raw in entries:
             self.slots.start(part, entry_id, raw)
         if part.failures:
-            log.info("Reconnected to Redis%s.", f" (node {part.where})" if part.where else "")
             part.failures = 0
+            if f"read {part.stream}" in self.episode.troubles:
+                self.episode.accepted(f"read {part.stream}")
+            else:
+                log.info("Reconnected to Redis%s.", f" (node {part.where})" if part.where else "")
         if entries:
             return False
         if self.block:
@@ -159,18 +169,21 @@ class Rotation:
         with backoff (its first loss logged) while any others are served. Another error is raised."""
         if not isinstance(exc, READ_ERRORS):
             raise exc
-        if isinstance(exc, redis.exceptions.ResponseError) and not isinstance(exc, REDIRECTIONS):
+        refused = refusal_code(exc) not in (None, "timeout")
+        if refused:
+            self.episode.refused(f"read {part.stream}", exc)  # MISCONF refuses reads too (XREADGROUP writes)
+        elif isinstance(exc, redis.exceptions.ResponseError) and not isinstance(exc, REDIRECTIONS):
             if "NOGROUP" not in str(exc):
                 raise exc
             log.warning("The consumer group is gone (Redis lost its data?); creating it again.")
             await self.recreate_group()
             return
         part.failures += 1
-        if part.failures == 1:
+        if part.failures == 1 and not refused:
             log.warning(
                 "Lost the connection to Redis for %s (%s); reconnecting with backoff.", part.stream, describe(exc)
             )
-        rest_s = backoff_s(part.failures, rng=self.rng)
+        rest_s = backoff_s(part.failures, cap_s=RETRY_CAP_S if refused else CAP_S, rng=self.rng)
 
         async def rest() -> list[Any]:
             await sleep_or_stop(rest_s, self.stopping)

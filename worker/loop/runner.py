@@ -31,19 +31,19 @@ from worker.app import Chore
 from worker.errors import JobTimeout
 from worker.kinds import Job, KindSpec, Registry
 from worker.loop.chores import CONNECTION_ERRORS, run_chore
+from worker.loop.episode import Episode
 from worker.loop.observe import Observer, Tally
 from worker.loop.outcomes import Outcomes
 from worker.loop.partition_reader import PartitionReader
 from worker.loop.rotation import Rotation
 from worker.loop.slots import Raw, Slots
-from worker.loop.tracing import Tracing
+from worker.loop.tracing import traced
 from worker.loop.upkeep import HEARTBEAT_TTL_S as HEARTBEAT_TTL_S
 from worker.loop.upkeep import Upkeep
 from worker.settings import Settings
 from worker.store import wire
 from worker.store.keys import GROUP, Keys
 from worker.store.partitions import partition_keys
-from worker.store.reconnect import with_backoff
 from worker.store.scripts import Scripts
 
 log = logging.getLogger("worker")
@@ -78,10 +78,10 @@ class Worker:
         self.extra_chores = list(chores)
         self.more_work = list(more_work)
         self.stopping = asyncio.Event()
-        # With an OpenTelemetry SDK, each entry runs inside its attempt's span (worker.loop.tracing); else as is.
-        self._tracing = Tracing.detect(self.keys.jobs)
-        run = self.run_entry if self._tracing is None else functools.partial(self._tracing.run_entry, self.run_entry)
+        self._traced, run = traced(self.run_entry, self.keys.jobs)  # with an OpenTelemetry SDK, each in its span
         self.slots = Slots(settings.concurrency, run)
+        self.episode = Episode()
+        """Redis refusing writes: decided outcomes kept until they land (:mod:`worker.loop.episode`)."""
         self._threads = ThreadPoolExecutor(settings.concurrency, thread_name_prefix="job")
         self._rng = random.Random()
         block_ms = min(settings.block_ms, 50) if burst else settings.block_ms
@@ -99,15 +99,19 @@ class Worker:
                 settings,
                 observing,
                 promote_soon=functools.partial(self._promote_soon, scripts),
+                episode=self.episode,
                 rng=self._rng,
             )
             self.parts.append(PartitionReader(redis_client, outcomes, self.name, block_ms))
-        self.upkeep = Upkeep(redis_client, settings, self.slots, self.parts, self.stopping, self.tally)
+        self.upkeep = Upkeep(
+            redis_client, settings, self.slots, self.parts, self.stopping, self.tally, episode=self.episode
+        )
         self.rotation = Rotation(
             self.slots,
             self.parts,
             self.stopping,
             recreate_group=self.ensure_group,
+            episode=self.episode,
             drained=self._drained if burst else None,
             rng=self._rng,
         )
@@ -133,7 +137,7 @@ class Worker:
                 self.settings.concurrency,
                 len(self.parts),
             )
-        chores = [asyncio.create_task(run_chore(c, self.stopping)) for c in self.chores()]
+        chores = [asyncio.create_task(run_chore(c, self.stopping, self.episode)) for c in self.chores()]
         try:
             await self.rotation.consume()
         finally:
@@ -180,7 +184,7 @@ class Worker:
             if await check():
                 return False
         for part in self.parts:
-            await part.outcomes.flush()
+            await part.outcomes.flush_kept("acks")
         pipe = self.redis.pipeline(transaction=False)
         for part in self.parts:
             pipe.xpending(part.keys.jobs, GROUP)
@@ -197,27 +201,39 @@ class Worker:
         return True
 
     async def _drain(self) -> None:
-        """On stop: let running jobs finish within the grace period, then flush acks."""
+        """On stop: running jobs and outcomes kept through an episode get ``SHUTDOWN_GRACE_S``, then the
+        acknowledgements are sent, until the same deadline. What is left stays pending for reclaim (as a
+        dead process's entries do), said in one line."""
+        grace_s = self.settings.shutdown_grace_s
+        deadline = time.monotonic() + grace_s
         inflight = self.slots.inflight
+        left: set[asyncio.Task[None]] = set()
         if inflight:
-            log.info("Waiting up to %.0f s for %d running jobs.", self.settings.shutdown_grace_s, len(inflight))
-            _done, left = await asyncio.wait(list(inflight.values()), timeout=self.settings.shutdown_grace_s)
-            if left:
-                log.warning(
-                    "%d jobs did not finish within SHUTDOWN_GRACE_S; they stay pending for reclaim.",
-                    len(left),
-                )
-                for task in left:
-                    task.cancel()
-                await asyncio.wait(left, timeout=1.0)
+            log.info("Waiting up to %.0f s for %d running jobs.", grace_s, len(inflight))
+            _done, left = await asyncio.wait(list(inflight.values()), timeout=grace_s)
+        kept, reason = self.episode.waiting, self.episode.reason
+        for task in left:
+            task.cancel()
+        if left:
+            await asyncio.wait(left, timeout=1.0)
+        unsent = 0
         for part in self.parts:
             try:
-                await with_backoff(part.outcomes.flush, attempts=5, base_s=0.1)
-            except CONNECTION_ERRORS:
-                log.warning(
-                    "Could not acknowledge %d finished jobs; they will be reclaimed and run again.",
-                    len(part.outcomes.acks),
-                )
+                await asyncio.wait_for(part.outcomes.flush_kept("acks"), max(0.5, deadline - time.monotonic()))
+            except Exception as exc:
+                if not isinstance(exc, (TimeoutError, redis.exceptions.RedisError, *CONNECTION_ERRORS)):
+                    raise
+                unsent += len(part.outcomes.acks)
+        if left or unsent:
+            log.warning(
+                "%d jobs did not finish within SHUTDOWN_GRACE_S=%g s, and %d outcomes and %d acknowledgements "
+                "were not recorded%s: their entries are left pending, for reclaim to run again.",
+                len(left) - kept,
+                grace_s,
+                kept,
+                unsent,
+                f" (Redis refuses writes: {reason})" if reason else "",
+            )
 
     async def _goodbye(self) -> None:
         for part in self.parts:
@@ -250,11 +266,12 @@ class Worker:
                 return
             part.succeeded(parsed, time.perf_counter() - started)
             if alone:
-                await outcomes.flush()
+                await outcomes.flush_kept(entry_id)
         except asyncio.CancelledError:
             raise
         except Exception:
-            # Only Redis being away can get here; the entry stays pending and is reclaimed.
+            # Only an error Redis will not get over (a refusal or a lost connection waits in the
+            # episode) can get here; the entry stays pending and is reclaimed.
             log.exception("Could not record the outcome of entry %s; it stays pending.", entry_id)
         finally:
             self.slots.free_slot(part.index, entry_id)
@@ -264,7 +281,7 @@ class Worker:
             call = spec.handler(job)
         else:
             loop = asyncio.get_running_loop()
-            if self._tracing is None:
+            if not self._traced:
                 call = loop.run_in_executor(self._threads, spec.handler, job)
             else:  # the attempt's span stays current in the thread
                 call = loop.run_in_executor(self._threads, contextvars.copy_context().run, spec.handler, job)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from typing import Any, Protocol
 
 Raw = dict[bytes, bytes]
@@ -39,6 +39,9 @@ class Partition(Protocol):
 
     async def read(self, count: int, block: bool = True) -> Entries: ...
 
+
+#: An entry to run alone: its partition, its id, and the claim that takes it (its fields, or None).
+Suspect = tuple[Partition, str, Callable[[], Awaitable[Raw | None]]]
 
 #: Runs one entry in a slot and frees the slot when done (:meth:`worker.loop.runner.Worker.run_entry`).
 RunEntry = Callable[[Any, str, Raw, bool], Coroutine[Any, Any, None]]
@@ -108,18 +111,23 @@ class Slots:
             self.freed.clear()
             await self.freed.wait()
 
-    async def run_alone(self, part: Partition, entry_id: str, claim: Callable[[], Awaitable[Raw | None]]) -> bool:
-        """Claim an entry (``claim()``: its fields, or None when it is no longer to be had) and run it with
-        nothing else in flight in this worker: no job running, no read waiting that could return one.
-        False when the claim found nothing.
+    async def run_alone(self, suspects: Iterable[Suspect]) -> int:
+        """Claim each suspect (``claim()``: its fields, or None when it is no longer to be had) and run it
+        with nothing else in flight in this worker: no job running, no read waiting that could return one.
+        How many ran.
 
-        The read lock keeps the loop from reading meanwhile; an innocent entry
-        never runs beside a suspect one, so a crash charges the suspect alone.
+        The suspects run back to back under one hold of the read lock, so the
+        loop reads nothing meanwhile and a batch does not wait a block time
+        per entry; an innocent entry never runs beside a suspect, so a crash
+        charges the suspect alone.
         """
+        ran = 0
         async with self.reading:
-            await self._until_quiet()
-            raw = await claim()
-            if raw is None:
-                return False
-            await asyncio.shield(self.start(part, entry_id, raw, alone=True))
-        return True
+            for part, entry_id, claim in suspects:
+                await self._until_quiet()
+                raw = await claim()
+                if raw is None:
+                    continue
+                await asyncio.shield(self.start(part, entry_id, raw, alone=True))
+                ran += 1
+        return ran

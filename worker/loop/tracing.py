@@ -28,11 +28,13 @@ A malformed ``traceparent`` is ignored: the attempt starts a new trace.
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from worker.loop.slots import RunEntry as SlotsRunEntry
 from worker.store.keys import GROUP
 from worker.store.trace_context import (
     MESSAGING_SYSTEM,
@@ -121,6 +123,15 @@ class Tracing:
             return self.propagator.extract(carrier, context=self.empty), []
         linked = span_context_of(fields.get(TRACE_LINK)) or span_context_of(fields.get(TRACEPARENT))
         return self.empty, [self.trace.Link(linked)] if linked is not None else []
+
+
+def traced(run_entry: SlotsRunEntry, destination: str) -> tuple[bool, SlotsRunEntry]:
+    """(whether the worker traces, what its slots run): ``run_entry`` inside each attempt's span when an
+    SDK is configured (:meth:`Tracing.detect`), else ``run_entry`` itself, at no cost a job."""
+    tracing = Tracing.detect(destination)
+    if tracing is None:
+        return False, run_entry
+    return True, functools.partial(tracing.run_entry, run_entry)
 
 
 #: The fields the span is built from.

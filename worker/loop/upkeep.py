@@ -3,7 +3,7 @@
 | chore | every | does |
 | --- | --- | --- |
 | promote | until the next due job, at most 1 s | moves due ``delayed`` jobs onto ``jobs`` (promote script) |
-| reclaim | ``RECLAIM_INTERVAL_S`` | dead-letters poison; claims other idle pending entries and runs each alone |
+| reclaim | ``RECLAIM_INTERVAL_S`` (at once after a full page) | dead-letters poison; runs other idle entries alone |
 | refresh-claims | a third of ``RECLAIM_IDLE_MS`` | keeps this worker's long-running entries from looking idle |
 | heartbeat | 5 s | ``heartbeat:<worker>`` with a 15 s expiry (health checks, consumer clean-up) |
 | trim | 1 s | keeps ``jobs`` bounded without dropping undelivered or pending entries |
@@ -23,16 +23,18 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import redis.asyncio as aioredis
+import redis.exceptions
 
 from worker.app import Chore
 from worker.loop.chores import CONNECTION_ERRORS, sleep_or_stop
+from worker.loop.episode import Episode
 from worker.loop.observe import Tally
 from worker.loop.partition_reader import PartitionReader
-from worker.loop.slots import Raw, Slots
+from worker.loop.slots import Raw, Slots, Suspect
 from worker.settings import Settings
 from worker.store.consumers import forget_dead_consumers
 from worker.store.failures import now_iso
@@ -44,6 +46,10 @@ log = logging.getLogger("worker")
 HEARTBEAT_INTERVAL_S = 5.0
 HEARTBEAT_TTL_S = 15
 SUMMARY_INTERVAL_S = 60.0
+#: After an episode of refused writes, how long reclaim waits for live workers to refresh their claims.
+SETTLE_S = HEARTBEAT_INTERVAL_S
+#: Pending entries the reclaim chore looks at in one partition at a time; a full page brings it back at once.
+RECLAIM_PAGE = 100
 
 
 class Upkeep:
@@ -58,6 +64,8 @@ class Upkeep:
         parts: Sequence[PartitionReader],
         stopping: asyncio.Event,
         tally: Tally,
+        *,
+        episode: Episode | None = None,
     ) -> None:
         self.redis = redis_client
         self.settings = settings
@@ -67,6 +75,7 @@ class Upkeep:
         self.parts = parts
         self.stopping = stopping
         self.tally = tally
+        self.episode = episode or Episode()
         self._side_tasks: set[asyncio.Task[None]] = set()
 
     def chores(self) -> list[Chore]:
@@ -104,35 +113,49 @@ class Upkeep:
 
         async def later() -> None:
             if not await sleep_or_stop(delay_s, self.stopping):
-                with contextlib.suppress(*CONNECTION_ERRORS):
+                # Refused or away: the promote chore moves it, and says so (this task is never awaited).
+                with contextlib.suppress(redis.exceptions.RedisError, *CONNECTION_ERRORS):
                     await self.promote(scripts)
 
         task = asyncio.create_task(later())
         self._side_tasks.add(task)
         task.add_done_callback(self._side_tasks.discard)
 
-    async def reclaim(self) -> None:
-        """Dead-letter poison entries; claim other idle pending entries and run each alone (every partition)."""
+    async def reclaim(self) -> float | None:
+        """Dead-letter poison entries; claim other idle pending entries and run them alone, back to back
+        (every partition). Comes back at once while a look found a full page."""
+        if not self._may_reclaim():
+            return None
         idle_ms = self.settings.reclaim_idle_ms
+        full = False
         for part in self.parts:
             pending: list[dict[str, Any]] = await self.redis.xpending_range(
-                part.keys.jobs, GROUP, min="-", max="+", count=100, idle=idle_ms
+                part.keys.jobs, GROUP, min="-", max="+", count=RECLAIM_PAGE, idle=idle_ms
             )
+            full = full or len(pending) == RECLAIM_PAGE
+            suspects: list[Suspect] = []
             for item in pending:
-                if self.stopping.is_set():
-                    return
                 entry_id = item["message_id"].decode()
                 deliveries = int(item["times_delivered"])
                 consumer = item["consumer"].decode()
+                if (part.index, entry_id) in self.slots.inflight:
+                    continue  # this worker still holds it (its outcome may wait to be recorded)
                 if deliveries >= self.settings.max_deliveries:
                     await part.outcomes.poison(entry_id, deliveries, consumer, idle_ms)
-                    continue
-                await self.run_alone(part, entry_id, idle_ms, consumer, deliveries)
+                else:
+                    suspects.append((part, entry_id, self._claim(part, entry_id, idle_ms, consumer, deliveries)))
+            await self.slots.run_alone(suspect for suspect in suspects if not self.stopping.is_set())
+        return 0.0 if full and not self.stopping.is_set() else None
 
-    async def run_alone(
+    def _may_reclaim(self) -> bool:
+        """Not while Redis refuses this worker's writes, nor within ``SETTLE_S`` after: no live worker can
+        refresh its claims meanwhile, so an idle entry is no sign of a dead process."""
+        return not self.episode.active and time.monotonic() - self.episode.ended_at >= SETTLE_S
+
+    def _claim(
         self, part: PartitionReader, entry_id: str, idle_ms: int, previous: str, deliveries: int
-    ) -> None:
-        """Claim one idle entry of ``part`` from ``previous`` and run it alone (:meth:`Slots.run_alone`)."""
+    ) -> Callable[[], Awaitable[Raw | None]]:
+        """The claim of one idle entry of ``part`` from ``previous``, for :meth:`Slots.run_alone`."""
 
         async def claim() -> Raw | None:
             claimed: list[Any] = await self.redis.xclaim(part.keys.jobs, GROUP, self.name, idle_ms, [entry_id])
@@ -144,7 +167,7 @@ class Upkeep:
             raw: Raw = claimed[0][1]
             return raw
 
-        await self.slots.run_alone(part, entry_id, claim)
+        return claim
 
     async def refresh_claims(self) -> None:
         """Reset the idle time of entries running longer than a third of RECLAIM_IDLE_MS."""
@@ -159,12 +182,20 @@ class Upkeep:
 
     async def heartbeat(self) -> None:
         """Say this worker is alive (for health checks and consumer clean-up)."""
-        info = json.dumps({"at": now_iso(), "inflight": len(self.slots.inflight), "slots": self.settings.concurrency})
+        info = json.dumps(
+            {
+                "at": now_iso(),
+                "inflight": len(self.slots.inflight),
+                "slots": self.settings.concurrency,
+                "outcomes_waiting": self.episode.waiting,
+                "refused": self.episode.reason,
+            }
+        )
         await self.redis.set(self.keys.heartbeat(self.name), info, ex=HEARTBEAT_TTL_S)
 
     async def stop_heartbeat(self) -> None:
         """Remove this worker's heartbeat on the way out (best effort: it expires anyway)."""
-        with contextlib.suppress(*CONNECTION_ERRORS):
+        with contextlib.suppress(redis.exceptions.RedisError, *CONNECTION_ERRORS):
             await self.redis.delete(self.keys.heartbeat(self.name))
 
     async def trim(self) -> None:

@@ -26,6 +26,8 @@ from bisect import bisect_left
 from collections.abc import AsyncIterator, Iterable
 from typing import TYPE_CHECKING, Any
 
+import redis.exceptions
+
 from worker.app import Chore
 from worker.store.flow import (
     BOUNDS_S,
@@ -46,6 +48,7 @@ from worker.store.flow import (
 from worker.store.keys import Keys, partition_of
 from worker.store.partitions import partition_keys
 from worker.store.reconnect import CONNECTION_ERRORS
+from worker.store.refusals import describe_refusal
 from worker.store.vocabulary import OUTCOME_DEAD, OUTCOME_RETRIED, OUTCOME_SUCCEEDED, REASONS_AFTER_A_RUN
 
 if TYPE_CHECKING:
@@ -178,5 +181,9 @@ async def worker_flow(app: WorkerApp, registry: Registry) -> AsyncIterator[list[
     finally:
         try:
             await counter.flush()
-        except CONNECTION_ERRORS as exc:
-            log.warning("Worker %s could not write its last flow counts: %s.", settings.worker_name, exc)
+        except Exception as exc:
+            if not isinstance(exc, (redis.exceptions.RedisError, *CONNECTION_ERRORS)):  # away, or refusing (OOM...)
+                raise
+            log.warning(
+                "Worker %s could not write its last flow counts: %s.", settings.worker_name, describe_refusal(exc)
+            )

@@ -46,7 +46,8 @@ each job waited on ``jobs`` before it started); gauges
 ``<ns>_job_last_success_timestamp_seconds`` and
 ``<ns>_schedule_interval_seconds`` (schedule, kind). With the archive
 on (label ``queue``): counters ``<ns>_archive_archived_total`` and
-``<ns>_archive_errors_total``.
+``<ns>_archive_errors_total``. Gauge ``<ns>_outcomes_waiting``: decided
+outcomes the worker keeps while Redis refuses their move.
 
 Plus prometheus_client's ``process_*`` series (CPU, memory, start time).
 """
@@ -57,7 +58,7 @@ import contextlib
 import logging
 import time
 from bisect import bisect_left
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from itertools import accumulate
 from typing import TYPE_CHECKING
 
@@ -271,6 +272,13 @@ class Metrics:
             ["queue", "schedule"],
             registry=self.registry,
         )
+        self.outcomes_waiting = Gauge(
+            f"{ns}_outcomes_waiting",
+            "Decided outcomes this worker keeps until Redis accepts their move (it refuses writes: OOM, MISCONF...).",
+            ["queue"],
+            registry=self.registry,
+        )
+        self.outcomes_waiting.labels(self.queue).set(0)
         started = time.time()
         for schedule in registry.schedules.values():
             self.interval.labels(self.queue, schedule.name, schedule.kind).set(
@@ -292,6 +300,10 @@ class Metrics:
     def job_finished(self, kind: str, outcome: str, duration_s: float, reason: str | None) -> None:
         """The loop's report of one finished job (:class:`worker.loop.observe.Observer`)."""
         self.jobs.job_finished(kind, outcome, duration_s, reason)
+
+    def watch_outcomes(self, waiting: Callable[[], int]) -> None:
+        """Read ``waiting()`` (the worker's :attr:`worker.loop.episode.Episode.waiting`) at each scrape."""
+        self.outcomes_waiting.labels(self.queue).set_function(waiting)
 
     def tick_enqueued(self, schedule: str) -> None:
         """The scheduler won a tick's lock and enqueued the job."""

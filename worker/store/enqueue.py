@@ -17,6 +17,10 @@ job (:mod:`worker.store.durable`). Inside an active span, each call writes the
 W3C trace context (``traceparent``, ``tracestate``) into its jobs, under a
 ``send`` span when a tracer records (:func:`worker.store.trace_context.sending`);
 fields that carry a ``traceparent`` of their own (the outbox relay's) keep it.
+
+When Redis refuses the write (out of memory, read-only, misconfigured
+persistence, no permission), each raises :class:`worker.errors.QueueRefused`,
+one line naming the reason (:mod:`worker.store.refusals`).
 """
 
 from __future__ import annotations
@@ -32,8 +36,12 @@ from worker.settings import Settings
 from worker.store.connection import is_cluster
 from worker.store.durable import WAIT_TIMEOUT_MS, write_and_wait, write_and_wait_async
 from worker.store.keys import Keys, partition_of, queue_partitions
+from worker.store.refusals import refused_as_queue_refused
 from worker.store.trace_context import TRACEPARENT, sending
 from worker.store.wire import encode_member, job_id_of, text
+
+NOT_ENQUEUED = "the job was not enqueued; enqueue it again once Redis accepts writes"
+SOME_NOT_ENQUEUED = "some or all of the jobs were not enqueued; enqueue them again once Redis accepts writes"
 
 FieldValue = str | int | float
 
@@ -167,7 +175,7 @@ def enqueue(
     returns once that many replicas have it (:mod:`worker.store.durable`).
     """
     queue = _Queue.of(prefix, partitions, wait_replicas)
-    with sending(queue.destination, 1) as context:
+    with sending(queue.destination, 1) as context, refused_as_queue_refused(NOT_ENQUEUED):
         plan = _Plan.of(NewJob(kind, fields, delay_s, run_at), context)
         if queue.wait_replicas:
             return _durably(redis, queue, plan)
@@ -187,12 +195,12 @@ async def enqueue_async(
 ) -> str:
     """:func:`enqueue` for a ``redis.asyncio`` client."""
     queue = _Queue.of(prefix, partitions, wait_replicas)
-    with sending(queue.destination, 1) as context:
+    with sending(queue.destination, 1) as context, refused_as_queue_refused(NOT_ENQUEUED):
         plan = _Plan.of(NewJob(kind, fields, delay_s, run_at), context)
         keys = queue.keys_of(plan)
         if queue.wait_replicas:
-            reply = await write_and_wait_async(redis, plan.key(keys), plan.command(keys), queue.wait_replicas)
-            return plan.result(reply)
+            command = plan.command(keys)
+            return plan.result(await write_and_wait_async(redis, plan.key(keys), command, queue.wait_replicas))
         return plan.result(await plan.send(redis, keys))
 
 
@@ -216,19 +224,16 @@ def enqueue_many(
     news = list(jobs)
     if not news:
         return []
-    with sending(queue.destination, len(news)) as context:
-        return _send_many(redis, queue, [_Plan.of(new, context) for new in news])
-
-
-def _send_many(redis: Any, queue: _Queue, plans: list[_Plan]) -> list[str]:
-    if queue.wait_replicas and is_cluster(redis):
-        return [_durably(redis, queue, plan) for plan in plans]
-    pipe = redis.pipeline(transaction=False)
-    for plan in plans:
-        plan.send(pipe, queue.keys_of(plan))
-    if queue.wait_replicas:
-        pipe.execute_command("WAIT", queue.wait_replicas, WAIT_TIMEOUT_MS)
-    replies = pipe.execute()
+    with sending(queue.destination, len(news)) as context, refused_as_queue_refused(SOME_NOT_ENQUEUED):
+        plans = [_Plan.of(new, context) for new in news]  # every job checked before anything is sent
+        if queue.wait_replicas and is_cluster(redis):
+            return [_durably(redis, queue, plan) for plan in plans]
+        pipe = redis.pipeline(transaction=False)
+        for plan in plans:
+            plan.send(pipe, queue.keys_of(plan))
+        if queue.wait_replicas:
+            pipe.execute_command("WAIT", queue.wait_replicas, WAIT_TIMEOUT_MS)
+        replies = pipe.execute()
     return [plan.result(reply) for plan, reply in zip(plans, replies, strict=False)]
 
 
@@ -251,22 +256,19 @@ async def enqueue_many_async(
     news = list(jobs)
     if not news:
         return []
-    with sending(queue.destination, len(news)) as context:
-        return await _send_many_async(redis, queue, [_Plan.of(new, context) for new in news])
-
-
-async def _send_many_async(redis: Any, queue: _Queue, plans: list[_Plan]) -> list[str]:
-    if queue.wait_replicas and is_cluster(redis):
-        out = []
+    with sending(queue.destination, len(news)) as context, refused_as_queue_refused(SOME_NOT_ENQUEUED):
+        plans = [_Plan.of(new, context) for new in news]  # every job checked before anything is sent
+        if queue.wait_replicas and is_cluster(redis):
+            out = []
+            for plan in plans:
+                keys = queue.keys_of(plan)
+                reply = await write_and_wait_async(redis, plan.key(keys), plan.command(keys), queue.wait_replicas)
+                out.append(plan.result(reply))
+            return out
+        pipe = redis.pipeline(transaction=False)
         for plan in plans:
-            keys = queue.keys_of(plan)
-            reply = await write_and_wait_async(redis, plan.key(keys), plan.command(keys), queue.wait_replicas)
-            out.append(plan.result(reply))
-        return out
-    pipe = redis.pipeline(transaction=False)
-    for plan in plans:
-        plan.send(pipe, queue.keys_of(plan))
-    if queue.wait_replicas:
-        pipe.execute_command("WAIT", queue.wait_replicas, WAIT_TIMEOUT_MS)
-    replies = await pipe.execute()
+            plan.send(pipe, queue.keys_of(plan))
+        if queue.wait_replicas:
+            pipe.execute_command("WAIT", queue.wait_replicas, WAIT_TIMEOUT_MS)
+        replies = await pipe.execute()
     return [plan.result(reply) for plan, reply in zip(plans, replies, strict=False)]
