@@ -65,7 +65,7 @@ async def one_round(redis_url: str, dsn: str) -> tuple[float, float, float, floa
     sync = redis.Redis.from_url(redis_url)
     client = aioredis.Redis.from_url(redis_url)
     settings = Settings.from_env({"QUEUE_PREFIX": keys.prefix, "WORKER_NAME": "bench", "ARCHIVE_URL": dsn})
-    archiver = Archiver(client, settings, dsn)
+    archiver = Archiver(client, settings, lambda: dsn, migrate=True)  # a throwaway database: create the table
     try:
         buried_many(sync, keys, ENTRIES, traceback_bytes=TRACEBACK_BYTES)
         await archiver.start()

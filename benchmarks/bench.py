@@ -313,7 +313,7 @@ def start_ours(server: BenchRedis, jobs: int, log: Path, **extra: str) -> tuple[
         proc = subprocess.Popen(OURS_ARGV[:3], env=env, stdout=out, stderr=subprocess.STDOUT)
     keys = Keys()
     deadline = time.monotonic() + 30
-    while not any(server.client.scan_iter(match=f"{keys.heartbeat_prefix}*")):
+    while not server.client.zcard(keys.workers):
         if proc.poll() is not None or time.monotonic() > deadline:
             proc.kill()
             raise BenchError(f"the worker did not start: {log.read_text()[-2000:]}")

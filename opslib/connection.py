@@ -35,6 +35,7 @@ from worker.store.connection import ClusterStateError, connect, is_cluster
 from worker.store.dev_stack import configured_or_running
 from worker.store.keys import Keys
 from worker.store.partitions import keys_for, recorded_count
+from worker.store.roles import refused
 
 #: A blip is retried twice within a second; a server that is away is reported at once, not after
 #: redis-py's default of ten retries with backoff.
@@ -164,7 +165,7 @@ def archive_hint(exc: psycopg.Error) -> str:
             f"opslib.archive() and join in pandas, or leave ARCHIVE_URL empty to keep {ARCHIVE_TABLE} beside "
             "the application's tables"
         )
-    return f". The workers create {ARCHIVE_TABLE} when they start (or run `python -m worker migrate`)"
+    return f". `python -m worker migrate` creates {ARCHIVE_TABLE} (the embedded stack's workers do at start)"
 
 
 def queue_keys(prefix: str | None) -> Keys:
@@ -204,7 +205,8 @@ def redis_session(
     shape a command can return, which its callers here parse anyway.
 
     ``action`` says what the caller does ("read the dead letters"), for the
-    messages of the errors translated here; ``needs`` says which rights it needs.
+    messages of the errors translated here; ``needs`` says which rights it needs (a move, for the
+    operator role; none: a read, for the analyst role).
     """
     keys = queue_keys(prefix)
     own = client is None
@@ -216,15 +218,15 @@ def redis_session(
             raise OpslibError(f"REDIS_URL={redact(url)!r} is not a Redis URL ({exc}); {HOW_TO_CONNECT}") from None
         except (SettingsError, ClusterStateError) as exc:
             raise OpslibError(str(exc)) from None
+        except redis.exceptions.NoPermissionError as exc:
+            raise OpslibError(refused(exc, "analyst", f"connect to {action}")) from None
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
             raise OpslibError(f"cannot reach Redis at {redact(url)} to {action} ({exc}); {HOW_TO_CONNECT}") from None
     try:
         yield client, keys
     except redis.exceptions.NoPermissionError as exc:
         hint = f"; {needs}" if needs else ""
-        raise OpslibError(
-            f"Redis refused to {action}: {exc}. The Redis user of this client lacks the permission{hint}"
-        ) from None
+        raise OpslibError(refused(exc, "operator" if needs else "analyst", action) + hint) from None
     except redis.exceptions.AuthenticationError as exc:
         raise OpslibError(
             f"Redis at {describe(client)} refused the login ({exc}); check the user and password"

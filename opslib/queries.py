@@ -338,15 +338,25 @@ def sql(query: str, params: Sequence[Any] | Mapping[str, Any] | None = None, *, 
     ``conn`` is a psycopg connection, a URL, or None for ``DATABASE_URL`` /
     the ``make run`` stack. Pass values through ``params`` (``%s`` or
     ``%(name)s`` placeholders), never by formatting them into ``query``.
-    On a connection of its own (no ``conn``, or a URL) the statement commits
-    at once, as in psql, so a data fix (``UPDATE ... RETURNING ...``) takes
-    effect; on a connection you pass, the transaction is yours.
+    On a connection of its own (no ``conn``, or a URL) the statement runs
+    read-only: a data fix (``UPDATE ... RETURNING ...``) goes inside
+    :func:`opslib.transaction`, where it can be looked at before it counts (and
+    an analyst's PostgreSQL role has SELECT only anyway); on a connection you
+    pass, the transaction is yours.
     """
+    own = not isinstance(conn, psycopg.Connection)
     try:
         with pg_session(conn, database_url, "DATABASE_URL") as connection, connection.cursor() as cursor:
+            if own:
+                cursor.execute("SET default_transaction_read_only = on")
             cursor.execute(query, params)
             names = [column.name for column in cursor.description or []]
             rows = cursor.fetchall() if cursor.description else []
+    except psycopg.errors.ReadOnlySqlTransaction as exc:
+        raise OpslibError(
+            f"the query failed: {str(exc).strip()}; opslib.sql reads only: make a change inside "
+            "`with opslib.transaction() as tx: tx.sql(...)`, where it can be looked at before it commits"
+        ) from None
     except psycopg.Error as exc:
         raise OpslibError(f"the query failed: {str(exc).strip()}{archive_hint(exc)}") from None
     frame = pd.DataFrame.from_records(rows, columns=names)

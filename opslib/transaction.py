@@ -1,7 +1,7 @@
 """A data fix one can look at before it counts: statements on one PostgreSQL connection, one transaction.
 
-``opslib.sql`` on its own commits each statement at once, as psql does. A
-fix that should be seen first goes in a transaction::
+``opslib.sql`` on its own runs read-only. A fix goes in a transaction, where
+it is seen before it counts::
 
     with opslib.transaction() as tx:
         fixed = tx.sql("UPDATE seats SET label = ... WHERE ... RETURNING id, label", [seat_map_id])

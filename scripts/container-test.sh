@@ -29,7 +29,8 @@
 #   6. SIGTERM while jobs run: both containers finish them and exit 0 within
 #      SHUTDOWN_GRACE_S, leaving nothing pending
 #   7. Stagedoor's own kinds (the image's WORKER_KINDS) against
-#      PostgreSQL: the worker migrates, turns healthy and runs a purge job
+#      PostgreSQL: the migrate commands create the tables (a worker only
+#      checks them), the worker turns healthy and runs a purge job
 #   8. the healthcheck says healthy, then unhealthy once Redis is stopped
 #
 # It leaves the images localhost/stagedoor-base:bookworm and
@@ -227,6 +228,11 @@ with psycopg.connect(sys.argv[1], autocommit=True) as conn:
     conn.execute(f'CREATE DATABASE "{sys.argv[2]}"')
 EOF
 DATABASE_URL=$("$PY" -c 'import sys; from urllib.parse import urlsplit; u = urlsplit(sys.argv[1]); print(u._replace(path="/" + sys.argv[2]).geturl())' "$PG_ADMIN_URL" "$PG_DB")
+# DDL only in the migrate commands (a deploy step, as the migrator): the worker checks the tables at start.
+podman run --rm --network=host --env DATABASE_URL="$DATABASE_URL" "$IMAGE" migrate \
+    2> >(quiet_systemd) || fail "python -m worker migrate failed"
+podman run --rm --network=host --env DATABASE_URL="$DATABASE_URL" --entrypoint python "$IMAGE" -m stagedoor migrate \
+    2> >(quiet_systemd) || fail "python -m stagedoor migrate failed"
 W3=$RUN_ID-w3 M3=$(free_port)
 run_worker "$W3" "$M3" --env DATABASE_URL="$DATABASE_URL"
 wait_healthy "$W3"
@@ -237,7 +243,7 @@ wait_healthy "$W3"
 import sys, psycopg
 with psycopg.connect(sys.argv[1]) as conn:
     tables = [r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = current_schema() ORDER BY 1")]
-print(f"the worker migrated {len(tables)} tables: {', '.join(tables)}")
+print(f"the migrate commands created {len(tables)} tables: {', '.join(tables)}")
 EOF
 
 # ---------------------------------------------------------------------------- 8

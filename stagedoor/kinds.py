@@ -2,8 +2,9 @@
 
 Importing this module registers every kind (each declared next to its handler,
 with its retry policy and schedule) and the lifespan that, at worker start,
-migrates the schema, opens the connection pool and the HTTP client, and adds
-the outbox relay chore (which ``--burst`` also waits for).
+migrates the schema (with ``STAGEDOOR_MIGRATE`` off, checks it), opens the
+connection pool and the HTTP client, and adds the outbox relay chore (which
+``--burst`` also waits for).
 
 =======================  =====================  =========================  ========
 kind                     retries                schedule                   catch-up
@@ -30,7 +31,7 @@ from collections.abc import AsyncIterator
 from stagedoor import holds, mail, purges, reconcile, tickets  # noqa: F401 - each registers its kinds
 from stagedoor.context import open_context
 from stagedoor.outbox import RELAY_INTERVAL_S, OutboxRelay
-from stagedoor.schema import migrate_url
+from stagedoor.schema import check_url, migrate_url
 from stagedoor.settings import StagedoorSettings
 from worker import Chore, WorkerApp, lifespan
 from worker.store.keys import Keys
@@ -39,7 +40,9 @@ from worker.store.keys import Keys
 @lifespan(needs_database=True)
 async def stagedoor(app: WorkerApp) -> AsyncIterator[None]:
     own = StagedoorSettings.from_env()
-    await asyncio.to_thread(migrate_url, app.database_conninfo())
+    # DDL only where this worker may run it (the embedded stack, or STAGEDOOR_MIGRATE=on); else a check.
+    prepare = migrate_url if own.migrates(bool(app.settings.database_url)) else check_url
+    await asyncio.to_thread(prepare, app.database_conninfo())
     async with open_context(
         app.database_conninfo,
         mail_api_url=own.mail_api_url,

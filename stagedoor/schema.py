@@ -1,7 +1,9 @@
 """Stagedoor's PostgreSQL schema: the part the jobs touch, applied idempotently.
 
-``python -m stagedoor migrate`` and every worker's start run :func:`migrate`.
-Every statement is ``CREATE ... IF NOT EXISTS`` in the connection's current
+``python -m stagedoor migrate`` runs :func:`migrate`, and so does a worker's
+start with ``STAGEDOOR_MIGRATE`` on (the embedded stack's default); otherwise
+a worker only checks that the tables exist (:func:`check_url`): its role needs
+no DDL. Every statement is ``CREATE ... IF NOT EXISTS`` in the connection's current
 schema (the first of ``search_path``; nothing names ``public``), under a
 transaction-scoped advisory lock so that workers starting together do not
 race each other's DDL.
@@ -17,6 +19,8 @@ to ``delayed`` instead of ``jobs``.
 from __future__ import annotations
 
 import psycopg
+
+from worker.archive.schema_check import check
 
 #: One key for every migration of this schema, whatever the database (pg_advisory_xact_lock).
 MIGRATION_LOCK = 5_147_200_301
@@ -137,6 +141,13 @@ def migrate(conn: psycopg.Connection) -> None:
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
         conn.execute(TABLES)
+
+
+def check_url(database_url: str) -> None:
+    """Raise :class:`~worker.archive.schema_check.NotMigrated` unless every table exists (a worker's start
+    when it does not migrate: its role has DML only)."""
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        check(conn, {name: () for name in TABLE_NAMES}, "python -m stagedoor migrate")
 
 
 def migrate_url(database_url: str) -> None:

@@ -10,7 +10,7 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from worker.settings import from_env, positive_float, setting, settings_repr, url
+from worker.settings import choice, from_env, positive_float, setting, settings_repr, url
 
 
 @dataclass(frozen=True, repr=False)
@@ -37,6 +37,18 @@ class StagedoorSettings:
         positive_float,
         "how long a job waits for a PostgreSQL connection before its attempt fails",
     )
+    migrate: str = setting(
+        "STAGEDOOR_MIGRATE",
+        "auto",
+        choice("auto", "on", "off"),
+        "on: a worker creates Stagedoor's tables at start; off: it checks that they exist "
+        "(`python -m stagedoor migrate` creates them, as a role that may run DDL); auto: on for the embedded "
+        "PostgreSQL (no DATABASE_URL), off otherwise",
+    )
+
+    def migrates(self, database_url_set: bool) -> bool:
+        """Whether a worker creates the tables at start (``STAGEDOOR_MIGRATE``, ``auto`` resolved)."""
+        return self.migrate == "on" or (self.migrate == "auto" and not database_url_set)
 
     secret_files: dict[str, str] = dataclasses.field(default_factory=dict, compare=False, repr=False)
 

@@ -73,9 +73,13 @@ def archive_url(database_url: str) -> Iterator[str]:
 def archive_on(archive_url: str) -> Iterator[None]:
     """The archive is on in every test, as it is by default: ``ARCHIVE_URL`` points at the run's
     archive for the workers the tests start and for opslib. A test that wants the old
-    behaviour (the cap evicts) sets ``ARCHIVE_URL=off``."""
+    behaviour (the cap evicts) sets ``ARCHIVE_URL=off``. The tests' schemas are throwaway, like the
+    embedded stack's, so workers create their tables at start (``ARCHIVE_MIGRATE``,
+    ``STAGEDOOR_MIGRATE``); the tests of the roles (tests/queue/test_pg_roles.py) set them off."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("ARCHIVE_URL", archive_url)
+        patch.setenv("ARCHIVE_MIGRATE", "on")
+        patch.setenv("STAGEDOOR_MIGRATE", "on")
         yield
 
 

@@ -410,6 +410,14 @@ class Settings:
         "(the embedded PostgreSQL when no server URL is set at all); off: no archive",
         secret=True,
     )
+    archive_migrate: str = setting(
+        "ARCHIVE_MIGRATE",
+        "auto",
+        choice("auto", "on", "off"),
+        "on: a worker creates the archive's table at start; off: it checks that the table exists "
+        "(`python -m worker migrate` creates it, as a role that may run DDL); auto: on for the embedded "
+        "PostgreSQL (no ARCHIVE_URL nor DATABASE_URL), off otherwise",
+    )
     reclaim_idle_ms: int = setting(
         "RECLAIM_IDLE_MS", "60000", positive_int, "idle time after which a pending entry is reclaimed"
     )
@@ -422,6 +430,12 @@ class Settings:
     )
     max_field_bytes: int = setting(
         "MAX_FIELD_BYTES", "65536", positive_int, "a job field larger than this is dead-lettered as malformed"
+    )
+    max_job_bytes: int = setting(
+        "MAX_JOB_BYTES",
+        "1048576",
+        positive_int,
+        "enqueue refuses a larger job; the worker dead-letters a larger entry as oversized, each field cut to 1 KiB",
     )
     traceback_bytes: int = setting(
         "TRACEBACK_BYTES", "8192", positive_int, "tracebacks stored on dead entries are cut to this size"
@@ -511,6 +525,13 @@ class Settings:
     def worker_name_set(self) -> bool:
         """True when ``WORKER_NAME`` named this worker (not the ``<host>-<pid>`` default)."""
         return self.worker_name != default_worker_name()
+
+    @property
+    def archive_migrates(self) -> bool:
+        """Whether a worker creates the archive's table at start (``ARCHIVE_MIGRATE``, ``auto`` resolved)."""
+        if self.archive_migrate == "auto":
+            return not self.archive_url and not self.database_url
+        return self.archive_migrate == "on"
 
     @property
     def archive_on(self) -> bool:

@@ -8,17 +8,22 @@ import signal
 import socket
 import subprocess
 import sys
+import time
+from collections import Counter
+from pathlib import Path
 
 import redis
 
 from tests.helpers import ROOT, Workers, wait_for
+from worker.embedded.servers import start_redis
+from worker.store.heartbeats import live_workers
 from worker.store.keys import GROUP, Keys
 
 KINDS = "tests.deploy.kinds_metrics"
 
 
-def health(redis_url: str, prefix: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "WORKER_NAME"}
+def health(redis_url: str, prefix: str, **extra: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "WORKER_NAME"} | extra
     return subprocess.run(
         [sys.executable, "-m", "worker", "health"],
         cwd=ROOT,
@@ -35,12 +40,12 @@ def test_health_finds_this_hosts_worker_and_not_another_hosts(
     # A worker of another host, alive: it must not make this host look healthy.
     r.xgroup_create(keys.jobs, GROUP, id="0", mkstream=True)
     r.xreadgroup(GROUP, "elsewhere-7", {keys.jobs: ">"}, count=1)
-    r.set(keys.heartbeat("elsewhere-7"), "{}", ex=60)
-    assert health(redis_url, prefix).stdout.startswith("unhealthy: no heartbeat matching")
+    r.zadd(keys.workers, {"elsewhere-7": time.time() + 60})
+    assert health(redis_url, prefix).stdout.startswith("unhealthy: no heartbeat of")
 
     proc = workers.start(KINDS, WORKER_NAME="")  # empty: the default, <hostname>-<pid>
     name = f"{socket.gethostname()}-{proc.pid}"
-    wait_for(lambda: r.exists(keys.heartbeat(name)), what="the worker's heartbeat")
+    wait_for(lambda: name in live_workers(r, keys), what="the worker's heartbeat")
     healthy = health(redis_url, prefix)
     assert (healthy.returncode, healthy.stdout.strip()) == (0, "healthy: 1 worker heartbeat(s) fresh")
 
@@ -48,5 +53,42 @@ def test_health_finds_this_hosts_worker_and_not_another_hosts(
     assert proc.wait(30) == 0  # its goodbye deletes the heartbeat
     gone = health(redis_url, prefix)
     assert gone.returncode == 1
-    pattern = keys.heartbeat(f"{socket.gethostname()}-*")
-    assert gone.stdout.strip() == f"unhealthy: no heartbeat matching {pattern} in the last 15 s"
+    wanted = f"{socket.gethostname()}-*"
+    assert gone.stdout.strip() == f"unhealthy: no heartbeat of {wanted} in {keys.workers} in the last 15 s"
+
+
+def calls(client: redis.Redis) -> Counter[str]:
+    """Commands the server has run so far, by command (INFO commandstats)."""
+    return Counter(
+        {name.removeprefix("cmdstat_"): int(stat["calls"]) for name, stat in client.info("commandstats").items()}
+    )
+
+
+def test_health_sends_a_handful_of_commands_among_a_million_unrelated_keys(tmp_path: Path) -> None:
+    server = start_redis(tmp_path / "valkey", extra_args=("--enable-debug-command", "local"))
+    try:
+        client = redis.Redis.from_url(server.url)
+        client.execute_command("DEBUG", "POPULATE", 1_000_000, "unrelated")
+        assert client.dbsize() == 1_000_000
+        keys = Keys("big:")
+        client.xgroup_create(keys.jobs, GROUP, id="0", mkstream=True)
+        client.zadd(keys.workers, {"big-worker": time.time() + 60, "gone-worker": time.time() - 60})
+        before = calls(client)
+        result = health(server.url, keys.prefix, WORKER_NAME="big-worker")
+        ran = calls(client) - before
+        ran["info"] -= 1  # the INFO that took `before`
+        # commandstats counts a script's own calls too: the ZRANGEBYSCORE is run by health's one EVAL.
+        assert +ran == Counter({"info": 1, "get": 1, "xinfo|groups": 1, "eval": 1, "zrangebyscore": 1}), ran
+        sent = ran.total() - ran["zrangebyscore"]
+        assert (result.returncode, result.stdout.strip()) == (0, "healthy: 1 worker heartbeat(s) fresh")
+        assert sent < 5, f"health sent {sent} commands"
+        print(f"health sent {sent} commands with {client.dbsize():,} keys on the server")
+        client.close()
+    finally:
+        server.stop()
+
+
+def test_health_warns_when_the_prefix_is_empty(redis_url: str) -> None:
+    result = health(redis_url, "")
+    assert "warning: QUEUE_PREFIX is empty" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -88,8 +88,8 @@ def test_a_worker_exports_its_jobs_and_the_queue_state(
     assert isinstance(done, dict)
     assert sample(done, "worker_jobs_retried_total", kind="flaky", **q) == 1
     assert sample(done, "worker_jobs_dead_total", kind="boom", reason="exhausted", **q) == 1
-    assert sample(done, "worker_jobs_dead_total", kind="nope", reason="unknown_kind", **q) == 1
-    assert sample(done, "worker_jobs_dead_total", kind="?", reason="malformed", **q) == 1
+    assert sample(done, "worker_jobs_dead_total", kind="other", reason="unknown_kind", **q) == 1  # undeclared
+    assert sample(done, "worker_jobs_dead_total", kind="other", reason="malformed", **q) == 1
     assert sample(done, "worker_job_duration_seconds_count", kind="ok", **q) == 5
     assert sample(done, "worker_job_duration_seconds_count", kind="flaky", **q) == 2
     assert sample(done, "worker_job_duration_seconds_count", kind="boom", **q) == 1

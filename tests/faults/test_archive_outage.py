@@ -24,6 +24,7 @@ from tests.faults.helpers import KINDS, archived, enqueue_many, restart
 from tests.helpers import Workers, wait_for
 from worker.archive.table import migrate_url
 from worker.embedded.servers import start_postgres
+from worker.store.heartbeats import live_workers
 from worker.store.keys import ARCHIVE_GROUP, Keys
 
 OUTAGE_S = 30.0
@@ -42,7 +43,7 @@ def test_postgres_away_for_30_s_while_5000_jobs_die_loses_and_evicts_nothing(
         url = server.url
         migrate_url(url)
         proc = workers.start(KINDS, ARCHIVE_URL=url, DEAD_MAXLEN=str(CAP), SCHEDULER="off", WORKER_NAME="arch")
-        wait_for(lambda: r.exists(keys.heartbeat("arch")), timeout_s=60, what="the worker to start")
+        wait_for(lambda: "arch" in live_workers(r, keys), timeout_s=60, what="the worker to start")
 
         server.process.send_signal(signal.SIGINT)  # fast shutdown: sessions cut, new ones refused
         server.process.wait(30)

@@ -32,6 +32,7 @@ import redis.cluster
 from tests.helpers import Workers, wait_for
 from worker.embedded.cluster import LocalCluster, local_cluster
 from worker.store.enqueue import enqueue
+from worker.store.heartbeats import live_workers
 from worker.store.keys import GROUP, queue_partitions
 
 JOBS = 10_000
@@ -118,7 +119,7 @@ def test_a_primary_killed_mid_run_is_followed_to_its_replica(
     try:
         procs = [pool.start(KINDS, WORKER_NAME=f"failover-{i}", **env) for i in range(2)]
         wait_for(
-            lambda: client.exists(keys.heartbeat("failover-0"), keys.heartbeat("failover-1")) == 2,
+            lambda: {"failover-0", "failover-1"} <= live_workers(client, keys),
             timeout_s=60,
             what="both workers to start",
         )

@@ -11,6 +11,7 @@ import redis
 from tests.faults.helpers import FAST_RECLAIM, KINDS, enqueue_many
 from tests.faults.kinds_faults import runs_key
 from tests.helpers import Workers, wait_for
+from worker.store.heartbeats import live_workers
 from worker.store.keys import GROUP, Keys
 
 JOBS = 10_000
@@ -22,7 +23,7 @@ def test_sigkill_one_of_two_workers_mid_run_loses_nothing(
     victim = workers.start(KINDS, WORKER_NAME="fault-victim", **FAST_RECLAIM)
     survivor = workers.start(KINDS, WORKER_NAME="fault-survivor", **FAST_RECLAIM)
     wait_for(
-        lambda: r.exists(keys.heartbeat("fault-victim"), keys.heartbeat("fault-survivor")) == 2,
+        lambda: {"fault-victim", "fault-survivor"} <= live_workers(r, keys),
         timeout_s=60,
         what="both workers to start",
     )

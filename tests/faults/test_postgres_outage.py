@@ -30,6 +30,7 @@ from tests.helpers import Workers, wait_for
 from tests.stagedoor.helpers import event_with_seats, paid_order
 from worker.embedded.servers import start_postgres
 from worker.store.enqueue import enqueue
+from worker.store.heartbeats import live_workers
 from worker.store.keys import GROUP, Keys
 
 OUTAGE_S = 10.0
@@ -84,7 +85,7 @@ def test_postgres_away_for_10_s_under_render_tickets_and_expire_holds(
             WORKER_NAME="pg-fault",
             DB_POOL_TIMEOUT_S="1",  # an attempt fails after 1 s without a connection: the policies decide
         )
-        wait_for(lambda: r.exists(keys.heartbeat("pg-fault")), timeout_s=60, what="the Stagedoor worker to start")
+        wait_for(lambda: "pg-fault" in live_workers(r, keys), timeout_s=60, what="the Stagedoor worker to start")
 
         server.process.send_signal(signal.SIGINT)  # fast shutdown: sessions are cut, new ones refused
         server.process.wait(30)

@@ -390,7 +390,9 @@ def test_sql_joins_the_archive_with_stagedoors_tables(night_archive: str, monkey
 def test_sql_says_where_the_archive_is_when_it_is_elsewhere(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DATABASE_URL", pg_url)
     monkeypatch.delenv("ARCHIVE_URL", raising=False)
-    with pytest.raises(opslib.OpslibError, match=r'(?s)"dead_letters" does not exist.*The workers create dead_letters'):
+    with pytest.raises(
+        opslib.OpslibError, match=r'(?s)"dead_letters" does not exist.*`python -m worker migrate` creates dead_letters'
+    ):
         opslib.sql("SELECT count(*) FROM dead_letters")
     monkeypatch.setenv("ARCHIVE_URL", "postgresql://postgres@127.0.0.1:5432/archive")
     with pytest.raises(opslib.OpslibError, match="The archive lives where ARCHIVE_URL points, not in DATABASE_URL's"):

@@ -19,6 +19,7 @@ from tests.opslib.helpers import KINDS
 from worker.archive.dead_log import CANCELLED_SUFFIX
 from worker.archive.table import migrate
 from worker.store.enqueue import enqueue
+from worker.store.heartbeats import live_workers
 from worker.store.keys import Keys
 from worker.store.vocabulary import REASON_CANCELLED
 
@@ -110,7 +111,7 @@ def test_racing_a_promoting_worker_each_job_runs_once_or_is_cancelled(
     moment it falls due, when the worker's promotion is due too. Each job ends run exactly once, or
     cancelled and never run."""
     workers.start(KINDS, WORKER_NAME="promoter")
-    wait_for(lambda: r.exists(keys.heartbeat("promoter")), timeout_s=30, what="the worker to start")
+    wait_for(lambda: "promoter" in live_workers(r, keys), timeout_s=30, what="the worker to start")
     step_s, first_s = 0.01, 0.5
     start_at = time.time() + first_s
     job_ids = later(r, keys, 300, first_s=first_s, step_s=step_s)

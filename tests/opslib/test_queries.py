@@ -230,8 +230,11 @@ def test_sql_returns_typed_frames(pg_url: str, monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setenv("DATABASE_URL", pg_url)
     empty = opslib.sql("SELECT id, label FROM seats WHERE id = %(id)s", {"id": 99})
     assert empty.empty and list(empty.columns) == ["id", "label"]
-    fixed = opslib.sql("UPDATE seats SET label = replace(label, '-', '') WHERE id = %s RETURNING label", [1])
-    assert fixed["label"].tolist() == ["14C"]
+    fix = "UPDATE seats SET label = replace(label, '-', '') WHERE id = %s RETURNING label"
+    with pytest.raises(opslib.OpslibError, match=r"read-only transaction; opslib.sql reads only: make a change inside"):
+        opslib.sql(fix, [1])  # on its own connection: read-only
+    with opslib.transaction() as tx:
+        assert tx.sql(fix, [1])["label"].tolist() == ["14C"]
     assert opslib.sql("SELECT label FROM seats WHERE id = 1")["label"].tolist() == ["14C"]  # committed
     with pytest.raises(opslib.OpslibError, match='the query failed: relation "no_such_table" does not exist'):
         opslib.sql("SELECT * FROM no_such_table")

@@ -15,6 +15,7 @@ import redis
 
 from tests.helpers import ROOT, Workers, wait_for
 from worker.settings import SETTINGS
+from worker.store.heartbeats import live_workers
 from worker.store.keys import Keys
 
 KINDS = "tests.queue.kinds_basic"
@@ -111,7 +112,7 @@ def test_health_reports_healthy_only_with_a_fresh_heartbeat(
     assert missing.returncode == 1
     assert missing.stdout.startswith("unhealthy: stream")
     proc = workers.start(KINDS, WORKER_NAME="health-probe")
-    wait_for(lambda: r.exists(keys.heartbeat("health-probe")), what="the heartbeat")
+    wait_for(lambda: "health-probe" in live_workers(r, keys), what="the heartbeat")
     healthy = run_cli("health", env=env)
     assert (healthy.returncode, healthy.stdout.split(":")[0]) == (0, "healthy")
     proc.terminate()

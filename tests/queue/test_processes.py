@@ -14,6 +14,7 @@ import redis
 from tests.helpers import ROOT, Workers, wait_for
 from worker.embedded.servers import free_port
 from worker.store.enqueue import enqueue
+from worker.store.heartbeats import live_workers
 from worker.store.keys import GROUP, Keys
 
 KINDS = "tests.queue.kinds_processes,tests.queue.kinds_basic"
@@ -66,7 +67,7 @@ def test_a_dead_process_is_restarted_and_health_covers_every_process(
     r: redis.Redis, keys: Keys, workers: Workers, no_orphans: list[psutil.Process]
 ) -> None:
     sup = workers.start(KINDS, "--processes", "2", WORKER_NAME="sup")
-    wait_for(lambda: all(r.exists(keys.heartbeat(f"sup-{i}")) for i in (0, 1)), what="both heartbeats")
+    wait_for(lambda: {"sup-0", "sup-1"} <= live_workers(r, keys), what="both heartbeats")
     first = {c.pid: c for c in children(sup)}
     no_orphans.extend(first.values())
     assert len(first) == 2
@@ -94,7 +95,7 @@ def test_sigterm_lets_every_process_finish_its_running_jobs(
     r: redis.Redis, keys: Keys, workers: Workers, no_orphans: list[psutil.Process]
 ) -> None:
     sup = workers.start(KINDS, "--processes", "2", WORKER_NAME="drain", WORKER_CONCURRENCY="2", SHUTDOWN_GRACE_S="20")
-    wait_for(lambda: all(r.exists(keys.heartbeat(f"drain-{i}")) for i in (0, 1)), what="both heartbeats")
+    wait_for(lambda: {"drain-0", "drain-1"} <= live_workers(r, keys), what="both heartbeats")
     no_orphans.extend(children(sup))
     ids = [enqueue(r, "slow", {"s": "1.5"}, prefix=keys.prefix) for _ in range(4)]
     wait_for(lambda: r.scard(tkey(keys, "running")) == 4, what="four jobs running in two processes")
@@ -110,7 +111,7 @@ def test_one_metrics_endpoint_covers_every_process(
 ) -> None:
     port = free_port()
     sup = workers.start(KINDS, "--processes", "2", WORKER_NAME="metrics", METRICS_PORT=str(port))
-    wait_for(lambda: all(r.exists(keys.heartbeat(f"metrics-{i}")) for i in (0, 1)), what="both heartbeats")
+    wait_for(lambda: {"metrics-0", "metrics-1"} <= live_workers(r, keys), what="both heartbeats")
     no_orphans.extend(children(sup))
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 

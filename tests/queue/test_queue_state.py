@@ -24,12 +24,12 @@ from worker.observability.queue_state import (
     QueueState,
     combined,
     lag_to_count,
-    live_workers,
     read_queue_state,
     state_of,
 )
 from worker.settings import Settings
 from worker.store.enqueue import enqueue
+from worker.store.heartbeats import HEARTBEAT_TTL_S, beat, live_workers
 from worker.store.keys import GROUP, Keys
 
 RECLAIM_IDLE_MS = 60_000
@@ -64,8 +64,9 @@ def seed(r: redis.Redis, keys: Keys) -> None:
     enqueue(r, "ok", {"job_id": "due"}, run_at=time.time() - 5, prefix=keys.prefix)
     enqueue(r, "ok", {"job_id": "later-1"}, delay_s=3600, prefix=keys.prefix)
     enqueue(r, "ok", {"job_id": "later-2"}, delay_s=7200, prefix=keys.prefix)
-    r.set(keys.heartbeat("alive-worker"), "{}", ex=60)
-    r.set(keys.heartbeat("fresh-worker"), "{}", ex=60)  # started, not handed an entry yet
+    r.zadd(keys.workers, {"alive-worker": time.time() + 60})
+    r.zadd(keys.workers, {"fresh-worker": time.time() + 60})  # started, not handed an entry yet
+    r.zadd(keys.workers, {"expired-worker": time.time() - 1})  # died without its goodbye
 
 
 def metrics_samples(redis_url: str, prefix: str) -> dict[str, float]:
@@ -121,13 +122,17 @@ def test_a_queue_never_read_reads_as_zeros_with_its_entries_as_lag(r: redis.Redi
     assert (state.stream_length, state.lag, state.pending, state.consumers) == (1, 1, 0, ())
 
 
-def test_live_workers_match_the_prefix_literally(r: redis.Redis, prefix: str) -> None:
-    odd = Keys(prefix + "[x]*")
-    r.set(odd.heartbeat("w1"), "{}", ex=60)
-    r.set(Keys(prefix + "x").heartbeat("w2"), "{}", ex=60)  # would match "[x]*" taken as a glob
-    assert live_workers(r, odd) == {"w1"}
-    assert live_workers(r, odd, "w*") == {"w1"}
-    assert live_workers(r, odd, "v*") == set()
+def test_live_workers_are_the_unexpired_members_and_a_beat_prunes_the_expired(r: redis.Redis, keys: Keys) -> None:
+    now = time.time()
+    r.zadd(keys.workers, {"w1": now + 60, "expired": now - 1})
+    r.zadd(Keys(keys.prefix + "x").workers, {"w2": now + 60})  # another queue's
+    assert live_workers(r, keys) == {"w1"}
+    pipe = r.pipeline(transaction=False)
+    beat(pipe, keys, "w3", now)
+    pipe.execute()
+    assert live_workers(r, keys) == {"w1", "w3"}
+    assert {m.decode() for m in r.zrange(keys.workers, 0, -1)} == {"w1", "w3"}  # the expired was pruned
+    assert r.zscore(keys.workers, "w3") == pytest.approx(now + HEARTBEAT_TTL_S)
 
 
 # ---------------------------------------------------------------- pure parsing

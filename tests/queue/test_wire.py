@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 
 import pytest
 
@@ -20,8 +22,10 @@ def registry() -> Registry:
     return reg
 
 
-def parse(raw: dict[bytes, bytes], registry: Registry, limit: int = 1024) -> wire.Malformed | object:
-    return wire.parse_entry("1-0", raw, registry, limit)
+def parse(
+    raw: dict[bytes, bytes], registry: Registry, limit: int = 1024, job_limit: int = 1 << 20
+) -> wire.Malformed | object:
+    return wire.parse_entry("1-0", raw, registry, limit, job_limit)
 
 
 def test_a_valid_entry_becomes_a_job(registry: Registry) -> None:
@@ -62,6 +66,29 @@ def test_malformed_entries_name_the_reason_and_the_offending_value(
     assert isinstance(bad, wire.Malformed)
     assert bad.reason == reason
     assert named in bad.error
+
+
+def test_an_entry_over_max_job_bytes_is_oversized_and_cut_to_a_kib_per_field(registry: Registry) -> None:
+    big = bytes(range(256)) * 20_000  # 5 MB, not UTF-8 either: the size is judged first
+    raw = {b"kind": b"send_email", b"job_id": b"j1", b"body": big, b"x" * 3000: b"short"}
+    bad = parse(raw, registry, limit=64 * 1024, job_limit=1 << 20)
+    assert isinstance(bad, wire.Malformed)
+    assert (bad.reason, bad.kind) == ("oversized", "send_email")
+    total = sum(len(name) + len(value) for name, value in raw.items())
+    assert f"is {total} bytes, over MAX_JOB_BYTES=1048576" in bad.error
+    kept = bad.kept or {}
+    assert kept["job_id"] == "j1"
+    assert kept["body"] == wire.text(big[: wire.KEPT_BYTES])
+    assert kept["x" * wire.KEPT_BYTES] == "short"
+    cut = json.loads(kept[wire.CUT_FIELD])
+    assert cut == {
+        "body": {"bytes": len(big), "sha256": hashlib.sha256(big).hexdigest()},
+        "x" * wire.KEPT_BYTES: {"bytes": 5, "sha256": hashlib.sha256(b"short").hexdigest()},
+    }
+    assert wire.job_bytes(kept) < 8 * wire.KEPT_BYTES
+    # Under the job limit, the field limit still names the field that is too big (kept whole).
+    small = parse({b"kind": b"send_email", b"body": b"y" * 2000}, registry, limit=1024, job_limit=1 << 20)
+    assert isinstance(small, wire.Malformed) and (small.reason, small.kept) == ("malformed", None)
 
 
 def test_delayed_member_round_trips_with_sorted_compact_json() -> None:

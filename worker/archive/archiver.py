@@ -50,7 +50,8 @@ from prometheus_client.registry import Collector
 from worker.app import Chore
 from worker.archive.dead_log import next_id, parse_record
 from worker.archive.rows import INSERT_ROW, LOG_LOCK, TRY_LOG_LOCK, Statement, dead_row, record_statements, runs
-from worker.archive.table import migrate_async
+from worker.archive.schema_check import NotMigrated, check_async
+from worker.archive.table import MIGRATE_COMMAND, WANTED, migrate_async
 from worker.settings import Settings
 from worker.store.consumers import forget_dead_consumers
 from worker.store.keys import ARCHIVE_GROUP, Keys
@@ -165,10 +166,14 @@ def _entries(reply: Any) -> list[tuple[str, dict[bytes, bytes] | None]]:
 class Archiver:
     """The archive and trim-dead chores of one worker, and the counts it exports."""
 
-    def __init__(self, client: aioredis.Redis, settings: Settings, dsn: Callable[[], str]) -> None:
+    def __init__(
+        self, client: aioredis.Redis, settings: Settings, dsn: Callable[[], str], *, migrate: bool = False
+    ) -> None:
         self.redis: Any = client
         self.settings = settings
         self.dsn = dsn
+        self.migrate = migrate
+        """Create the table at start (``ARCHIVE_MIGRATE``), rather than check that it exists."""
         self.parts = partition_keys(settings)
         self.queue = settings.prefix
         self.name = settings.worker_name
@@ -190,8 +195,9 @@ class Archiver:
         ]
 
     async def start(self) -> None:
-        """Create the table (idempotent) and the consumer group. PostgreSQL away is not fatal:
-        dead entries wait in ``jobs:dead`` and the chore migrates once it answers."""
+        """Check the table (or create it, with ``migrate``) and create the consumer group. PostgreSQL away
+        is not fatal: dead entries wait in ``jobs:dead`` and the chore checks once it answers. A missing
+        table is: :class:`~worker.archive.schema_check.NotMigrated` names the command that creates it."""
         try:
             await self._connection()
         except ArchiveUnavailable as exc:
@@ -360,7 +366,18 @@ class Archiver:
         try:
             conn = await psycopg.AsyncConnection.connect(self.dsn(), connect_timeout=CONNECT_TIMEOUT_S)
             if not self._migrated:
-                await migrate_async(conn)
+                try:
+                    await (migrate_async(conn) if self.migrate else check_async(conn, WANTED, MIGRATE_COMMAND))
+                except psycopg.errors.InsufficientPrivilege as exc:
+                    await conn.close()
+                    raise NotMigrated(
+                        f"ARCHIVE_MIGRATE=on, but the archive's PostgreSQL role may not run DDL "
+                        f"({' '.join(str(exc).split())}); run `{MIGRATE_COMMAND}` as a role that may, "
+                        "and start the workers with ARCHIVE_MIGRATE=off"
+                    ) from None
+                except BaseException:
+                    await conn.close()
+                    raise
                 self._migrated = True
         except psycopg.OperationalError as exc:
             await self._lost()

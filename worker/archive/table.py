@@ -13,8 +13,11 @@ declaration. A new column is one line there; an ``entry`` column also needs
 its value in :func:`worker.archive.rows.dead_row` (a test fails until it has
 one), and opslib's ``archive()`` frame says whether it shows it.
 
-``python -m worker migrate`` and every worker's start apply :data:`DDL`
-(idempotent, under an advisory lock so workers starting together do not race).
+``python -m worker migrate`` applies :data:`DDL` (idempotent, under an
+advisory lock so that runs together do not race); a worker applies it at start
+only with ``ARCHIVE_MIGRATE=on`` (the embedded stack's default), and otherwise
+checks that the table has every column (:mod:`worker.archive.schema_check`),
+so that its PostgreSQL role needs no DDL.
 """
 
 from __future__ import annotations
@@ -129,6 +132,11 @@ CREATE INDEX IF NOT EXISTS {TABLE}_signature ON {TABLE} (queue, signature);
 CREATE INDEX IF NOT EXISTS {TABLE}_replay_batch ON {TABLE} (replay_batch) WHERE replay_batch IS NOT NULL;
 """
 )
+
+
+#: What a worker writes, for the check at its start: the table and every column.
+WANTED = {TABLE: COLUMN_NAMES}
+MIGRATE_COMMAND = "python -m worker migrate"
 
 
 def migrate(conn: psycopg.Connection[Any]) -> None:

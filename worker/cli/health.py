@@ -6,41 +6,55 @@ supervisor each ``<WORKER_NAME>-<i>``; unnamed, any ``<host>-*``) is fresh.
 One line on stdout says which; the exit code is 0 or 1.
 
 Degraded (exit 0, so that an orchestrator does not restart a worker that
-keeps outcomes for Redis): Redis refuses writes (out of memory, misconfigured
-persistence, read-only, no permission), or a worker's heartbeat says it keeps
-outcomes it could not record. Heartbeats cannot be written while Redis
-refuses writes, so a degraded report does not need them.
+keeps decided outcomes for Redis): Redis refuses writes (out of memory,
+misconfigured persistence, read-only, no permission). The live workers are
+read by a script that may write and writes nothing (:data:`LIVE_IF_WRITABLE`),
+refused exactly when the workers' moves are, so one command answers both
+questions. Heartbeats cannot be written while Redis refuses writes, so a
+degraded report does not need them.
+
+A handful of commands whatever the size of the keyspace (no SCAN; RESP2, so no
+HELLO; no CLIENT SETINFO): INFO (the mode), GET (the partition count), XINFO
+GROUPS per partition, one EVAL reading the live workers (:mod:`worker.store.heartbeats`).
+An empty ``QUEUE_PREFIX`` gets a warning on stderr: the Redis roles need one.
 """
 
 from __future__ import annotations
 
-import json
 import socket
+import sys
+import time
 from typing import Any
 
 import redis
 
 from worker.cli.exits import EXIT_FAILED, EXIT_OK
-from worker.loop.runner import HEARTBEAT_TTL_S
-from worker.observability.queue_state import glob_escape, live_workers
 from worker.redact import redact
 from worker.settings import Settings
 from worker.store.connection import connect
+from worker.store.heartbeats import HEARTBEAT_TTL_S, live_workers
 from worker.store.keys import GROUP, Keys
 from worker.store.partitions import keys_for, recorded_count
 from worker.store.refusals import describe_refusal, refusal_code
+from worker.store.wire import text
 
-#: A script that may write (no ``no-writes`` flag) and writes nothing: refused exactly as the moves are.
-PROBE = "#!lua\nreturn 1"
+#: The live workers (KEYS[1]: ``workers``; ARGV[1]: the exclusive lower bound, now), read by a script
+#: without the ``no-writes`` flag: Redis refuses it exactly when it refuses the moves.
+LIVE_IF_WRITABLE = "#!lua\nreturn redis.call('ZRANGEBYSCORE', KEYS[1], ARGV[1], '+inf')"
 
 
 def health(settings: Settings) -> int:
     """Healthy: Redis answers, the group exists, a heartbeat of this worker is fresh. Degraded (exit 0):
-    Redis refuses writes, or a worker says it keeps outcomes it cannot record."""
+    Redis refuses writes."""
+    if not settings.prefix:
+        print(
+            "warning: QUEUE_PREFIX is empty, so the roles of `python -m worker acl` cannot be scoped to this "
+            "queue's keys; set QUEUE_PREFIX (e.g. myapp:)",
+            file=sys.stderr,
+        )
     keys = Keys(settings.prefix)
     try:
-        client = connect(settings, socket_timeout=3, socket_connect_timeout=3)
-        refused = write_refusal(client)
+        client = connect(settings, socket_timeout=3, socket_connect_timeout=3, protocol=2)
         count = recorded_count(client, settings.prefix) or settings.partitions
         for part in keys_for(settings.prefix, count):
             try:
@@ -51,51 +65,42 @@ def health(settings: Settings) -> int:
             if not any(g["name"] in (GROUP, GROUP.encode()) for g in groups):
                 print(f"unhealthy: consumer group {GROUP} does not exist on {part.jobs}")
                 return EXIT_FAILED
+        live, refused = live_unless_refused(client, keys)
     except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
         print(redact(f"unhealthy: Redis does not answer ({exc})"))
         return EXIT_FAILED
     # Under a supervisor (WORKER_PROCESSES > 1) the consumers are <WORKER_NAME>-<i>: each must beat.
     expected = settings.processes
-    if settings.worker_name_set:
-        worker_glob = glob_escape(settings.worker_name) + ("-*" if expected > 1 else "")
+    if settings.worker_name_set and expected == 1:
+        beats, wanted = {w for w in live if w == settings.worker_name}, settings.worker_name
     else:
-        worker_glob = glob_escape(socket.gethostname()) + "-*"
-    beats = heartbeats(client, keys, worker_glob)
-    waiting = sum(int(beat.get("outcomes_waiting") or 0) for beat in beats.values())
-    refused = refused or next((str(beat["refused"]) for beat in beats.values() if beat.get("refused")), "")
+        stem = f"{settings.worker_name if settings.worker_name_set else socket.gethostname()}-"
+        beats, wanted = {w for w in live if w.startswith(stem)}, f"{stem}*"
     if refused:
         print(
-            f"degraded: Redis refuses writes ({refused}); the workers keep {waiting} decided outcomes and "
-            f"retry them, and read nothing new meanwhile ({len(beats)} heartbeat(s) fresh; none can be "
-            "written while it lasts)"
+            f"degraded: Redis refuses writes ({refused}); the workers keep their decided outcomes and retry "
+            f"them, and read nothing new meanwhile ({len(beats)} heartbeat(s) fresh; none can be written while "
+            "it lasts; the outcomes_waiting metric counts what waits)"
         )
         return EXIT_OK
-    pattern = keys.heartbeat(worker_glob)
+    where = f"of {wanted} in {keys.workers} in the last {HEARTBEAT_TTL_S} s"
     if not beats:
-        print(f"unhealthy: no heartbeat matching {pattern} in the last {HEARTBEAT_TTL_S} s")
+        print(f"unhealthy: no heartbeat {where}")
         return EXIT_FAILED
     if len(beats) < expected:
-        print(f"unhealthy: {len(beats)} of {expected} heartbeats matching {pattern} in the last {HEARTBEAT_TTL_S} s")
+        print(f"unhealthy: {len(beats)} of {expected} heartbeats {where}")
         return EXIT_FAILED
     print(f"healthy: {len(beats)} worker heartbeat(s) fresh")
     return EXIT_OK
 
 
-def write_refusal(client: Any) -> str:
-    """Why Redis refuses writes now ("" when it does not): a script that may write, and writes nothing, is
-    refused exactly when the workers' moves are (OOM, MISCONF, READONLY, NOPERM)."""
+def live_unless_refused(client: Any, keys: Keys) -> tuple[set[str], str]:
+    """The live workers, and why Redis refuses writes now ("" when it does not); the second read (a plain
+    ZRANGE) only when refused."""
     try:
-        client.eval(PROBE, 0)
+        names = client.eval(LIVE_IF_WRITABLE, 1, keys.workers, f"({time.time()}")
     except redis.ResponseError as exc:
         if refusal_code(exc) is None:
             raise
-        return describe_refusal(exc)
-    return ""
-
-
-def heartbeats(client: Any, keys: Keys, worker_glob: str) -> dict[str, dict[str, Any]]:
-    """The fresh heartbeats matching ``worker_glob``: worker name -> what it said (``inflight``, ``slots``,
-    ``outcomes_waiting``, ``refused``)."""
-    names = sorted(live_workers(client, keys, worker_glob))
-    values = client.mget([keys.heartbeat(name) for name in names]) if names else []
-    return {name: json.loads(value) for name, value in zip(names, values, strict=True) if value}
+        return live_workers(client, keys), describe_refusal(exc)
+    return {text(name) for name in names}, ""

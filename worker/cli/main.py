@@ -18,6 +18,7 @@ from pathlib import Path
 import redis
 from redis.crc import key_slot
 
+from worker.cli.acl import cmd_acl
 from worker.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from worker.cli.fail_closed import use_embedded
 from worker.cli.health import health
@@ -32,6 +33,7 @@ from worker.store.connection import connect
 from worker.store.enqueue import enqueue
 from worker.store.keys import Keys
 from worker.store.partitions import check_recorded, partition_keys, recorded_count
+from worker.store.roles import ROLES, refused
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -60,6 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
         "health",
         help="exit 0 when Redis answers, the group exists and this worker's heartbeat is fresh",
     )
+    acl = sub.add_parser("acl", help="print a Redis role's rules for ACL SETUSER (scoped to QUEUE_PREFIX; no server)")
+    acl.add_argument("role", choices=sorted(ROLES), help=", ".join(f"{r.name}: {r.purpose}" for r in ROLES.values()))
     sub.add_parser(
         "migrate",
         help="apply the queue's own tables (the dead-letter archive) to ARCHIVE_URL "
@@ -169,6 +173,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         logs.configure(settings.log_format, settings.log_level)
         if args.command == "keys":
             return cmd_keys(settings)
+        if args.command == "acl":
+            return cmd_acl(settings, args.role)
         if args.command == "enqueue":
             return cmd_enqueue(settings, args)
         if args.command == "health":
@@ -181,6 +187,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except (EmbeddedServerError, WorkerError) as exc:
         print(redact(f"error: {exc}"), file=sys.stderr)
+        return EXIT_FAILED
+    except redis.exceptions.NoPermissionError as exc:
+        print(f"error: {refused(exc, 'worker')}", file=sys.stderr)
         return EXIT_FAILED
     except (redis.ConnectionError, redis.TimeoutError) as exc:
         print(redact(f"error: Redis does not answer: {exc}"), file=sys.stderr)

@@ -65,7 +65,7 @@ async def serve(
             if settings.archive_on:
                 from worker.archive.archiver import Archiver
 
-                archiver = Archiver(client, settings, app.archive_conninfo)
+                archiver = Archiver(client, settings, app.archive_conninfo, migrate=settings.archive_migrates)
                 stack.push_async_callback(archiver.close)
                 await archiver.start()
                 for chore in archiver.chores():

@@ -6,7 +6,8 @@ seconds to sleep next instead (the promoter sleeps until the next retry is
 due). An exception is logged and the chore carries on after a backoff: a
 chore never takes the worker down (saq's ``upkeep``, Sidekiq's pollers). A
 Redis that refuses writes or is away is said once per episode, not once per
-run (:func:`run_chore`).
+run (:func:`run_chore`); a permission Redis refuses, or a setup error of
+ours (a table not migrated), is one line naming what to do.
 """
 
 from __future__ import annotations
@@ -18,9 +19,11 @@ import random
 import redis.exceptions
 
 from worker.app import Chore
+from worker.errors import WorkerError
 from worker.loop.episode import RETRY_CAP_S, Episode
 from worker.store.reconnect import CONNECTION_ERRORS, backoff_s
 from worker.store.refusals import describe_refusal, refusal_code
+from worker.store.roles import refused
 
 log = logging.getLogger("worker.loop.chores")
 
@@ -74,6 +77,11 @@ async def run_chore(chore: Chore, stopping: asyncio.Event, episode: Episode | No
 
 def _failed(chore: Chore, exc: Exception, failures: int, episode: Episode | None, for_episode: str) -> float:
     """Say what stopped the chore (see :func:`run_chore`); the seconds until it runs again."""
+    if isinstance(exc, redis.exceptions.NoPermissionError | WorkerError):
+        if failures == 1:
+            why = refused(exc, "worker") if isinstance(exc, redis.exceptions.NoPermissionError) else str(exc)
+            log.error("Chore %s failed: %s; it will run again.", chore.name, why)
+        return backoff_s(failures, base_s=chore.interval_s, cap_s=30.0)
     code = refusal_code(exc)
     if episode is not None and code not in (None, "timeout"):
         episode.refused(for_episode, exc)

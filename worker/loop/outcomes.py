@@ -11,8 +11,8 @@ through :meth:`Outcomes.dead_letter`, which writes the entry, the log line
 and the observers' report in one place.
 
 The attempt's ``process`` span, when the worker traces, is marked here too
-(:mod:`worker.loop.tracing`): the exception, the outcome, and its context as
-``trace_link`` on the retried job and the dead letter.
+(:mod:`worker.loop.tracing`; the runner records the exception): the outcome,
+and its context as ``trace_link`` on the retried job and the dead letter.
 
 A job that carries ``replay_batch`` (a replay put it back) also records its
 outcome in ``replay:<batch>`` for ``opslib.replay_status`` and, with the
@@ -36,7 +36,7 @@ from worker.archive.dead_log import outcome_record
 from worker.kinds import Job, KindSpec
 from worker.loop.episode import Episode
 from worker.loop.observe import Observer
-from worker.loop.tracing import link_field, mark_dead, mark_retried, record_failure
+from worker.loop.tracing import link_field, mark_dead, retrying
 from worker.retry import Retry, decide
 from worker.settings import Settings
 from worker.store import wire
@@ -79,6 +79,8 @@ class Burial:
     kind: str | None = ""
     duration_s: float = 0.0
     min_idle_ms: int = 0
+    kept: dict[str, str] | None = None
+    """Fields the dead entry holds instead of the entry's own (an oversized entry, cut down)."""
 
 
 def log_fields(job: Job, outcome: str, duration_s: float, reason: str | None = None) -> dict[str, Any]:
@@ -188,7 +190,6 @@ class Outcomes:
         """The handler raised: retry the job or dead-letter it, as the kind's policy decides."""
         decision = decide(spec.retry, job.attempts, type(exc), self.rng)
         error = describe_error(exc)
-        record_failure(exc)
         of = f"attempt {decision.attempts} of {spec.retry.retries + 1} after {duration_s * 1000:.1f} ms"
         if isinstance(decision, Retry):
             await self._retry(job, decision, error, of, duration_s)
@@ -209,11 +210,10 @@ class Outcomes:
 
     async def _retry(self, job: Job, decision: Retry, error: str, of: str, duration_s: float) -> None:
         run_at = time.time() + decision.delay_s
-        member = wire.encode_member({**job.fields, "attempts": str(decision.attempts), **link_field()})
+        member = wire.encode_member({**job.fields, "attempts": str(decision.attempts), **retrying(error, decision)})
         await self.episode.land(self._key(job.entry_id), lambda: self.scripts.retry(job.entry_id, run_at, member))
         if decision.delay_s < 1.0:
             self.promote_soon(decision.delay_s)
-        mark_retried(error, decision.attempts, decision.delay_s)
         log.warning(
             "Job %s %s failed on %s (%s); retrying in %.2f s.",
             job.kind,
@@ -231,7 +231,15 @@ class Outcomes:
         """Dead-letter an entry that is not a job it can run (never run: attempts 0)."""
         happened = f"could not run ({bad.reason})"
         await self.dead_letter(
-            Burial(bad.entry_id, reason=bad.reason, attempts=0, error=bad.error, happened=happened, kind=bad.kind)
+            Burial(
+                bad.entry_id,
+                reason=bad.reason,
+                attempts=0,
+                error=bad.error,
+                happened=happened,
+                kind=bad.kind,
+                kept=bad.kept,
+            )
         )
 
     async def poison(self, entry_id: str, deliveries: int, consumer: str, idle_ms: int) -> str | None:
@@ -264,18 +272,22 @@ class Outcomes:
         pending (another worker recorded its outcome, or claimed it since).
         """
         fields = {
+            **(burial.kept or {}),
             "attempts": str(burial.attempts),
             "error": burial.error,
             "traceback": burial.traceback,
             "reason": burial.reason,
             "failed_at": now_iso(),
             "worker": self.name,
-            **link_field(),
-        }
+        } | link_field()
         buried = await self.episode.land(
             self._key(burial.entry_id),
             lambda: self.scripts.bury(
-                burial.entry_id, fields, maxlen=self.settings.dead_ceiling, min_idle_ms=burial.min_idle_ms
+                burial.entry_id,
+                fields,
+                maxlen=self.settings.dead_ceiling,
+                min_idle_ms=burial.min_idle_ms,
+                keep_original=burial.kept is None,
             ),
         )
         if buried is None:

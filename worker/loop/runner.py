@@ -37,8 +37,7 @@ from worker.loop.outcomes import Outcomes
 from worker.loop.partition_reader import PartitionReader
 from worker.loop.rotation import Rotation
 from worker.loop.slots import Raw, Slots
-from worker.loop.tracing import traced
-from worker.loop.upkeep import HEARTBEAT_TTL_S as HEARTBEAT_TTL_S
+from worker.loop.tracing import record_failure, traced
 from worker.loop.upkeep import Upkeep
 from worker.settings import Settings
 from worker.store import wire
@@ -89,7 +88,7 @@ class Worker:
         observing = [self.tally, *observers]
         # Bound once, for every job: the wait observers (the tally counts outcomes only) and the field limit.
         self._job_started = [observer.job_started for observer in observers]
-        self._max_field_bytes = settings.max_field_bytes
+        self._max_field_bytes, self._max_job_bytes = settings.max_field_bytes, settings.max_job_bytes
         self.parts: list[PartitionReader] = []
         for keys in partition_keys(settings):
             scripts = Scripts(redis_client, keys, wait_replicas=settings.wait_replicas)
@@ -246,7 +245,7 @@ class Worker:
         """Run one entry of ``part`` through its handler, record the outcome and free its slot. Never raises."""
         outcomes = part.outcomes
         try:
-            parsed = wire.parse_entry(entry_id, raw, self.registry, self._max_field_bytes)
+            parsed = wire.parse_entry(entry_id, raw, self.registry, self._max_field_bytes, self._max_job_bytes)
             if isinstance(parsed, wire.Malformed):
                 await outcomes.malformed(parsed)
                 return
@@ -262,6 +261,7 @@ class Worker:
                 else:
                     await self._call(spec, parsed)
             except (Exception, SystemExit) as exc:
+                record_failure(exc)  # on the attempt's span, when the worker traces
                 await outcomes.failed(spec, parsed, exc, time.perf_counter() - started)
                 return
             part.succeeded(parsed, time.perf_counter() - started)

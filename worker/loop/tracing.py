@@ -18,9 +18,9 @@ module) and each attempt runs inside a CONSUMER span ``process <queue>``
 - a replayed job's first attempt starts a new trace linked to the replay's
   span (the ``traceparent`` the replay wrote).
 
-The outcome marks the span (called by :mod:`worker.loop.outcomes`, on the
-current span, so they cost a dictionary lookup without OpenTelemetry): the
-exception is recorded, a retry or dead letter sets status ERROR, a dead
+The outcome marks the span (called by the runner and :mod:`worker.loop.outcomes`,
+on the current span, so they cost a dictionary lookup without OpenTelemetry):
+the exception is recorded, a retry or dead letter sets status ERROR, a dead
 letter adds a ``dead_letter`` event with the reason, and the retry and bury
 moves carry the span's context as ``trace_link``. A success sets status OK.
 A malformed ``traceparent`` is ignored: the attempt starts a new trace.
@@ -35,6 +35,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from worker.loop.slots import RunEntry as SlotsRunEntry
+from worker.retry import Retry
 from worker.store.keys import GROUP
 from worker.store.trace_context import (
     MESSAGING_SYSTEM,
@@ -151,12 +152,14 @@ def record_failure(exc: BaseException) -> None:
         span.record_exception(exc)
 
 
-def mark_retried(error: str, attempts: int, delay_s: float) -> None:
-    """The attempt failed and the job will run again: status ERROR, and when."""
+def retrying(error: str, decision: Retry) -> dict[str, str]:
+    """The attempt failed and the job will run again: status ERROR, and when; the retried job's
+    ``trace_link`` field (:func:`link_field`)."""
     span = active_span()
     if span is not None:
-        span.set_attributes({"job.outcome": "retried", "job.retry_in_s": round(delay_s, 3)})
+        span.set_attributes({"job.outcome": "retried", "job.retry_in_s": round(decision.delay_s, 3)})
         _error(span, error)
+    return link_field()
 
 
 def mark_dead(reason: str, error: str, dead_id: str) -> None:

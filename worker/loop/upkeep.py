@@ -5,7 +5,7 @@
 | promote | until the next due job, at most 1 s | moves due ``delayed`` jobs onto ``jobs`` (promote script) |
 | reclaim | ``RECLAIM_INTERVAL_S`` (at once after a full page) | dead-letters poison; runs other idle entries alone |
 | refresh-claims | a third of ``RECLAIM_IDLE_MS`` | keeps this worker's long-running entries from looking idle |
-| heartbeat | 5 s | ``heartbeat:<worker>`` with a 15 s expiry (health checks, consumer clean-up) |
+| heartbeat | 5 s | this worker in ``workers``, expiry 15 s ahead; prunes the expired (health, consumer clean-up) |
 | trim | 1 s | keeps ``jobs`` bounded without dropping undelivered or pending entries |
 | forget-consumers | 60 s | removes consumers of dead workers once they own nothing |
 | summary | 60 s | one log line: jobs processed per kind and outcome |
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -37,14 +36,12 @@ from worker.loop.partition_reader import PartitionReader
 from worker.loop.slots import Raw, Slots, Suspect
 from worker.settings import Settings
 from worker.store.consumers import forget_dead_consumers
-from worker.store.failures import now_iso
+from worker.store.heartbeats import HEARTBEAT_INTERVAL_S, beat
 from worker.store.keys import GROUP, Keys
 from worker.store.scripts import Scripts
 
 log = logging.getLogger("worker")
 
-HEARTBEAT_INTERVAL_S = 5.0
-HEARTBEAT_TTL_S = 15
 SUMMARY_INTERVAL_S = 60.0
 #: After an episode of refused writes, how long reclaim waits for live workers to refresh their claims.
 SETTLE_S = HEARTBEAT_INTERVAL_S
@@ -181,22 +178,15 @@ class Upkeep:
                 await part.scripts.refresh_claims(self.name, old[part.index])
 
     async def heartbeat(self) -> None:
-        """Say this worker is alive (for health checks and consumer clean-up)."""
-        info = json.dumps(
-            {
-                "at": now_iso(),
-                "inflight": len(self.slots.inflight),
-                "slots": self.settings.concurrency,
-                "outcomes_waiting": self.episode.waiting,
-                "refused": self.episode.reason,
-            }
-        )
-        await self.redis.set(self.keys.heartbeat(self.name), info, ex=HEARTBEAT_TTL_S)
+        """Say this worker is alive (for health checks and consumer clean-up); prune the expired."""
+        pipe = self.redis.pipeline(transaction=False)
+        beat(pipe, self.keys, self.name)
+        await pipe.execute()
 
     async def stop_heartbeat(self) -> None:
         """Remove this worker's heartbeat on the way out (best effort: it expires anyway)."""
-        with contextlib.suppress(redis.exceptions.RedisError, *CONNECTION_ERRORS):
-            await self.redis.delete(self.keys.heartbeat(self.name))
+        with contextlib.suppress(*CONNECTION_ERRORS):
+            await self.redis.zrem(self.keys.workers, self.name)
 
     async def trim(self) -> None:
         """Keep each ``jobs`` bounded: drop acknowledged entries, never undelivered or pending ones."""

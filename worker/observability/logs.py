@@ -3,9 +3,13 @@
 job_id, attempt, outcome, duration_ms, request_id, trace) so the JSON lines
 carry them as fields and the text lines stay full sentences. Every line, its
 traceback included, passes through :func:`worker.redact.redact`: a driver's
-error that quotes a URL shows no password. A JSON line logged inside a span
-(an attempt's ``process`` span when the worker traces) carries its
-``trace_id`` and ``span_id``."""
+error that quotes a URL shows no password.
+
+Fields come from whoever wrote the job (a kind, an id, an error message), so
+the text lines escape control characters (``\\n``, ``\\x1b``...): an entry
+cannot forge a log line nor drive the terminal. JSON lines escape them anyway.
+A JSON line logged inside a span (an attempt's ``process`` span when the
+worker traces) carries its ``trace_id`` and ``span_id``."""
 
 from __future__ import annotations
 
@@ -29,6 +33,10 @@ JOB_FIELDS = (
     "trace_id",
     "span_id",
 )
+
+
+#: C0 and C1 control characters, DEL and the Unicode line breaks, as escapes (``\n``, ``\x1b``, ``\u2028``).
+CONTROL_ESCAPES = {code: ascii(chr(code))[1:-1] for code in (*range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029)}
 
 
 class JsonFormatter(logging.Formatter):
@@ -55,7 +63,11 @@ class JsonFormatter(logging.Formatter):
 
 
 class TextFormatter(logging.Formatter):
-    """The readable line (time, level, logger, message), redacted."""
+    """The readable line (time, level, logger, message), redacted, its control characters escaped (a
+    traceback keeps its lines)."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        return super().formatMessage(record).translate(CONTROL_ESCAPES)
 
     def format(self, record: logging.LogRecord) -> str:
         return redact(super().format(record))

@@ -37,7 +37,8 @@ ceiling ``DEAD_HARD_MAXLEN`` evicts). With the archive on, also gauges
 PostgreSQL) and ``<ns>_archive_oldest_unarchived_age_seconds``, and
 counter ``<ns>_archive_dead_added_total``.
 
-From every worker (labels ``queue`` and ``kind``, ``schedule`` or ``reason``):
+From every worker (labels ``queue`` and ``kind``, ``schedule`` or ``reason``; ``kind`` is one
+the worker declares, or ``other`` for every other kind a dead entry named):
 counters ``<ns>_jobs_succeeded_total``, ``<ns>_jobs_retried_total``,
 ``<ns>_jobs_dead_total`` (kind, reason), ``<ns>_scheduler_ticks_enqueued_total``
 and ``<ns>_scheduler_ticks_skipped_total`` (schedule); histogram
@@ -86,6 +87,8 @@ log = logging.getLogger("worker.observability.metrics")
 
 DURATION_BUCKETS_S = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 #: A job's wait before it started: from a millisecond (an idle queue) to an hour (a backlog).
+#: The ``kind`` label of every kind the worker does not declare (bounded label values).
+OTHER_KIND = "other"
 WAIT_BUCKETS_S = (0.005, 0.025, 0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600)
 
 
@@ -243,6 +246,7 @@ class Metrics:
         self.redis = client
         self.keys = Keys(settings.prefix)
         self.queue = settings.prefix
+        self.declared = frozenset(registry.kinds)
         self.registry = CollectorRegistry()
         ProcessCollector(registry=self.registry)
         ns = settings.metrics_namespace
@@ -298,8 +302,10 @@ class Metrics:
         self.jobs.job_started(kind, wait_s)
 
     def job_finished(self, kind: str, outcome: str, duration_s: float, reason: str | None) -> None:
-        """The loop's report of one finished job (:class:`worker.loop.observe.Observer`)."""
-        self.jobs.job_finished(kind, outcome, duration_s, reason)
+        """The loop's report of one finished job (:class:`worker.loop.observe.Observer`). A kind this worker
+        does not declare (an unknown kind, a malformed entry's, poison's) counts under ``kind="other"``, so
+        whoever writes to the stream cannot grow the label values without bound."""
+        self.jobs.job_finished(kind if kind in self.declared else OTHER_KIND, outcome, duration_s, reason)
 
     def watch_outcomes(self, waiting: Callable[[], int]) -> None:
         """Read ``waiting()`` (the worker's :attr:`worker.loop.episode.Episode.waiting`) at each scrape."""

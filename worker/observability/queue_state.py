@@ -14,11 +14,11 @@ Two readings of "consumers", side by side:
   after its process died, until the forget-consumers chore removes it; and
   Redis 7.0 lists a consumer only once it was handed an entry, so a new idle
   worker may be missing there.
-* ``consumers_live``: the workers whose heartbeat key ``workers:<name>``
-  exists (:func:`live_workers`). The heartbeat chore sets it with an expiry
-  of ``HEARTBEAT_TTL_S`` and refreshes it well before, so "live" means the
-  key exists: the one definition the metrics, opslib and
-  ``python -m worker health`` share.
+* ``consumers_live``: the workers whose heartbeat in the sorted set
+  ``workers`` has not expired (:func:`worker.store.heartbeats.live_workers`,
+  one command however many keys the server holds). The heartbeat chore moves
+  its expiry ``HEARTBEAT_TTL_S`` ahead well before it passes: the one
+  definition the metrics, opslib and ``python -m worker health`` share.
 
 A queue that was never read (no ``jobs`` stream or no group ``workers``)
 reads as zeros, with every entry of ``jobs`` counted as lag.
@@ -26,7 +26,6 @@ reads as zeros, with every entry of ``jobs`` counted as lag.
 
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import Field, dataclass, field, fields
 from typing import Any
@@ -34,6 +33,7 @@ from typing import Any
 import redis.exceptions
 
 from worker.observability.waiting import oldest_waiting_s, oldest_waiting_s_async
+from worker.store.heartbeats import live_workers, live_workers_async
 from worker.store.keys import GROUP, Keys
 from worker.store.wire import text
 
@@ -43,8 +43,6 @@ PENDING_IDLE_LIMIT = 1000
 #: position), undelivered entries are counted by XRANGE, page by page, at most this many.
 LAG_COUNT_LIMIT = 10_000
 LAG_PAGE = 1000
-#: SCAN's COUNT hint when walking the heartbeat keys.
-SCAN_COUNT = 1000
 
 
 @dataclass(frozen=True)
@@ -96,39 +94,13 @@ class QueueState:
     )
     consumers: tuple[Consumer, ...] = _stat("The group's consumer list.", combine="consumers")
     consumers_live: int = _stat(
-        "Workers with a fresh heartbeat (the live consumers).", metric="queue_consumers_live", combine="queue"
+        "Workers with a fresh heartbeat (unexpired members of workers).", metric="queue_consumers_live", combine="queue"
     )
 
 
 def stat_fields() -> tuple[Field[Any], ...]:
     """The fields of :class:`QueueState`, in order, each with its declaration in ``metadata``."""
     return fields(QueueState)
-
-
-def glob_escape(value: str) -> str:
-    """``value`` matched literally in a SCAN ``MATCH`` pattern (a prefix may hold ``[`` or ``*``)."""
-    return re.sub(r"([*?\[\]\\])", r"\\\1", value)
-
-
-def heartbeat_match(keys: Keys, worker_glob: str = "*") -> str:
-    """The SCAN pattern of the heartbeat keys whose worker name matches ``worker_glob`` (the prefix literal)."""
-    return glob_escape(keys.heartbeat_prefix) + worker_glob
-
-
-def _worker_name(key: bytes | str, keys: Keys) -> str:
-    return text(key).removeprefix(keys.heartbeat_prefix)
-
-
-def live_workers(client: Any, keys: Keys, worker_glob: str = "*") -> set[str]:
-    """The names of the live workers (heartbeat key exists) that match ``worker_glob``; a ``redis.Redis``."""
-    match = heartbeat_match(keys, worker_glob)
-    return {_worker_name(key, keys) for key in client.scan_iter(match=match, count=SCAN_COUNT)}
-
-
-async def live_workers_async(client: Any, keys: Keys, worker_glob: str = "*") -> set[str]:
-    """:func:`live_workers` for a ``redis.asyncio.Redis``."""
-    match = heartbeat_match(keys, worker_glob)
-    return {_worker_name(key, keys) async for key in client.scan_iter(match=match, count=SCAN_COUNT)}
 
 
 def queue_commands(pipe: Any, keys: Keys, reclaim_idle_ms: int, now: float) -> None:
@@ -242,7 +214,7 @@ async def count_undelivered_async(client: Any, keys: Keys, last_delivered_id: st
 
 
 def read_queue_state(client: Any, keys: Keys, *, reclaim_idle_ms: int, now: float | None = None) -> QueueState:
-    """The queue's state through a ``redis.Redis``: one pipelined round trip, then a SCAN for the heartbeats."""
+    """The queue's state through a ``redis.Redis``: one pipelined round trip, then the live workers."""
     pipe = client.pipeline(transaction=False)
     queue_commands(pipe, keys, reclaim_idle_ms, time.time() if now is None else now)
     replies = pipe.execute(raise_on_error=False)

@@ -38,6 +38,10 @@ from worker.store.partitions import recorded_count
 
 SLOTS = 16384
 
+#: No ``CLIENT SETINFO`` on connecting: the Redis roles (:mod:`worker.store.roles`) would have to allow
+#: ``client|setinfo``, a rule Redis 7.0 refuses as unknown, and a denial there fills ``ACL LOG``.
+QUIET: dict[str, Any] = {"driver_info": None}
+
 #: The clients this module makes, sync and asyncio.
 SyncClient = redis.Redis | redis.cluster.RedisCluster
 AsyncClient = aioredis.Redis | aiocluster.RedisCluster
@@ -157,7 +161,7 @@ def connect(settings: Settings | None = None, *, url: str | None = None, **clien
     """
     settings = settings or Settings.from_env()
     url, options = client_options(settings, url or redis_url(settings))
-    client_kwargs = {**options, **client_kwargs}
+    client_kwargs = {**QUIET, **options, **client_kwargs}
     info = cluster_info(url, **_probe_kwargs(client_kwargs))
     if info is None:
         check_mode(settings, False, url)
@@ -178,7 +182,7 @@ def connect(settings: Settings | None = None, *, url: str | None = None, **clien
 async def connect_async(settings: Settings, url: str, **client_kwargs: Any) -> Any:
     """:func:`connect` for asyncio: ``redis.asyncio.Redis`` or ``redis.asyncio.cluster.RedisCluster``."""
     url, options = client_options(settings, url)
-    client_kwargs = {**options, **client_kwargs}
+    client_kwargs = {**QUIET, **options, **client_kwargs}
     info = cluster_info(url, **_probe_kwargs(client_kwargs))
     check_mode(settings, info is not None, url)
     if info is None:
@@ -194,7 +198,15 @@ async def connect_async(settings: Settings, url: str, **client_kwargs: Any) -> A
 
 
 def _probe_kwargs(client_kwargs: dict[str, Any]) -> dict[str, Any]:
-    keep = ("socket_timeout", "socket_connect_timeout", "username", "password", "credential_provider")
+    keep = (
+        "socket_timeout",
+        "socket_connect_timeout",
+        "username",
+        "password",
+        "credential_provider",
+        "protocol",
+        "driver_info",
+    )
     return {k: v for k, v in client_kwargs.items() if k in keep or k.startswith("ssl_")}
 
 

@@ -2,8 +2,8 @@
 on ``jobs:dead`` alike.
 
 A consumer is removed once its worker's heartbeat is gone, it owns no
-pending entry and it has been idle a while. The heartbeat keys live in other
-slots of a cluster than the stream, so they are read here, and the script
+pending entry and it has been idle a while. The live workers' set may live in
+another slot of a cluster than the stream, so it is read here, and the script
 (``worker/store/lua/forget_consumers.lua``) checks the rest atomically on the
 stream's node.
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from worker.store.heartbeats import live_workers_async
 from worker.store.scripts import Scripts
 from worker.store.wire import text
 
@@ -24,10 +25,8 @@ async def forget_dead_consumers(
     idle = [text(c["name"]) for c in consumers if int(c["pending"]) == 0]
     if not idle:
         return []
-    pipe = redis.pipeline(transaction=False)
-    for name in idle:
-        pipe.exists(scripts.keys.heartbeat(name))
-    gone = [name for name, beating in zip(idle, await pipe.execute(), strict=True) if not beating]
+    live = await live_workers_async(redis, scripts.keys)
+    gone = [name for name in idle if name not in live]
     if not gone:
         return []
     removed = await scripts.forget_consumers(min_idle_ms, gone, stream=stream, group=group)

@@ -13,10 +13,12 @@ own ``job_id``; the outbox relay's ``outbox_id``, which stays on the wire as
 such), and a job named by neither gets a minted ``job_id`` (uuid4 hex). The
 job goes to the partition of its identity (:func:`worker.store.keys.partition_of`);
 with ``WAIT_REPLICAS`` > 0 a call returns once that many replicas have the
-job (:mod:`worker.store.durable`). Inside an active span, each call writes the
-W3C trace context (``traceparent``, ``tracestate``) into its jobs, under a
-``send`` span when a tracer records (:func:`worker.store.trace_context.sending`);
-fields that carry a ``traceparent`` of their own (the outbox relay's) keep it.
+job (:mod:`worker.store.durable`). A job over ``MAX_JOB_BYTES`` (the UTF-8
+bytes of every field's name and value) is refused with a ValueError of one line.
+Inside an active span, each call writes the W3C trace context (``traceparent``,
+``tracestate``) into its jobs, under a ``send`` span when a tracer records
+(:func:`worker.store.trace_context.sending`); fields that carry a
+``traceparent`` of their own (the outbox relay's) keep it.
 
 When Redis refuses the write (out of memory, read-only, misconfigured
 persistence, no permission), each raises :class:`worker.errors.QueueRefused`,
@@ -38,7 +40,7 @@ from worker.store.durable import WAIT_TIMEOUT_MS, write_and_wait, write_and_wait
 from worker.store.keys import Keys, partition_of, queue_partitions
 from worker.store.refusals import refused_as_queue_refused
 from worker.store.trace_context import TRACEPARENT, sending
-from worker.store.wire import encode_member, job_id_of, text
+from worker.store.wire import encode_member, job_bytes, job_id_of, text
 
 NOT_ENQUEUED = "the job was not enqueued; enqueue it again once Redis accepts writes"
 SOME_NOT_ENQUEUED = "some or all of the jobs were not enqueued; enqueue them again once Redis accepts writes"
@@ -106,8 +108,14 @@ class _Plan:
     member: str
 
     @classmethod
-    def of(cls, new: NewJob, context: Mapping[str, str] | None = None) -> _Plan:
+    def of(cls, new: NewJob, max_job_bytes: int, context: Mapping[str, str] | None = None) -> _Plan:
         job = job_fields(new.kind, new.fields, context)
+        size = job_bytes(job)
+        if size > max_job_bytes:
+            raise ValueError(
+                f"the {new.kind!r} job is {size} bytes, over MAX_JOB_BYTES={max_job_bytes}; keep large payloads "
+                "elsewhere (a database row, object storage) and put their reference in the job"
+            )
         due = run_at_epoch(new.delay_s, new.run_at)
         return cls(job, due, encode_member(job) if due is not None else "")
 
@@ -137,6 +145,7 @@ class _Queue:
 
     parts: list[Keys]
     wait_replicas: int
+    max_job_bytes: int
 
     @classmethod
     def of(cls, prefix: str | None, partitions: int | None, wait_replicas: int | None) -> _Queue:
@@ -144,7 +153,12 @@ class _Queue:
         prefix = Settings.one("prefix") if prefix is None else prefix
         partitions = Settings.one("partitions") if partitions is None else partitions
         wait_replicas = Settings.one("wait_replicas") if wait_replicas is None else wait_replicas
-        return cls(queue_partitions(prefix, partitions), wait_replicas)
+        return cls(queue_partitions(prefix, partitions), wait_replicas, Settings.one("max_job_bytes"))
+
+    def plan(self, new: NewJob, context: Mapping[str, str] | None = None) -> _Plan:
+        """Where ``new`` goes, with the trace ``context``; ValueError (one line) for a bad job or one over
+        ``MAX_JOB_BYTES``."""
+        return _Plan.of(new, self.max_job_bytes, context)
 
     @property
     def destination(self) -> str:
@@ -176,7 +190,7 @@ def enqueue(
     """
     queue = _Queue.of(prefix, partitions, wait_replicas)
     with sending(queue.destination, 1) as context, refused_as_queue_refused(NOT_ENQUEUED):
-        plan = _Plan.of(NewJob(kind, fields, delay_s, run_at), context)
+        plan = queue.plan(NewJob(kind, fields, delay_s, run_at), context)
         if queue.wait_replicas:
             return _durably(redis, queue, plan)
         return plan.result(plan.send(redis, queue.keys_of(plan)))
@@ -196,7 +210,7 @@ async def enqueue_async(
     """:func:`enqueue` for a ``redis.asyncio`` client."""
     queue = _Queue.of(prefix, partitions, wait_replicas)
     with sending(queue.destination, 1) as context, refused_as_queue_refused(NOT_ENQUEUED):
-        plan = _Plan.of(NewJob(kind, fields, delay_s, run_at), context)
+        plan = queue.plan(NewJob(kind, fields, delay_s, run_at), context)
         keys = queue.keys_of(plan)
         if queue.wait_replicas:
             command = plan.command(keys)
@@ -225,7 +239,7 @@ def enqueue_many(
     if not news:
         return []
     with sending(queue.destination, len(news)) as context, refused_as_queue_refused(SOME_NOT_ENQUEUED):
-        plans = [_Plan.of(new, context) for new in news]  # every job checked before anything is sent
+        plans = [queue.plan(new, context) for new in news]  # every job checked before anything is sent
         if queue.wait_replicas and is_cluster(redis):
             return [_durably(redis, queue, plan) for plan in plans]
         pipe = redis.pipeline(transaction=False)
@@ -257,7 +271,7 @@ async def enqueue_many_async(
     if not news:
         return []
     with sending(queue.destination, len(news)) as context, refused_as_queue_refused(SOME_NOT_ENQUEUED):
-        plans = [_Plan.of(new, context) for new in news]  # every job checked before anything is sent
+        plans = [queue.plan(new, context) for new in news]  # every job checked before anything is sent
         if queue.wait_replicas and is_cluster(redis):
             out = []
             for plan in plans:

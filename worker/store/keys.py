@@ -18,8 +18,11 @@ key (after QUEUE_PREFIX)   type        written by            read by
                                        cancel_delayed,       record, then trims it)
                                        worker (outcomes)
 ``sched:<name>:<tick>``    string, EX  scheduler (SET NX)    scheduler
-``workers:<name>``         string, EX  heartbeat chore       health, forget_consumers,
-                                                             queue_state (metrics, opslib)
+``workers``                zset        heartbeat chore       health, forget_consumers,
+                           (member:    (ZADD, prunes the     queue_state (metrics, opslib)
+                           worker,     expired)              (:mod:`worker.store.heartbeats`)
+                           score:
+                           expiry)
 ``replay:<batch>``         hash, EX    replay, worker        opslib.replay_status
 ``metrics:lock``           string, EX  metrics chore         metrics chore
 ``flow:m:<start>:<kind>``  hash, EX    flow chore (HINCRBY)  opslib.throughput
@@ -109,11 +112,9 @@ class Keys:
         return f"{self.base}sched:{name}:{tick_epoch}"
 
     @property
-    def heartbeat_prefix(self) -> str:
-        return f"{self.prefix}workers:"
-
-    def heartbeat(self, worker: str) -> str:
-        return f"{self.heartbeat_prefix}{worker}"
+    def workers(self) -> str:
+        """The live workers (one per queue, not per partition): member a worker, score its heartbeat's expiry."""
+        return f"{self.prefix}workers"
 
     def replay(self, batch: str) -> str:
         return f"{self.base}replay:{batch}"

@@ -127,9 +127,10 @@ class Scripts:
         *,
         maxlen: int,
         min_idle_ms: int = 0,
+        keep_original: bool = True,
         client: Any = None,
     ) -> Any:
-        args: list[Any] = [GROUP, entry_id, maxlen, min_idle_ms]
+        args: list[Any] = [GROUP, entry_id, maxlen, min_idle_ms, int(keep_original)]
         for name, value in fields.items():
             args += [name, value]
         return self._call("bury", [self.keys.jobs, self.keys.dead, self.keys.dead_evicted], args, client)

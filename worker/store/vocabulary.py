@@ -35,9 +35,18 @@ REASON_MALFORMED = "malformed"
 """The entry is not a job (no kind, bad attempts, not UTF-8, a field too big); never run."""
 REASON_UNKNOWN_KIND = "unknown_kind"
 """The entry names a kind this worker does not know; never run."""
+REASON_OVERSIZED = "oversized"
+"""The entry is over ``MAX_JOB_BYTES``; never run, and its dead entry keeps only each field's first KiB."""
 REASON_CANCELLED = "cancelled"
 """Only in the archive: a delayed job cancelled before it ran (``opslib.cancel_delayed``); never in jobs:dead."""
-REASONS = (REASON_EXHAUSTED, REASON_PERMANENT, REASON_POISON, REASON_MALFORMED, REASON_UNKNOWN_KIND)
+REASONS = (
+    REASON_EXHAUSTED,
+    REASON_PERMANENT,
+    REASON_POISON,
+    REASON_MALFORMED,
+    REASON_UNKNOWN_KIND,
+    REASON_OVERSIZED,
+)
 REASONS_AFTER_A_RUN = (REASON_EXHAUSTED, REASON_PERMANENT)
 """Reasons of entries whose handler ran (their duration is measured); the others never ran."""
 

@@ -6,21 +6,29 @@ and the W3C trace fields ``traceparent``, ``tracestate``, ``trace_link``
 (:mod:`worker.store.trace_context`).
 Parsing never raises: an entry that is not a valid job becomes a
 :class:`Malformed` with the reason and the offending value, and the loop
-dead-letters it.
+dead-letters it. An entry over ``MAX_JOB_BYTES`` (written by anyone but
+``enqueue``, which refuses one) is dead-lettered as ``oversized`` with each
+field cut to its first :data:`KEPT_BYTES` and the size and SHA-256 of each
+field cut (:func:`cut_down`), so ``jobs:dead`` and the archive stay small.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from itertools import chain
 
 from worker.kinds import Job, Registry
-from worker.store.vocabulary import REASON_MALFORMED, REASON_UNKNOWN_KIND
+from worker.store.vocabulary import REASON_MALFORMED, REASON_OVERSIZED, REASON_UNKNOWN_KIND
 
 #: Fields the dead-letter script adds; replay drops them again.
 DEAD_FIELDS = ("error", "traceback", "reason", "failed_at", "worker")
+#: What an oversized entry keeps of each field (name and value): its first KiB.
+KEPT_BYTES = 1024
+#: The field of an oversized dead entry holding, for each field cut, its size and SHA-256 (JSON).
+CUT_FIELD = "cut_fields"
 
 
 @dataclass(frozen=True)
@@ -31,6 +39,8 @@ class Malformed:
     reason: str
     error: str
     kind: str
+    kept: dict[str, str] | None = None
+    """For an oversized entry, what its dead entry keeps instead of its fields (:func:`cut_down`)."""
 
 
 def _preview(value: bytes | str, limit: int = 80) -> str:
@@ -38,7 +48,9 @@ def _preview(value: bytes | str, limit: int = 80) -> str:
     return repr(text if len(text) <= limit else text[:limit] + "...")
 
 
-def parse_entry(entry_id: str, raw: dict[bytes, bytes], registry: Registry, max_field_bytes: int) -> Job | Malformed:
+def parse_entry(
+    entry_id: str, raw: dict[bytes, bytes], registry: Registry, max_field_bytes: int, max_job_bytes: int
+) -> Job | Malformed:
     """Turn a stream entry into a :class:`Job`, or say exactly why it is not one.
 
     It runs once for every job (a few hundred nanoseconds of a no-op job's
@@ -46,14 +58,17 @@ def parse_entry(entry_id: str, raw: dict[bytes, bytes], registry: Registry, max_
     every field, and the job is built without the frozen dataclass's
     ``__init__`` (see :func:`_new_job`).
     """
+    # The total bounds every field: only an entry over the limit in all looks for the field that is.
+    total = sum(map(len, raw.values())) + sum(map(len, raw))
+    if total > max_field_bytes or total > max_job_bytes:
+        if total > max_job_bytes:
+            return _oversized(entry_id, raw, total, max_job_bytes)
+        if max(map(len, chain(raw, raw.values()))) > max_field_bytes:
+            return _too_big(entry_id, raw, max_field_bytes)
     try:
         fields = {name.decode(): value.decode() for name, value in raw.items()}
     except UnicodeDecodeError:
         return _not_text(entry_id, raw)
-    # The total bounds every field: only an entry over the limit in all looks for the field that is.
-    total = sum(map(len, raw.values())) + sum(map(len, raw))
-    if total > max_field_bytes and max(map(len, chain(raw, raw.values()))) > max_field_bytes:
-        return _too_big(entry_id, raw, max_field_bytes)
     kind = fields.get("kind", "")
     if "malformed_delayed" in fields:
         return Malformed(
@@ -140,6 +155,34 @@ def _too_big(entry_id: str, raw: dict[bytes, bytes], max_field_bytes: int) -> Ma
         f"MalformedJob: field {_preview(name)} is {size} bytes, over the limit of {max_field_bytes} (MAX_FIELD_BYTES)"
     )
     return Malformed(entry_id, REASON_MALFORMED, error, "")
+
+
+def _oversized(entry_id: str, raw: dict[bytes, bytes], total: int, max_job_bytes: int) -> Malformed:
+    kept = cut_down(raw)
+    error = (
+        f"Oversized: the entry is {total} bytes, over MAX_JOB_BYTES={max_job_bytes}; each field is kept to its "
+        f"first {KEPT_BYTES} bytes, with the size and SHA-256 of each field cut in {CUT_FIELD!r}"
+    )
+    return Malformed(entry_id, REASON_OVERSIZED, error, kept.get("kind", ""), kept)
+
+
+def cut_down(raw: Mapping[bytes, bytes]) -> dict[str, str]:
+    """An entry's fields, each name and value cut to its first :data:`KEPT_BYTES` (as text, bad bytes
+    escaped), plus :data:`CUT_FIELD`: for each field cut, its value's size and SHA-256 (JSON)."""
+    kept: dict[str, str] = {}
+    cut: dict[str, dict[str, int | str]] = {}
+    for name, value in raw.items():
+        short = text(name[:KEPT_BYTES])
+        kept[short] = text(value[:KEPT_BYTES])
+        if len(name) > KEPT_BYTES or len(value) > KEPT_BYTES:
+            cut[short] = {"bytes": len(value), "sha256": hashlib.sha256(value).hexdigest()}
+    kept[CUT_FIELD] = json.dumps(cut, sort_keys=True, separators=(",", ":"))
+    return kept
+
+
+def job_bytes(fields: Mapping[str, str]) -> int:
+    """A job's size as ``MAX_JOB_BYTES`` counts it: the UTF-8 bytes of every field's name and value."""
+    return sum(len(name.encode()) + len(value.encode()) for name, value in fields.items())
 
 
 def text(value: bytes | str) -> str:

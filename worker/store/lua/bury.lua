@@ -9,13 +9,15 @@ ARGV[2]  entry_id    the entry to bury
 ARGV[3]  maxlen      approximate cap of the dead stream
 ARGV[4]  min_idle_ms when > 0, bury only if the entry is pending and idle at
                      least this long (the reclaim loop's poison check); 0 = always
-ARGV[5..] field, value pairs that override or extend the entry's own fields
+ARGV[5]  keep        1: the dead entry starts from the entry's own fields; 0: only
+                     from ARGV[6..] (an oversized entry, whose fields the caller cut down)
+ARGV[6..] field, value pairs that override or extend the entry's own fields
           (attempts, error, traceback, reason, failed_at, worker, ...)
 
 Returns: the dead entry's id, or false when nothing was done (the entry is no
 longer pending, or was claimed since the caller looked).
-The original fields are read here from the stream, byte for byte, so a
-malformed entry is preserved exactly as it arrived.
+With keep = 1 the original fields are read here from the stream, byte for
+byte, so a malformed entry is preserved exactly as it arrived.
 ]]
 local min_idle = tonumber(ARGV[4])
 if min_idle > 0 then
@@ -28,11 +30,14 @@ if redis.call('XACK', KEYS[1], ARGV[1], ARGV[2]) == 0 then
   return false
 end
 local overrides = {}
-for i = 5, #ARGV, 2 do
+for i = 6, #ARGV, 2 do
   overrides[ARGV[i]] = ARGV[i + 1]
 end
 local args = {}
-local found = redis.call('XRANGE', KEYS[1], ARGV[2], ARGV[2])
+local found = {}
+if ARGV[5] == '1' then
+  found = redis.call('XRANGE', KEYS[1], ARGV[2], ARGV[2])
+end
 if #found == 1 then
   local fields = found[1][2]
   for i = 1, #fields, 2 do
@@ -42,7 +47,7 @@ if #found == 1 then
     end
   end
 end
-for i = 5, #ARGV, 2 do
+for i = 6, #ARGV, 2 do
   args[#args + 1] = ARGV[i]
   args[#args + 1] = ARGV[i + 1]
 end
