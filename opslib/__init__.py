@@ -13,7 +13,9 @@ counters: :func:`throughput` and :func:`plot_throughput` (:mod:`opslib.flow`). A
 fix previewed before it commits: :func:`transaction`. Times are shown in the zone of
 :func:`set_display_tz` (or ``OPSLIB_TZ``) while the data stays in UTC (:mod:`opslib.display`).
 Where a job is now, by job id, entry id, outbox id or payload value: :func:`find`
-(:mod:`opslib.find`). A panel for notebooks:
+(:mod:`opslib.find`). During an incident: :func:`kinds` (who runs what, and what is held back), :func:`pause`,
+:func:`resume`, :func:`throttle` (:mod:`opslib.moves.incident`), and :func:`actions`, every
+operator action in order (:mod:`opslib.actions`). A panel for notebooks:
 :func:`opslib.panel.widgets.dead_letter_panel`. On a terminal: ``python -m opslib``.
 
 Each function takes ``client=`` (and ``prefix=``) or finds the servers from
@@ -21,13 +23,16 @@ the environment (``REDIS_URL``, ``DATABASE_URL``, ``ARCHIVE_URL``, ``QUEUE_PREFI
 running ``make run``. Every error raised on purpose is an :class:`OpslibError`.
 """
 
+from opslib.actions import actions
 from opslib.archive import archive, history
 from opslib.display import install_formatter, set_display_tz
 from opslib.errors import OpslibError
 from opslib.find import find
 from opslib.flow import throughput
+from opslib.kinds import kinds
 from opslib.moves.delayed_jobs import cancel_delayed, run_now
 from opslib.moves.discard import discard, discard_kind
+from opslib.moves.incident import pause, resume, throttle
 from opslib.moves.replay import replay, replay_kind, replay_status
 from opslib.plots import plot_history, plot_throughput
 from opslib.queries import (
@@ -47,6 +52,7 @@ from opslib.transaction import transaction
 __all__ = [
     "OpslibError",
     "QueueStats",
+    "actions",
     "archive",
     "cancel_delayed",
     "dead_letters",
@@ -56,6 +62,8 @@ __all__ = [
     "failure_groups",
     "find",
     "history",
+    "kinds",
+    "pause",
     "pending",
     "pending_counts",
     "plot_history",
@@ -64,11 +72,13 @@ __all__ = [
     "replay",
     "replay_kind",
     "replay_status",
+    "resume",
     "run_now",
     "set_display_tz",
     "show",
     "signature",
     "sql",
+    "throttle",
     "throughput",
     "transaction",
 ]

@@ -13,10 +13,10 @@ given. None of them writes.
     (datetime64[ns, UTC]), kind, job_id, outbox_id (str), attempts (int64),
     reason, error_type, error, signature, traceback, worker, request_id,
     trace, trace_id, span_id, replay_of, replay_of_batch (str: the entry's own ``replay_batch``
-    field, the replay it came from); then partition (int64), status (str:
+    field, the replay it came from), replays (int64: replays before it died); then partition (int64), status (str:
     dead, replayed, discarded) and the life after death: replayed_at
-    (datetime64[ns, UTC]), replay_batch, replay_new_id (str: the batch that
-    replayed it and the new entry on ``jobs``), replay_outcome (str:
+    (datetime64[ns, UTC]), replay_batch, replayed_by, replay_new_id (str: the batch that
+    replayed it, who, and the new entry on ``jobs``), replay_outcome (str:
     succeeded, failed again, or "" while unknown), replay_dead_id (str: the
     new dead entry when it failed again), discarded_at (datetime64[ns, UTC]),
     discarded_by, discard_reason (str), archived_at (datetime64[ns, UTC]);
@@ -66,6 +66,7 @@ from opslib.archive_frames import (
 from opslib.checks import check_kind, check_limit, check_window
 from opslib.connection import pg_session, queue_keys, readable_archive_url
 from opslib.errors import OpslibError
+from opslib.moves.archived import apply_pending_log
 from opslib.search import ARCHIVE_SEARCH, check_search
 from opslib.signatures import check_signature
 from worker.archive.table import OUTCOME_SUCCEEDED, STATUS_DEAD, STATUS_DISCARDED, STATUS_REPLAYED, TABLE
@@ -126,6 +127,7 @@ def archive(
     limit: int | None = None,
     conn: Any = None,
     prefix: str | None = None,
+    client: Any = None,
 ) -> pd.DataFrame:
     """Every archived dead letter, oldest first, with what became of it (columns in the module docstring).
 
@@ -135,7 +137,9 @@ def archive(
     ``"discarded"`` rows; ``signature`` keeps one failure group (a value of
     ``failure_groups().signature``); ``search`` keeps rows whose id, error,
     traceback, ids or payload contain the text (any case); ``limit`` keeps
-    the most recent ``limit`` of what is left.
+    the most recent ``limit`` of what is left. The moves not yet in the rows
+    (``jobs:dead:log``) are applied first, so a replay or discard just made shows at once
+    (``client=``: the Redis to read it from).
 
     >>> opslib.archive("send_email", since=pd.Timedelta("7D"), status="dead").groupby("signature").size()
     """
@@ -147,6 +151,7 @@ def archive(
         check_signature(signature)
     if kind is not None:
         check_kind(kind, [kind])  # a non-empty string; the name is checked when nothing matches it
+    apply_pending_log(conn, client=client, prefix=prefix)  # read your own writes: the moves just made are in the rows
     queue = queue_keys(prefix).prefix
     where, params = where_clause(queue, kind, died_from=start, died_before=end)
     if wanted is not None:
@@ -206,6 +211,7 @@ def history(
     until: object = None,
     conn: Any = None,
     prefix: str | None = None,
+    client: Any = None,
 ) -> pd.DataFrame:
     """How many dead letters died, were replayed, were discarded and succeeded after a replay, per period and kind.
 
@@ -223,6 +229,7 @@ def history(
     start, end = check_window(since, until)
     if kind is not None:
         check_kind(kind, [kind])  # a non-empty string; the name is checked when nothing matches it
+    apply_pending_log(conn, client=client, prefix=prefix)
     queue = queue_keys(prefix).prefix
     first = period_of(start, stride) if start is not None else None
     if end is None and start is not None:

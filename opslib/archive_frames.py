@@ -19,7 +19,7 @@ import pandas as pd
 
 from opslib.columns import COUNT, TEXT, TIME, typed_frame
 from opslib.errors import OpslibError
-from opslib.frames import DEAD_COLUMNS, add_payload_columns
+from opslib.frames import DEAD_COLUMNS, add_payload_columns, whole_number
 from worker.archive.table import COLUMN_NAMES, COLUMNS
 
 #: Columns of the table that ``archive()`` does not show as such: the queue is the query's filter, the wire
@@ -92,6 +92,8 @@ def archive_to_frame(rows: Iterable[Sequence[Any]]) -> pd.DataFrame:
             columns[name] = [entry.get(_FROM_FIELDS[name], "") for entry in fields]
         elif name == "attempts":
             columns[name] = [0 if value is None else value for value in table[name]]
+        elif name == "replays":
+            columns[name] = [whole_number(entry.get("replays", "")) for entry in fields]
         elif dtype == TEXT:
             columns[name] = ["" if value is None else value for value in table[name]]
         else:

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from opslib.display import check_tz, display_tz, local_time
-from opslib.errors import OpslibError
+from opslib.errors import OpslibError, UnknownKind
 from worker.store.keys import Keys
 from worker.store.wire import text
 
@@ -74,7 +74,7 @@ def check_kind(
     close = difflib.get_close_matches(kind, known, n=1)
     hint = f"; did you mean {close[0]!r}?" if close else ""
     listed = ", ".join(sorted(known)) or "none"
-    raise OpslibError(f"unknown kind {kind!r}{hint} Kinds {holder}: {listed}")
+    raise UnknownKind(f"unknown kind {kind!r}{hint} Kinds {holder}: {listed}")
 
 
 def check_entry_id(value: object) -> str:

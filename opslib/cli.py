@@ -26,6 +26,8 @@ Commands::
                                            take delayed jobs out before they run
     runbook KIND [--since 2h] [--signature S] [--out DIR]
                                            run the investigate-kind runbook: a notebook and its HTML
+    kinds, pause, resume, throttle, actions
+                                           the incident desk (see opslib/incident_cli.py)
 
 A replay, discard, run-now or cancel first shows what it would take (the dry
 run), then asks for confirmation on a terminal; ``--yes`` skips the question,
@@ -52,9 +54,10 @@ from typing import TextIO
 
 import pandas as pd
 
+from opslib import incident_cli
 from opslib.cli_reads import add_read_commands, echo_window, run_read
 from opslib.display import frame_text, plural
-from opslib.errors import OpslibError
+from opslib.errors import OpslibError, UnknownKind
 from opslib.moves.delayed_jobs import MISSING, cancel_delayed, run_now
 from opslib.moves.discard import discard, discard_kind
 from opslib.moves.replay import replay, replay_kind, replay_status
@@ -106,7 +109,9 @@ def build_parser() -> argparse.ArgumentParser:
         rep.add_argument("--since", help="only entries dead at or after this ISO time")
         if verb == "discard":
             rep.add_argument("--reason", help="why these jobs must never run (required; kept in the archive)")
-            rep.add_argument("--by", help="who discards them (default: the operating-system user)")
+        else:
+            rep.add_argument("--reason", help="why (optional; kept in the operators' actions)")
+        rep.add_argument("--by", help=f"who {verb}s them (default: the operating-system user)")
         rep.add_argument("--dry-run", action="store_true", help=f"show what would be {verb}ed and stop")
         rep.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     status = sub.add_parser("status", help="what became of a replay batch")
@@ -131,6 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
     book.add_argument("--since", default="24h", help="the window: a duration back from now (2h, 30min) or ISO time")
     book.add_argument("--signature", help="only this failure group (a signature from `groups`)")
     book.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"folder to write into (default {DEFAULT_OUT})")
+    incident_cli.add_commands(sub)
     return parser
 
 
@@ -171,7 +177,7 @@ def cmd_replay(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO
         return EXIT_OK
     if not confirmed(f"Replay {plural(len(taken), 'dead letter')}?", args, out, err, stdin):
         return EXIT_NOT_CONFIRMED
-    done = replay(taken)
+    done = replay(taken, reason=args.reason, by=args.by)
     counts = done["status"].value_counts()
     batch = done.attrs["batch"]
     print(
@@ -272,9 +278,13 @@ def cmd_move(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO) 
 
 
 def cmd_runbook(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    """Execute the runbook; print the notebook's and the HTML's paths (also when a cell failed)."""
+    """Execute the runbook; print the notebook's and the HTML's paths (also when a cell failed).
+    An unknown kind is one line and exit 2: there is nothing to investigate."""
     try:
         run = run_runbook(args.kind, since=args.since, signature=args.signature, out=args.out)
+    except UnknownKind as exc:
+        print(f"error: {exc}; no runbook was run", file=err)
+        return EXIT_USAGE
     except RunbookFailed as exc:
         print(exc.run.notebook, file=out)
         print(exc.run.html, file=out)
@@ -322,6 +332,8 @@ def main(argv: Sequence[str] | None = None, *, stdin: TextIO | None = None) -> i
             print(show(args.dead_id), file=out)
         elif args.command == "delayed":
             table(delayed(args.kind).drop(columns=["fields"]), out)
+        elif args.command in incident_cli.COMMANDS:
+            return incident_cli.run(args, out)
         elif args.command == "runbook":
             return cmd_runbook(args, out, err)
         elif args.command in ("run-now", "cancel"):

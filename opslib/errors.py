@@ -18,3 +18,7 @@ class OpslibError(Exception):
 
     def __init__(self, message: str = "") -> None:
         super().__init__(redact(message))
+
+
+class UnknownKind(OpslibError):
+    """No live worker declares the kind, and neither the queue nor the archive has seen it."""

@@ -7,7 +7,6 @@ columns of its ``*_COLUMNS`` map; :mod:`opslib.queries` does the reading.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -34,7 +33,7 @@ from worker.store.vocabulary import (
     WHERE_DELAYED,
     WHERE_JOBS,
 )
-from worker.store.wire import decode_member, job_id_of, text
+from worker.store.wire import decode_member, job_id_of, json_object, text
 
 Entry = tuple[bytes | str, Mapping[Any, Any]]
 """A stream entry as redis-py returns it: its id and its fields."""
@@ -61,6 +60,7 @@ DEAD_COLUMNS = {
     "span_id": TEXT,
     "replay_of": TEXT,
     "replay_batch": TEXT,
+    "replays": COUNT,
     "partition": COUNT,
 }
 #: Wire fields that are not payload: the columns above that come from a field, ``failed_at`` (= dead_at) and the
@@ -69,7 +69,7 @@ DEAD_WIRE_FIELDS = frozenset(DEAD_COLUMNS) - {"dead_at", "error_type", "signatur
     "failed_at",
     *TRACE_FIELDS,
 }
-_DEAD_TEXT_FIELDS = [name for name in DEAD_COLUMNS if name in DEAD_WIRE_FIELDS and name != "attempts"]
+_DEAD_TEXT_FIELDS = [name for name in DEAD_COLUMNS if name in DEAD_WIRE_FIELDS and name not in ("attempts", "replays")]
 
 
 def trace_columns(rows: Sequence[Mapping[str, str]]) -> tuple[list[str], list[str]]:
@@ -108,7 +108,10 @@ def dead_to_frame(raw: Iterable[RawEntry], partition: int = 0) -> pd.DataFrame:
     (:func:`worker.store.wire.job_id_of`: its ``job_id``, else its ``outbox_id``),
     as ``pending()`` and ``delayed()`` show it; ``outbox_id`` is the wire
     field itself. Absent wire fields are ``""``; ``attempts`` is 0 when
-    absent or not a number; a payload field that an entry lacks is NaN. A
+    absent or not a number, and so is ``replays`` (how many times the job was
+    replayed before it died this time: a dead letter with ``replays`` > 0 failed
+    again after a replay, and ``replay_of`` names the dead entry it came from);
+    a payload field that an entry lacks is NaN. A
     payload field named like a computed column (``dead_at``, ``error_type``,
     ``signature``) is shown as ``field:<name>``.
     """
@@ -128,6 +131,7 @@ def dead_to_frame(raw: Iterable[RawEntry], partition: int = 0) -> pd.DataFrame:
     columns["job_id"] = [job_id_of(row) for row in rows]
     columns["dead_at"] = entry_times(ids)
     columns["attempts"] = [whole_number(row.get("attempts", "")) for row in rows]
+    columns["replays"] = [whole_number(row.get("replays", "")) for row in rows]
     signatures: dict[str, str] = {}
     for error in columns["error"]:
         if error not in signatures:
@@ -344,6 +348,25 @@ STATUS_COLUMNS = {
 }
 
 
+def archived_status_to_frame(batch: str, rows: Iterable[Sequence[Any]]) -> pd.DataFrame:
+    """:func:`replay_status_to_frame`'s columns from the archive's rows of a batch Redis has forgotten:
+    (partition, dead_id, replay_outcome, replay_dead_id, replayed_at, and the error, attempts and dead_at
+    of the entry it failed again as). An outcome the archive never got reads "still queued"."""
+    rows = list(rows)
+    columns: dict[str, list[Any]] = {
+        "dead_id": [row[1] for row in rows],
+        "status": [row[2] or STATUS_STILL_QUEUED for row in rows],
+        "where": [WHERE_DEAD if row[2] == STATUS_FAILED_AGAIN else "" for row in rows],
+        "attempts": [row[6] or 0 for row in rows],
+        "error": [row[5] or "" for row in rows],
+        "new_dead_id": [row[3] or "" for row in rows],
+        "updated_at": [pd.Timestamp(row[7] or row[4]) if (row[7] or row[4]) else pd.NaT for row in rows],
+        "batch": [batch] * len(rows),
+        "partition": [row[0] for row in rows],
+    }
+    return typed_frame(columns, STATUS_COLUMNS)
+
+
 def entry_order(entry_id: str) -> tuple[int, int]:
     """Sort key of a stream entry id: (milliseconds, sequence)."""
     millis, _, seq = entry_id.partition("-")
@@ -352,11 +375,7 @@ def entry_order(entry_id: str) -> tuple[int, int]:
 
 def parse_outcome(raw: bytes | str) -> dict[str, Any]:
     """A value of the ``replay:<batch>`` hash as a dict (``{}`` when it is not a JSON object)."""
-    try:
-        value = json.loads(text(raw))
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
+    return json_object(raw)
 
 
 def replay_status_to_frame(

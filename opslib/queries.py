@@ -16,8 +16,10 @@ allowed only read commands can run them all.
     malformed / unknown_kind), error_type (the exception name), error, signature (the
     error with values replaced, see :mod:`opslib.signatures`), traceback,
     worker, request_id, trace, trace_id, span_id (str: the W3C trace and
-    span that created the job, from its ``traceparent``), replay_of,
-    replay_batch (str, ``""`` when absent), partition (int64: the queue partition, 0 with one), then the
+    span that created the job, from its ``traceparent``), replay_of, replay_batch (str, ``""`` when
+    absent), replays (int64: how many times the job was replayed before it
+    died this time; > 0 means it failed again after a replay), partition
+    (int64: the queue partition, 0 with one), then the
     payload's own fields, sorted by name (str, NaN where an entry lacks one).
     Oldest first.
 
@@ -69,7 +71,7 @@ from __future__ import annotations
 import html
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
@@ -77,7 +79,7 @@ import psycopg
 import redis
 
 from opslib.checks import check_kind, check_limit, check_window, queue_kinds
-from opslib.columns import COUNT, MARK, TEXT, typed_frame
+from opslib.columns import COUNT, MARK, TEXT, TIME, typed_frame
 from opslib.connection import archive_hint, database_url, partitions, pg_session, redis_session, settings
 from opslib.errors import OpslibError
 from opslib.frames import (
@@ -89,6 +91,7 @@ from opslib.frames import (
     pending_to_frame,
     select_dead,
 )
+from opslib.kinds import held_back
 from opslib.search import check_search, search_mask
 from opslib.signatures import check_signature, failure_groups_to_frame
 from worker.observability.queue_state import read_partitions_state, stat_fields
@@ -271,11 +274,14 @@ class QueueStats:
     ``consumers`` counts the group's consumer list, ``consumers_live`` the
     workers whose heartbeat is fresh (see :mod:`worker.observability.queue_state`). Each metric is also
     an attribute (``queue_stats().dead``), except ``consumers``: that
-    attribute is the consumers' table.
+    attribute is the consumers' table. ``paused_kinds``, ``oldest_pause_s``
+    (whole seconds), ``parked`` and ``throttled`` are the incident desk's
+    numbers; ``paused`` is the table of the pauses: kind (index), since, by, reason.
     """
 
     counts: pd.DataFrame
     consumers: pd.DataFrame
+    paused: pd.DataFrame = field(default_factory=lambda: pauses_to_frame({}))
 
     def __getattr__(self, name: str) -> int:
         if name in STAT_NAMES:
@@ -283,14 +289,31 @@ class QueueStats:
         raise AttributeError(name)
 
     def __repr__(self) -> str:
-        return f"{self.counts!r}\n\nconsumers:\n{self.consumers!r}"
+        paused = f"\n\npaused:\n{self.paused!r}" if len(self.paused) else ""
+        return f"{self.counts!r}\n\nconsumers:\n{self.consumers!r}{paused}"
 
     def _repr_html_(self) -> str:
+        paused = "<p><b>paused kinds</b></p>" + self.paused.to_html(escape=True) if len(self.paused) else ""
         return (
             self.counts.to_html(escape=True)
             + f"<p><b>consumers of group {html.escape(GROUP)}</b></p>"
             + self.consumers.to_html(index=False, escape=True)
+            + paused
         )
+
+
+PAUSE_COLUMNS = {"since": TIME, "by": TEXT, "reason": TEXT}
+
+
+def pauses_to_frame(paused: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
+    """The pauses (kind -> since, by, reason as recorded by ``opslib.pause``), one row per kind, sorted."""
+    kinds = sorted(paused)
+    columns = {
+        "since": [pd.to_datetime(paused[k].get("since"), errors="coerce", utc=True) for k in kinds],
+        "by": [str(paused[k].get("by", "")) for k in kinds],
+        "reason": [str(paused[k].get("reason", "")) for k in kinds],
+    }
+    return typed_frame(columns, PAUSE_COLUMNS, index=pd.Index(kinds, dtype=TEXT, name="kind"))
 
 
 def queue_stats(
@@ -303,15 +326,21 @@ def queue_stats(
     """
     threshold = settings().reclaim_idle_ms if reclaim_idle_ms is None else reclaim_idle_ms
     with redis_session(client, prefix, "read the queue's numbers") as (redis_client, keys):
-        state = read_partitions_state(redis_client, partitions(redis_client, keys), reclaim_idle_ms=threshold)
-    shown = {"consumers": len(state.consumers), "oldest_waiting_s": round(state.oldest_waiting_s)}
+        parts = partitions(redis_client, keys)
+        state = read_partitions_state(redis_client, parts, reclaim_idle_ms=threshold)
+        paused, _throttles = held_back(redis_client, parts[0])
+    shown = {
+        "consumers": len(state.consumers),
+        "oldest_waiting_s": round(state.oldest_waiting_s),
+        "oldest_pause_s": round(state.oldest_pause_s),
+    }
     values = [shown.get(name, getattr(state, name)) for name in STAT_NAMES]
     counts = typed_frame(
         {"value": values},
         {"value": COUNT},
         index=pd.Index(STAT_NAMES, dtype=TEXT, name="metric"),
     )
-    return QueueStats(counts, consumers_to_frame(state.consumers))
+    return QueueStats(counts, consumers_to_frame(state.consumers), pauses_to_frame(paused))
 
 
 def failure_groups(

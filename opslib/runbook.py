@@ -30,8 +30,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import redis
+
 from opslib.checks import parse_since
-from opslib.errors import OpslibError
+from opslib.errors import OpslibError, UnknownKind
 from opslib.signatures import check_signature
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -69,6 +71,19 @@ def output_stem(kind: str, now: datetime | None = None) -> str:
     return f"{at:%Y%m%dT%H%M%SZ}-{UNSAFE.sub('_', kind)}"
 
 
+def check_kind_to_investigate(kind: str) -> None:
+    """Refuse an unknown kind (:class:`~opslib.errors.UnknownKind`: nothing to investigate). A queue that
+    cannot be read for the check is left to the runbook, whose cells say what failed."""
+    from opslib.kinds import check_kind_known
+
+    try:
+        check_kind_known(kind)
+    except UnknownKind:
+        raise
+    except (OpslibError, redis.exceptions.RedisError):
+        return
+
+
 def run_runbook(
     kind: str,
     *,
@@ -87,6 +102,7 @@ def run_runbook(
     parse_since(since)
     if signature is not None:
         check_signature(signature)
+    check_kind_to_investigate(kind)
     if not notebook.exists():
         raise OpslibError(f"no runbook at {notebook}: run from a checkout of the project (notebooks/runbooks/)")
     out.mkdir(parents=True, exist_ok=True)

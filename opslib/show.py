@@ -39,6 +39,7 @@ from opslib.columns import entry_times
 from opslib.connection import archive_url, partitions, redis_session
 from opslib.display import MONOSPACE, cut, local_time
 from opslib.errors import OpslibError
+from opslib.moves.archived import apply_pending_log
 from opslib.signatures import error_type, signature
 from opslib.trace_links import trace_link_html, trace_url
 from worker.archive.table import TABLE, fields_from_json
@@ -60,7 +61,10 @@ ABOUT_FIELDS = (
     "trace",
     "replay_of",
     "replay_batch",
+    "replays",
 )
+#: How far back ``show`` follows a chain of replays that failed again.
+CHAIN_LIMIT = 10
 WHY_FIELDS = ("error", "traceback")
 #: Shown as the trace_id and span_id they hold, not as payload.
 TRACE_WIRE = frozenset(TRACE_FIELDS)
@@ -93,6 +97,8 @@ class DeadLetter:
     raw: Sequence[tuple[bytes, bytes]]
     life: dict[str, Any] = field(default_factory=dict)
     archive_note: str = ""
+    chain: list[tuple[str, str]] = field(default_factory=list)
+    """When the job came from a replay: each earlier dead letter back to the first failure (dead id, error)."""
 
     @property
     def fields(self) -> dict[str, str]:
@@ -150,7 +156,15 @@ class DeadLetter:
         life = [(name, _life_value(self.life[name])) for name in LIFE_COLUMNS if self.life.get(name) is not None]
         if not life:
             life = [("archive", self.archive_note or "no row")]
-        return [("What", about), ("Why", why), ("Payload", payload or [("", "(no payload fields)")]), ("Archive", life)]
+        views = [
+            ("What", about),
+            ("Why", why),
+            ("Payload", payload or [("", "(no payload fields)")]),
+            ("Archive", life),
+        ]
+        if self.chain:
+            views.append(("Failed before (replayed, back to the first failure)", self.chain))
+        return views
 
     def _title(self) -> str:
         kind = self.fields.get("kind") or "(no kind)"
@@ -221,6 +235,21 @@ def _life_value(value: Any) -> str:
     return str(value)
 
 
+def lineage(replay_of: str, queue: str, conn: Any = None) -> list[tuple[str, str]]:
+    """The dead letters a job died as before it was replayed, newest first, back to the first failure
+    (dead id, error), from the archive; at most :data:`CHAIN_LIMIT`."""
+    chain: list[tuple[str, str]] = []
+    while replay_of and len(chain) < CHAIN_LIMIT:
+        row, _note = archive_row(replay_of, queue, conn)
+        if row.get("fields") is None:
+            chain.append((replay_of, "(not in the archive)"))
+            break
+        fields = {_text(name): _text(value) for name, value in fields_from_json(row["fields"])}
+        chain.append((replay_of, fields.get("error", "")))
+        replay_of = fields.get("replay_of", "")
+    return chain
+
+
 def archive_row(dead_id: str, queue: str, conn: Any = None) -> tuple[dict[str, Any], str]:
     """The archive's row of ``dead_id`` in ``queue`` (its life columns and ``fields``), or ``{}`` and why not.
 
@@ -285,13 +314,21 @@ def show(
             if found:
                 break
         queue = keys.prefix
+    if archive:
+        apply_pending_log(conn, client=client, prefix=prefix)  # a discard or replay just made is in the row
     row, note = archive_row(entry_id, queue, conn) if archive else ({}, "not read (archive=False)")
     stored = row.pop("fields", None)
     if found:
         raw = [(_bytes(name), _bytes(value)) for name, value in found[0][1].items()]
-        return DeadLetter(entry_id, IN_STREAM, raw, row, note)
-    if stored is not None:
-        return DeadLetter(entry_id, ARCHIVE_ONLY, fields_from_json(stored), row, note)
+        letter = DeadLetter(entry_id, IN_STREAM, raw, row, note)
+    elif stored is not None:
+        letter = DeadLetter(entry_id, ARCHIVE_ONLY, fields_from_json(stored), row, note)
+    else:
+        letter = None
+    if letter is not None:
+        if archive:
+            letter.chain.extend(lineage(letter.fields.get("replay_of", ""), queue, conn))
+        return letter
     where = "jobs:dead" + ("" if not archive else " nor the archive" + (f" ({note})" if note else ""))
     raise OpslibError(
         f"no dead letter {entry_id} in {where}; ids come from the index of dead_letters() "

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -42,13 +43,15 @@ Handler = Callable[[Job], Awaitable[Any] | Any]
 
 @dataclass(frozen=True)
 class KindSpec:
-    """A registered kind: its handler, retry policy and optional timeout."""
+    """A registered kind: its handler, retry policy, optional timeout and optional rate limit."""
 
     name: str
     handler: Handler
     retry: RetryPolicy
     timeout_s: float | None
     is_async: bool
+    rate_limit: float | None = None
+    """Jobs a second across all workers, unless ``opslib.throttle`` sets another (None: no limit)."""
 
 
 Lifespan = Callable[["WorkerApp"], AbstractAsyncContextManager[None]]
@@ -94,13 +97,17 @@ def job_kind(
     *,
     retry: RetryPolicy | None = None,
     timeout_s: float | None = None,
+    rate_limit: float | None = None,
     registry: Registry | None = None,
 ) -> Callable[[Handler], Handler]:
-    """Declare ``name`` as a job kind handled by the decorated function."""
+    """Declare ``name`` as a job kind handled by the decorated function; ``rate_limit``: at most that many
+    of its jobs start a second across all workers (``opslib.throttle`` overrides it until lifted)."""
     if not name or not isinstance(name, str):
         raise ValueError(f"a kind name must be a non-empty string, got {name!r}")
     if timeout_s is not None and timeout_s <= 0:
         raise ValueError(f"timeout_s must be > 0 or None, got {timeout_s!r}")
+    if rate_limit is not None and (isinstance(rate_limit, bool) or not rate_limit > 0):
+        raise ValueError(f"rate_limit must be jobs a second > 0 (e.g. 10) or None, got {rate_limit!r}")
 
     def register(handler: Handler) -> Handler:
         (registry or REGISTRY).add(
@@ -110,6 +117,7 @@ def job_kind(
                 retry=retry or RetryPolicy(),
                 timeout_s=timeout_s,
                 is_async=inspect.iscoroutinefunction(handler),
+                rate_limit=None if rate_limit is None else float(rate_limit),
             )
         )
         return handler
@@ -144,6 +152,30 @@ def import_kind_modules(modules: Iterable[str]) -> None:
                 f"WORKER_KINDS: cannot import {module!r} ({exc}); name importable modules, "
                 "comma-separated, e.g. myapp.kinds"
             ) from exc
+
+
+def declaration(registry: Registry, last_success: Mapping[str, float] | None = None) -> str:
+    """What a worker publishes beside its heartbeat (``kinds:<worker>``): each kind it runs with its retry
+    policy, timeout and rate limit (and, from ``last_success``, when it last succeeded here: epoch
+    seconds), and the schedules it carries, as JSON (read by ``opslib.kinds()``)."""
+    succeeded = last_success or {}
+    kinds = {
+        spec.name: {
+            "retries": spec.retry.retries,
+            "base_s": spec.retry.base_s,
+            "cap_s": spec.retry.cap_s,
+            "give_up_on": [error.__name__ for error in spec.retry.give_up_on],
+            "timeout_s": spec.timeout_s,
+            "rate_limit": spec.rate_limit,
+            "last_succeeded_at": succeeded.get(spec.name),
+        }
+        for spec in registry.kinds.values()
+    }
+    schedules = {
+        name: {"kind": sched.kind, "cron": sched.cron, "every_s": sched.every_s}
+        for name, sched in registry.schedules.items()
+    }
+    return json.dumps({"kinds": kinds, "schedules": schedules}, sort_keys=True)
 
 
 def _where(handler: Handler) -> str:

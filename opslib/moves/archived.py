@@ -25,9 +25,10 @@ from typing import Any
 
 import pandas as pd
 import psycopg
+import redis
 
 from opslib.checks import parse_since
-from opslib.connection import archive_url, connect_postgres, settings
+from opslib.connection import archive_url, connect_postgres, partitions, redis_session, settings
 from opslib.errors import OpslibError
 from worker.archive.dead_log import EVENT_DISCARDED, EVENT_REPLAYED, next_id, parse_record
 from worker.archive.rows import LOG_LOCK, TAKE_LOG_LOCK, record_statements, runs
@@ -41,8 +42,8 @@ LOG_PAGE = 500
 
 _WHERE_DEAD = f"queue = %s AND partition = %s AND dead_id = ANY(%s) AND status = '{STATUS_DEAD}'"
 TAKE_FOR_REPLAY = (
-    f"UPDATE {TABLE} SET status = '{STATUS_REPLAYED}', replayed_at = %s::timestamptz, replay_batch = %s"
-    f" WHERE {_WHERE_DEAD} RETURNING dead_id, fields"
+    f"UPDATE {TABLE} SET status = '{STATUS_REPLAYED}', replayed_at = %s::timestamptz, replay_batch = %s,"
+    f" replayed_by = %s WHERE {_WHERE_DEAD} RETURNING dead_id, fields"
 )
 SET_NEW_ID = f"UPDATE {TABLE} SET replay_new_id = %s WHERE queue = %s AND partition = %s AND dead_id = %s"
 TAKE_FOR_DISCARD = (
@@ -143,18 +144,53 @@ def under_log_lock(conn: psycopg.Connection[Any], client: Any, keys: Keys) -> It
         client.xtrim(keys.dead_log, minid=next_id(last), approximate=False)
 
 
+def apply_pending_log(conn: Any = None, *, client: Any = None, prefix: str | None = None) -> None:
+    """Apply every partition's ``jobs:dead:log`` to the archive now, under the log lock, so that a read
+    of the archive right after a replay or discard shows it, whether or not a worker's archiver runs.
+
+    Best effort: with the archive off, no table yet, nothing logged, or a server or a right missing
+    (a read-only analyst), the read goes on with what the archive holds.
+    """
+    if conn is None and not settings().archive_on:
+        return
+    try:
+        with (
+            redis_session(client, prefix, "apply the archive's log") as (redis_client, keys),
+            open_archive(conn) as archive,
+        ):
+            parts = partitions(redis_client, keys)
+            pending = [p for p in parts if redis_client.xlen(p.dead_log)]
+            pg = archive.connection() if pending else None
+            if pg is None:
+                return
+            for part in pending:
+                with under_log_lock(pg, redis_client, part):
+                    pass
+    except (OpslibError, psycopg.Error, redis.exceptions.RedisError):
+        return
+
+
 def replay_job(
     stored: Any, dead_id: str, batch: str, context: Mapping[str, str] | None = None
 ) -> list[tuple[bytes, bytes]]:
     """The job a replay re-adds from an archived entry's ``fields``: as ``replay.lua`` builds it
-    (error fields dropped, attempts 0, ``replay_of``, ``replay_batch``; the replay's trace
-    ``context``, when given, in place of the entry's trace fields)."""
-    drop = {name.encode() for name in (*DEAD_FIELDS, "attempts", "replay_of", "replay_batch")}
+    (error fields dropped, attempts 0, ``replay_of``, ``replay_batch``, ``replays`` + 1; the replay's
+    trace ``context``, when given, in place of the entry's trace fields)."""
+    drop = {name.encode() for name in (*DEAD_FIELDS, "attempts", "replay_of", "replay_batch", "replays")}
     if context:
         drop |= {name.encode() for name in TRACE_FIELDS}
-    job = [(name, value) for name, value in fields_from_json(stored) if name not in drop]
-    traced = [(name.encode(), value.encode()) for name, value in (context or {}).items()]
-    return [*job, *traced, (b"attempts", b"0"), (b"replay_of", dead_id.encode()), (b"replay_batch", batch.encode())]
+    fields = fields_from_json(stored)
+    before = next((value for name, value in fields if name == b"replays"), b"0")
+    replays = str((int(before) if before.isdigit() else 0) + 1).encode()
+    job = [(name, value) for name, value in fields if name not in drop]
+    return [
+        *job,
+        *((name.encode(), value.encode()) for name, value in (context or {}).items()),
+        (b"attempts", b"0"),
+        (b"replay_of", dead_id.encode()),
+        (b"replay_batch", batch.encode()),
+        (b"replays", replays),
+    ]
 
 
 def replay_from_archive(
@@ -164,14 +200,15 @@ def replay_from_archive(
     dead_ids: list[str],
     batch: str,
     at: str,
+    by: str = "",
     context: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
-    """Re-add the jobs of ``dead_ids`` that the archive holds as ``dead`` in ``keys``' partition; dead id ->
-    new entry id. With the replay's trace ``context``, the jobs carry it and the replay's span (the
-    active one) links each entry's last attempt."""
+    """Re-add the jobs of ``dead_ids`` that the archive holds as ``dead`` in ``keys``' partition (replayed by
+    ``by``); dead id -> new entry id. With the replay's trace ``context``, the jobs carry it and the
+    replay's span (the active one) links each entry's last attempt."""
     scripts = Scripts(client, keys)
     with under_log_lock(conn, client, keys):
-        taken = conn.execute(TAKE_FOR_REPLAY, (at, batch, keys.prefix, keys.partition, dead_ids)).fetchall()
+        taken = conn.execute(TAKE_FOR_REPLAY, (at, batch, by or None, keys.prefix, keys.partition, dead_ids)).fetchall()
         if not taken:
             return {}
         if context:

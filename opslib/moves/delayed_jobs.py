@@ -40,6 +40,7 @@ from typing import Any
 import pandas as pd
 import redis
 
+from opslib.actions import kind_of, record_action
 from opslib.columns import TEXT, typed_frame
 from opslib.connection import partitions, redis_session, settings
 from opslib.errors import OpslibError
@@ -101,6 +102,13 @@ def members_by_job(client: Any, parts: Sequence[Keys], job_ids: Sequence[str]) -
     return found
 
 
+def _kind_of_member(member: bytes) -> str:
+    try:
+        return decode_member(member).get("kind", "")
+    except ValueError:
+        return ""
+
+
 def moves_to_frame(rows: Sequence[tuple[str, str]], batch: str) -> pd.DataFrame:
     """The frame of ``(job_id, status)`` rows of one call."""
     columns = {
@@ -128,8 +136,10 @@ def _move(
     client: redis.Redis | None,
     prefix: str | None,
     needs: str,
+    audit: tuple[str, str, str | None],
 ) -> pd.DataFrame:
-    """Run ``call`` on every member of the asked jobs; the frame of what became of each."""
+    """Run ``call`` on every member of the asked jobs; the frame of what became of each.
+    ``audit`` is (action, by, reason) for the action's record (:mod:`opslib.actions`)."""
     job_ids = job_ids_of(ids)
     action = "read the delayed jobs" if dry_run else action
     with redis_session(client, prefix, action, needs="" if dry_run else needs) as (redis_client, keys):
@@ -148,15 +158,25 @@ def _move(
             for _job_id, (partition, member) in plan[start : start + CHUNK]:
                 call(scripts[partition], member, pipe, batch)
             results += pipe.execute()
+        verb, by, reason = audit
+        moved = sum(1 for result in results if result)
+        kind = kind_of(ids, (_kind_of_member(member) for _job_id, (_p, member) in plan))
+        record_action(redis_client, keys, verb, by=by, kind=kind, entries=moved, reason=reason, batch=batch)
     rows = [(job_id, done if result else MISSING) for (job_id, _), result in zip(plan, results, strict=True)]
     rows += [(job_id, MISSING) for job_id in job_ids if not members[job_id]]
     return moves_to_frame(rows, batch)
 
 
 def run_now(
-    job_ids: object, *, dry_run: bool = False, client: redis.Redis | None = None, prefix: str | None = None
+    job_ids: object,
+    *,
+    by: str | None = None,
+    dry_run: bool = False,
+    client: redis.Redis | None = None,
+    prefix: str | None = None,
 ) -> pd.DataFrame:
     """Move delayed jobs onto ``jobs`` now (columns in the module docstring); ``dry_run`` writes nothing."""
+    by_whom = who(by)
     return _move(
         job_ids,
         call=lambda scripts, member, pipe, _batch: scripts.run_now(member, client=pipe),
@@ -167,6 +187,7 @@ def run_now(
         client=client,
         prefix=prefix,
         needs=NEEDS_WRITE.format(action="run_now", more=", XADD"),
+        audit=("run_now", by_whom, None),
     )
 
 
@@ -203,4 +224,5 @@ def cancel_delayed(
         client=client,
         prefix=prefix,
         needs=NEEDS_WRITE.format(action="cancel_delayed", more=", XADD to jobs:dead:log"),
+        audit=("cancel_delayed", by_whom, why),
     )

@@ -48,13 +48,21 @@ NEEDS_WRITE = (
 )
 
 
-def check_reason(reason: object) -> str:
+#: What each action's missing reason asks for.
+WHY = {
+    "discard": "say why these jobs must never run, e.g. reason='orders refunded, INC-2211' "
+    "(it is kept in the archive with who discarded them)",
+    "pause": "say why the kind must wait, e.g. reason='seat map fix, INC-2214' (it is shown with the pause)",
+    "resume": "say why, or leave reason out",
+    "throttle": "say why, e.g. reason='provider asks for 10/s, INC-2215' (it is shown with the throttle)",
+    "replay": "say why, or leave reason out",
+}
+
+
+def check_reason(reason: object, action: str = "discard") -> str:
     """``reason`` when it says why (non-empty text of at most :data:`MAX_REASON_CHARS` characters)."""
     if not isinstance(reason, str) or not reason.strip():
-        raise OpslibError(
-            f"discard needs a reason, got {reason!r}: say why these jobs must never run, "
-            "e.g. reason='orders refunded, INC-2211' (it is kept in the archive with who discarded them)"
-        )
+        raise OpslibError(f"{action} needs a reason, got {reason!r}: {WHY[action]}; nothing changed")
     if len(reason) > MAX_REASON_CHARS:
         raise OpslibError(f"reason is {len(reason)} characters; keep it under {MAX_REASON_CHARS}")
     return reason.strip()
@@ -108,6 +116,7 @@ def discard(
         prefix=prefix,
         conn=conn,
         on_progress=on_progress,
+        audit=(by_whom, why, ids),
     )
 
 

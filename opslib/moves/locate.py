@@ -11,7 +11,7 @@ one found in two is refused rather than guessed.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import pandas as pd
@@ -71,6 +71,8 @@ class Located:
     in_stream: list[bool]
     fallback: list[int]
     links: list[str]
+    kinds: set[str] = field(default_factory=set)
+    """The kinds of the entries found in ``jobs:dead`` (for the action's record)."""
 
     def found(self) -> list[bool]:
         return [p != NOWHERE for p in self.where]
@@ -98,6 +100,7 @@ def locate(client: Any, parts: list[Keys], targets: list[Target], archive: Archi
     asks = [(n, p) for n, cands in enumerate(candidates) for p in cands]
     hits: dict[int, list[int]] = {}
     links = [""] * len(targets)
+    kinds: set[str] = set()
     for start in range(0, len(asks), CHUNK):
         chunk = asks[start : start + CHUNK]
         pipe = client.pipeline(transaction=False)
@@ -108,6 +111,7 @@ def locate(client: Any, parts: list[Keys], targets: list[Target], archive: Archi
                 hits.setdefault(n, []).append(p)
                 fields = hit[0][1]
                 links[n] = text(fields.get(b"trace_link", fields.get(TRACE_LINK, b"")))
+                kinds.add(text(hit[0][1].get(b"kind", hit[0][1].get("kind", b""))))
     gone = [n for n in range(len(targets)) if n not in hits]
     pg = archive.connection() if archive.enabled and gone else None  # before anything changes
     if pg is not None:
@@ -134,7 +138,7 @@ def locate(client: Any, parts: list[Keys], targets: list[Target], archive: Archi
     streamed = set(range(len(targets))) - set(gone)
     in_stream = [n in streamed for n in range(len(targets))]
     fallback = [p if p != NOWHERE or len(cands) > 1 else cands[0] for p, cands in zip(where, candidates, strict=True)]
-    return Located(dead_ids, where, in_stream, fallback, links)
+    return Located(dead_ids, where, in_stream, fallback, links, kinds)
 
 
 def pipelined(

@@ -36,8 +36,9 @@ at a time.
     ``""``), attempts (int64: failed attempts since the replay), error (str:
     the latest), new_dead_id (str: the entry it became in ``jobs:dead``),
     updated_at (datetime64[ns, UTC], NaT until the worker recorded an
-    outcome), batch (str), partition (int64). The worker keeps outcomes for 24 hours (the
-    archive keeps the final one for good: ``replay_outcome``).
+    outcome), batch (str), partition (int64). The worker keeps outcomes for 24 hours; the
+    archive keeps the final one for good (``replay_outcome``), and once Redis has forgotten
+    the batch, ``replay_status`` answers from there.
 
 Example::
 
@@ -59,10 +60,18 @@ import redis
 from opslib.checks import check_batch, parse_since
 from opslib.connection import partitions, redis_session
 from opslib.errors import OpslibError
-from opslib.frames import combine, entry_order, parse_outcome, replay_status_to_frame, replay_to_frame
-from opslib.moves.archived import open_archive, replay_from_archive
+from opslib.frames import (
+    archived_status_to_frame,
+    combine,
+    entry_order,
+    parse_outcome,
+    replay_status_to_frame,
+    replay_to_frame,
+)
+from opslib.moves.archived import apply_pending_log, open_archive, replay_from_archive
 from opslib.moves.batches import BATCH_TIME
 from opslib.moves.dead_moves import move_dead
+from opslib.moves.discard import check_reason, who
 from opslib.moves.locate import Progress, dead_ids_of
 from opslib.moves.selection import of_kind
 from opslib.queries import entry_floor
@@ -80,6 +89,8 @@ NEEDS_WRITE = (
 def replay(
     ids: object,
     *,
+    reason: str | None = None,
+    by: str | None = None,
     dry_run: bool = False,
     client: redis.Redis | None = None,
     prefix: str | None = None,
@@ -92,22 +103,28 @@ def replay(
     (its index; its ``partition`` column says where each entry is). A bare id
     is looked for in every partition; one found in two partitions is refused
     (pass the ``dead_letters()`` rows instead). ``on_progress(done, total)``
-    is called after each chunk.
+    is called after each chunk. ``reason`` (optional) and ``by`` (default: the
+    operating-system user) go into the action's record (:func:`opslib.actions`).
     """
+    why = None if reason is None else check_reason(reason, "replay")
+    by_whom = who(by)
     return move_dead(
         dead_ids_of(ids),
         verb="replay",
         needs=NEEDS_WRITE,
         take=lambda scripts, dead_id, batch, at, record, pipe, context: scripts.replay(
-            dead_id, batch, DEAD_FIELDS, at=at, record=record, client=pipe, context=context
+            dead_id, batch, DEAD_FIELDS, at=at, record=record, by=by_whom, client=pipe, context=context
         ),
-        take_archived=replay_from_archive,
+        take_archived=lambda pg, redis_client, keys, dead_ids, batch, at, context: replay_from_archive(
+            pg, redis_client, keys, dead_ids, batch, at, by=by_whom, context=context
+        ),
         to_frame=replay_to_frame,
         dry_run=dry_run,
         client=client,
         prefix=prefix,
         conn=conn,
         on_progress=on_progress,
+        audit=(by_whom, why, ids),
         traced=True,
     )
 
@@ -118,6 +135,8 @@ def replay_kind(
     signature: str | None = None,
     error_contains: str | None = None,
     since: object = None,
+    reason: str | None = None,
+    by: str | None = None,
     dry_run: bool = False,
     client: redis.Redis | None = None,
     prefix: str | None = None,
@@ -136,7 +155,16 @@ def replay_kind(
     targets = of_kind(
         kind, signature=signature, error_contains=error_contains, since=since, client=client, prefix=prefix, conn=conn
     )
-    return replay(targets, dry_run=dry_run, client=client, prefix=prefix, conn=conn, on_progress=on_progress)
+    return replay(
+        targets,
+        reason=reason,
+        by=by,
+        dry_run=dry_run,
+        client=client,
+        prefix=prefix,
+        conn=conn,
+        on_progress=on_progress,
+    )
 
 
 def replay_status(
@@ -195,17 +223,42 @@ def _batch_start(batch: str) -> str:
 
 
 def _status_everywhere(client: Any, parts: list[Keys], batch: str) -> pd.DataFrame:
-    """The status frame of ``batch`` over every partition (each keeps the outcomes of its jobs)."""
+    """The status frame of ``batch`` over every partition (each keeps the outcomes of its jobs), or,
+    once Redis has forgotten the batch (after 24 hours), the archive's record of it."""
     frames = [frame for frame in (_status(client, keys, batch) for keys in parts) if frame is not None]
     if not frames:
-        raise OpslibError(
-            f"no replay batch {batch!r} in Redis: no replay used that id, or it is older than 24 hours "
-            "(outcomes are kept that long); use the batch column of replay() or replay_kind()"
-        )
+        archived = _status_from_archive(client, parts[0], batch)
+        if archived is None:
+            raise OpslibError(
+                f"no replay batch {batch!r} in Redis nor in the archive: no replay used that id; "
+                "use the batch column of replay() or replay_kind()"
+            )
+        frames = [archived]
     frame = combine(frames)
     return frame.iloc[sorted(range(len(frame)), key=lambda n: entry_order(frame["dead_id"].iat[n]))].reset_index(
         drop=True
     )
+
+
+#: A batch's rows in the archive, with the row of the entry each failed again as (outcome, error, attempts).
+ARCHIVED_BATCH = (
+    f"SELECT r.partition, r.dead_id, r.replay_outcome, r.replay_dead_id, r.replayed_at, again.error,"
+    f" again.attempts, again.dead_at FROM {TABLE} r LEFT JOIN {TABLE} again ON again.queue = r.queue"
+    f" AND again.partition = r.partition AND again.dead_id = r.replay_dead_id"
+    f" WHERE r.queue = %s AND r.replay_batch = %s ORDER BY r.dead_at, r.dead_id"
+)
+
+
+def _status_from_archive(client: Any, keys: Keys, batch: str) -> pd.DataFrame | None:
+    """``batch``'s outcomes as the archive keeps them for good (None: the archive is off, or holds no
+    row of it); the moves and outcomes still in the log are applied first."""
+    apply_pending_log(client=client, prefix=keys.prefix)
+    with open_archive() as archive:
+        conn = archive.connection() if archive.enabled else None
+        rows = conn.execute(ARCHIVED_BATCH, (keys.prefix, batch)).fetchall() if conn is not None else []
+    if not rows:
+        return None
+    return archived_status_to_frame(batch, rows)
 
 
 def _status(client: Any, keys: Keys, batch: str) -> pd.DataFrame | None:

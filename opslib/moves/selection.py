@@ -32,7 +32,7 @@ def of_kind(
     conn: Any,
 ) -> pd.DataFrame:
     """``kind``'s dead letters matching the filters as the frame ``replay`` and ``discard`` take
-    (``dead_id``, ``partition``: -1 for an entry only the archive holds), oldest first."""
+    (``dead_id``, ``partition``: -1 for an entry only the archive holds, ``kind``), oldest first."""
     targets = _targets(
         kind, signature=signature, error_contains=error_contains, since=since, client=client, prefix=prefix, conn=conn
     )
@@ -40,6 +40,7 @@ def of_kind(
         {
             "dead_id": [dead_id for dead_id, _ in targets],
             "partition": [NOWHERE if p is None else p for _, p in targets],
+            "kind": [kind] * len(targets),
         }
     )
 

@@ -102,4 +102,15 @@ def entry_label(dead_id: str, row: pd.Series) -> str:
     """One entry as a line of the entry list (plain text: a select's options are not HTML)."""
     job = row.get("job_id") or row.get("outbox_id") or "no job id"
     error = cut(str(row["error"]), ENTRY_LABEL_CHARS)
-    return f"{dead_id} · {local_time(row['dead_at'])} · {row['kind'] or '(none)'} · {job} · {error}"
+    again = f" · {AGAIN}" if failed_again(row) else ""
+    return f"{dead_id} · {local_time(row['dead_at'])} · {row['kind'] or '(none)'} · {job}{again} · {error}"
+
+
+#: How the panel marks a dead letter whose job had been replayed before (``replays`` > 0).
+AGAIN = "failed again after replay"
+
+
+def failed_again(row: pd.Series) -> bool:
+    """True for a dead letter that came back from a replay and died again."""
+    replays = row.get("replays", 0)
+    return bool(pd.notna(replays) and int(replays) > 0) or bool(row.get("replay_of"))

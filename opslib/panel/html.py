@@ -16,7 +16,7 @@ import pandas as pd
 
 from opslib.display import MONOSPACE, display_tz, local_time, plural, readable
 from opslib.frames import DEAD_COLUMNS
-from opslib.panel.filters import newest_first
+from opslib.panel.filters import AGAIN, failed_again, newest_first
 from opslib.queries import QueueStats
 from opslib.trace_links import trace_link_html
 from worker.store.vocabulary import DISCARD_DISCARDED, REPLAY_MISSING, REPLAY_REPLAYED, STATUS_SUCCEEDED
@@ -105,9 +105,10 @@ def entry_html(dead_id: str | None, row: pd.Series | None) -> str:
     if dead_id is None or row is None:
         return "<p><i>Select an entry in the list to read its traceback.</i></p>"
     attempts = plural(int(row["attempts"]), "attempt") if pd.notna(row["attempts"]) else "attempts not known"
-    about = " · ".join(
-        html.escape(str(part)) for part in (dead_id, local_time(row["dead_at"]), row["kind"], row["reason"], attempts)
-    )
+    parts = [dead_id, local_time(row["dead_at"]), row["kind"], row["reason"], attempts]
+    if failed_again(row):
+        parts.append(f"{AGAIN} ({plural(int(row.get('replays', 0) or 0), 'replay')}, of {row.get('replay_of', '')})")
+    about = " · ".join(html.escape(str(part)) for part in parts)
     traceback = str(row["traceback"] or "")
     cut_note = ""
     if len(traceback) > TRACEBACK_CHARS:

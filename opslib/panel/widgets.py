@@ -65,6 +65,7 @@ from opslib.panel.html import (
     status_html,
 )
 from opslib.panel.layout import AUTO_REFRESH_S, ENTRY_ROWS, PanelWidgets
+from opslib.panel.pause_control import PauseControl
 from opslib.panel.ticker import Ticker
 from opslib.queries import dead_letters, failure_groups, queue_stats
 
@@ -79,6 +80,9 @@ class DeadLetterPanel(PanelWidgets):
         super().__init__()
         self.widget = self.box
         self.at: dict[str, Any] = {"client": client, "prefix": prefix}
+        self.pause_control = PauseControl(self.at)
+        header = 2  # the title and the counts row: the Pause / Resume control stands right under them
+        self.box.children = (*self.box.children[:header], self.pause_control.box, *self.box.children[header:])
         self.dead = self.shown = self.in_group = self.taken = pd.DataFrame()
         self.action, self.batch, self._settling = "replay", "", False
         self.page_at, self.paged_group = 0, None
@@ -130,6 +134,7 @@ class DeadLetterPanel(PanelWidgets):
 
         def read() -> None:
             self.counts.value = counts_html(queue_stats(**self.at))
+            self.pause_control.load()
             self.dead = dead_letters(**self.at)
             kinds = sorted(set(self.dead["kind"]))
             options = [("all kinds", ALL_KINDS), *[(kind or "(none)", kind) for kind in kinds]]

@@ -51,7 +51,13 @@ def exported_metric_names(namespace: str = "stagedoor") -> set[str]:
     client = aioredis.Redis()
     metrics = Metrics(settings, client, Registry(), Archiver(client, settings, ""))
     metrics.queue_collector.state = QueueState(
-        *range(9), consumers=(Consumer("w1", 0, 0, live=True),), consumers_live=1
+        *range(9),
+        consumers=(Consumer("w1", 0, 0, live=True),),
+        consumers_live=1,
+        paused_kinds=1,
+        oldest_pause_s=2.0,
+        parked=3,
+        throttled=4,
     )
     assert metrics.archive is not None
     metrics.archive.backlog = ArchiveBacklog(dead=1, log=2, oldest_s=3.0, dead_added=4)

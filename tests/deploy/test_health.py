@@ -3,6 +3,7 @@ with no WORKER_NAME, finding the worker's heartbeat by this host's name (``<host
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -48,6 +49,14 @@ def test_health_finds_this_hosts_worker_and_not_another_hosts(
     wait_for(lambda: name in live_workers(r, keys), what="the worker's heartbeat")
     healthy = health(redis_url, prefix)
     assert (healthy.returncode, healthy.stdout.strip()) == (0, "healthy: 1 worker heartbeat(s) fresh")
+    since = "2026-11-30T21:40:00+00:00"
+    r.hset(keys.paused, "render_tickets", json.dumps({"since": since, "by": "ana", "reason": "seat map fix"}))
+    r.hset(keys.throttles, "send_email", json.dumps({"per_s": 10.0}))
+    said = health(redis_url, prefix).stdout.strip()
+    assert said == (
+        f"healthy: 1 worker heartbeat(s) fresh; paused: render_tickets since {since} by ana (seat map fix); "
+        "throttled: send_email 10.0/s"
+    )
 
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(30) == 0  # its goodbye deletes the heartbeat
@@ -77,11 +86,13 @@ def test_health_sends_a_handful_of_commands_among_a_million_unrelated_keys(tmp_p
         result = health(server.url, keys.prefix, WORKER_NAME="big-worker")
         ran = calls(client) - before
         ran["info"] -= 1  # the INFO that took `before`
-        # commandstats counts a script's own calls too: the ZRANGEBYSCORE is run by health's one EVAL.
-        assert +ran == Counter({"info": 1, "get": 1, "xinfo|groups": 1, "eval": 1, "zrangebyscore": 1}), ran
+        # commandstats counts a script's own calls too: the ZRANGEBYSCORE is run by health's one EVAL. A healthy
+        # worker's line also says what is paused or throttled: two HGETALL of small hashes.
+        expected = {"info": 1, "get": 1, "xinfo|groups": 1, "eval": 1, "zrangebyscore": 1, "hgetall": 2}
+        assert +ran == Counter(expected), ran
         sent = ran.total() - ran["zrangebyscore"]
         assert (result.returncode, result.stdout.strip()) == (0, "healthy: 1 worker heartbeat(s) fresh")
-        assert sent < 5, f"health sent {sent} commands"
+        assert sent < 7, f"health sent {sent} commands"
         print(f"health sent {sent} commands with {client.dbsize():,} keys on the server")
         client.close()
     finally:

@@ -44,6 +44,7 @@ def test_every_page_has_the_same_navigation_line_and_the_readme_lists_every_page
 
 
 def test_opslibs_column_tables_name_every_column_of_each_frame_in_order() -> None:
+    from opslib.actions import ACTION_COLUMNS
     from opslib.archive_frames import ARCHIVE_COLUMNS, HISTORY_COLUMNS
     from opslib.frames import (
         DEAD_COLUMNS,
@@ -53,7 +54,9 @@ def test_opslibs_column_tables_name_every_column_of_each_frame_in_order() -> Non
         REPLAY_COLUMNS,
         STATUS_COLUMNS,
     )
+    from opslib.kinds import KIND_COLUMNS
     from opslib.moves.delayed_jobs import MOVE_COLUMNS
+    from opslib.moves.incident import DONE_COLUMNS
     from opslib.signatures import GROUP_COLUMNS
 
     frames = {
@@ -67,6 +70,9 @@ def test_opslibs_column_tables_name_every_column_of_each_frame_in_order() -> Non
         "run_now": MOVE_COLUMNS,
         "archive": ARCHIVE_COLUMNS,
         "history": HISTORY_COLUMNS,
+        "kinds": KIND_COLUMNS,
+        "actions": ACTION_COLUMNS,
+        "pause": DONE_COLUMNS,
     }
     page = (DOCS / "opslib.md").read_text()
     for function, columns in frames.items():

@@ -141,6 +141,11 @@ def test_an_operator_replays_and_discards_with_no_denial(
         assert len(opslib.run_now(["later"], **at)) == 1
         assert len(opslib.cancel_delayed(["never"], reason="a test", **at)) == 1
         assert len(opslib.dead_letters(**at)) == 0
+        opslib.pause("ok", reason="a test", **at)
+        opslib.throttle("ok", 5, reason="a test", **at)
+        opslib.throttle("ok", None, **at)
+        opslib.resume("ok", **at)
+        assert len(opslib.actions(**at)) == 8
     finally:
         operator.close()
     assert (r.xlen(keys.jobs), r.zcard(keys.delayed)) == (2, 0)

@@ -126,6 +126,7 @@ def test_replay_re_adds_an_entry_only_the_archive_holds_once(
         b"attempts": b"0",
         b"replay_of": dead_id.encode(),
         b"replay_batch": batch.encode(),
+        b"replays": b"1",
     }
     assert row(archive_url, keys, dead_id, "status", "replay_batch", "replay_new_id") == ("replayed", batch, new_id)
     assert opslib.replay([dead_id], **at)["status"].tolist() == ["missing"]  # never twice

@@ -50,11 +50,16 @@ def test_every_query_on_an_empty_queue_has_its_columns(at: dict[str, Any]) -> No
             "dead_evicted",
             "consumers",
             "consumers_live",
+            "paused_kinds",
+            "oldest_pause_s",
+            "parked",
+            "throttled",
         ],
         0,
     )
     assert str(stats.counts["value"].dtype) == "int64"
     assert dtypes(stats.consumers) == CONSUMER_COLUMNS
+    assert dtypes(stats.paused) == {"since": "datetime64[ns, UTC]", "by": "str", "reason": "str"}
 
 
 def test_queries_on_a_queue_that_real_workers_filled(
@@ -129,6 +134,10 @@ def test_queries_on_a_queue_that_real_workers_filled(
         "dead_evicted": 0,
         "consumers": 2,
         "consumers_live": 0,  # the burst worker deleted its heartbeat on its way out
+        "paused_kinds": 0,
+        "oldest_pause_s": 0,
+        "parked": 0,
+        "throttled": 0,
     }
     assert stats.dead == 3
     assert "crashed-worker" in set(stats.consumers["consumer"])

@@ -38,6 +38,7 @@ def test_replay_moves_entries_back_and_reports_missing_ones(r: redis.Redis, keys
         "attempts": "0",
         "replay_of": dead_id,
         "replay_batch": batch,
+        "replays": "1",
     }
     assert r.xlen(keys.dead) == 0
     again = opslib.replay(dead_id, **at)

@@ -326,6 +326,39 @@ def test_a_ticker_keeps_its_clock_when_a_tick_raises() -> None:
     asyncio.run(run())
 
 
+def test_the_panel_pauses_and_resumes_a_kind_with_a_reason_and_escapes_it(r: redis.Redis, keys: Keys) -> None:
+    bury(r, keys, {"kind": "seat_label", "seat": "1-A"}, {"attempts": "2", "error": "SeatLabelInvalid: '1-A' is bad"})
+    panel = DeadLetterPanel(client=r, prefix=keys.prefix)
+    control = panel.pause_control
+    assert control.box in panel.widget.children and "no kind is paused" in control.state.value
+    control.kind.value = "seat_label"
+    control.pause_button.click()  # no reason: refused, nothing paused
+    assert "pause needs a reason" in control.message.value and not r.exists(keys.paused)
+    control.reason.value = f"seat map fix {SCRIPT}"
+    control.pause_button.click()
+    assert "<b>seat_label</b> paused since" in control.state.value
+    assert "&lt;script&gt;" in control.state.value and "<script" not in control.state.value
+    assert bool(opslib.kinds(client=r, prefix=keys.prefix).loc["seat_label", "paused"])
+    control.resume_button.click()
+    assert "resumed: 0 waiting jobs" in control.message.value and "no kind is paused" in control.state.value
+    assert list(opslib.actions(kind="seat_label", client=r, prefix=keys.prefix)["action"]) == ["pause", "resume"]
+
+
+def test_a_dead_letter_that_failed_again_after_a_replay_is_marked(r: redis.Redis, keys: Keys) -> None:
+    first = bury(r, keys, {"kind": "seat_label", "seat": "1-A"}, {"attempts": "2", "error": "SeatLabelInvalid: bad"})
+    again = bury(
+        r,
+        keys,
+        {"kind": "seat_label", "seat": "1-A", "replay_of": first, "replays": "1"},
+        {"attempts": "2", "error": "SeatLabelInvalid: bad"},
+    )
+    panel = DeadLetterPanel(client=r, prefix=keys.prefix)
+    labels = dict((value, label) for label, value in panel.entries.options)
+    assert "failed again after replay" in labels[again] and "failed again" not in labels[first]
+    panel.entries.value = (again,)
+    assert f"failed again after replay (1 replay, of {first})" in panel.entry.value
+
+
 def test_the_selected_entry_links_to_its_trace_from_opslib_trace_url(
     r: redis.Redis, keys: Keys, monkeypatch: pytest.MonkeyPatch
 ) -> None:

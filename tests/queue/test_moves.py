@@ -144,6 +144,7 @@ def test_replay_moves_each_dead_entry_back_once(r: redis.Redis, keys: Keys) -> N
         b"attempts": b"0",
         b"replay_of": dead_id.encode(),
         b"replay_batch": b"batch1",
+        b"replays": b"1",
     }
     assert r.xlen(keys.dead) == 0
     # one record of the move, carrying the entry as it was (for the archive)
@@ -154,6 +155,7 @@ def test_replay_moves_each_dead_entry_back_once(r: redis.Redis, keys: Keys) -> N
         b"batch": b"batch1",
         b"new_id": new_id,
         b"at": at.encode(),
+        b"by": b"",
         b"f.kind": b"render_tickets",
         b"f.order_id": b"9",
         b"f.attempts": b"2",

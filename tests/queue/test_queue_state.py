@@ -4,7 +4,9 @@ numbers for the same moment, and the pure parsing of the replies (no Redis) for 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
+from datetime import UTC, datetime
 
 import pytest
 import redis
@@ -44,6 +46,9 @@ METRIC_OF_STAT = {
     "dead": "worker_queue_dead_length",
     "dead_evicted": "worker_queue_dead_evicted_total",
     "consumers_live": "worker_queue_consumers_live",
+    "paused_kinds": "worker_queue_paused_kinds",
+    "parked": "worker_queue_parked",
+    "throttled": "worker_queue_throttled",
 }
 
 
@@ -67,6 +72,10 @@ def seed(r: redis.Redis, keys: Keys) -> None:
     r.zadd(keys.workers, {"alive-worker": time.time() + 60})
     r.zadd(keys.workers, {"fresh-worker": time.time() + 60})  # started, not handed an entry yet
     r.zadd(keys.workers, {"expired-worker": time.time() - 1})  # died without its goodbye
+    since = datetime.fromtimestamp(time.time() - 90, UTC).isoformat()
+    r.hset(keys.paused, "ok", json.dumps({"since": since, "by": "ana", "reason": "seat map fix"}))
+    r.zadd(keys.parked, {'ok\x00{"job_id":"held"}': 0})
+    r.zadd(keys.throttled, {'{"job_id":"turn","kind":"ok"}': time.time() + 60})
 
 
 def metrics_samples(redis_url: str, prefix: str) -> dict[str, float]:
@@ -109,14 +118,21 @@ def test_metrics_and_queue_stats_give_the_same_numbers(r: redis.Redis, keys: Key
         "dead_evicted": 5,
         "consumers": 3,  # alive-worker, ghost, and the seeder that buried the dead letters
         "consumers_live": 2,  # alive-worker and fresh-worker
+        "paused_kinds": 1,
+        "oldest_pause_s": 90,
+        "parked": 1,
+        "throttled": 1,
     }
+    assert stats.paused.loc["ok", "by"] == "ana" and stats.paused.loc["ok", "reason"] == "seat map fix"
     listed = stats.consumers.set_index("consumer")
     assert listed["heartbeat"].to_dict() == {"alive-worker": True, "ghost": False, "seeder": False}
     assert listed["pending"].to_dict() == {"alive-worker": 1, "ghost": 1, "seeder": 0}
 
 
 def test_a_queue_never_read_reads_as_zeros_with_its_entries_as_lag(r: redis.Redis, keys: Keys) -> None:
-    assert read_queue_state(r, keys, reclaim_idle_ms=RECLAIM_IDLE_MS) == QueueState(0, 0, 0.0, 0, 0, 0, 0, 0, 0, (), 0)
+    assert read_queue_state(r, keys, reclaim_idle_ms=RECLAIM_IDLE_MS) == QueueState(
+        0, 0, 0.0, 0, 0, 0, 0, 0, 0, (), 0, 0, 0.0, 0, 0
+    )
     r.xadd(keys.jobs, {"kind": "ok"})  # a stream without the group
     state = read_queue_state(r, keys, reclaim_idle_ms=RECLAIM_IDLE_MS)
     assert (state.stream_length, state.lag, state.pending, state.consumers) == (1, 1, 0, ())
@@ -141,12 +157,16 @@ GROUP_INFO = {"name": b"workers", "pending": 2, "last-delivered-id": b"5-0", "la
 CONSUMERS = [{"name": b"w1", "pending": 2, "idle": 900}, {"name": b"gone", "pending": 0, "idle": 10}]
 
 
+PAUSED = [b'{"since": "2026-11-30T21:00:00+00:00", "by": "ana", "reason": "seat map"}']
+PAUSED_AT = datetime(2026, 11, 30, 21, 0, tzinfo=UTC).timestamp()
+
+
 def replies(group: dict[str, object] = GROUP_INFO) -> list[object]:
-    return [7, [group], CONSUMERS, [{"message_id": b"1-0"}], 4, 1, 9, b"2"]
+    return [7, [group], CONSUMERS, [{"message_id": b"1-0"}], 4, 1, 9, b"2", PAUSED, 5, 6]
 
 
 def test_the_replies_become_the_state() -> None:
-    assert state_of(replies(), {"w1", "w2"}) == QueueState(
+    assert state_of(replies(), {"w1", "w2"}, now=PAUSED_AT + 7200.5) == QueueState(
         stream_length=7,
         lag=3,
         pending=2,
@@ -158,6 +178,10 @@ def test_the_replies_become_the_state() -> None:
         consumers=(Consumer("w1", 2, 900, live=True), Consumer("gone", 0, 10, live=False)),
         consumers_live=2,
         oldest_waiting_s=0.0,
+        paused_kinds=1,
+        oldest_pause_s=7200.5,
+        parked=5,
+        throttled=6,
     )
 
 
@@ -172,7 +196,7 @@ def test_a_lag_redis_cannot_report_is_counted() -> None:
 
 def test_a_missing_group_reads_as_empty_and_other_errors_raise() -> None:
     nogroup = redis.exceptions.ResponseError("NOGROUP No such key 'jobs' or consumer group 'workers'")
-    missing = [3, redis.exceptions.ResponseError("no such key"), nogroup, nogroup, 0, 0, 0, None]
+    missing = [3, redis.exceptions.ResponseError("no such key"), nogroup, nogroup, 0, 0, 0, None, [], 0, 0]
     state = state_of(missing, set())
     assert (state.stream_length, state.lag, state.pending, state.consumers, state.dead_evicted) == (3, 3, 0, (), 0)
     denied = replies()
@@ -187,5 +211,6 @@ def test_partitions_combine_as_each_field_declares() -> None:
     both = combined([one, other])
     assert (both.stream_length, both.lag, both.pending, both.dead, both.dead_evicted) == (14, 6, 4, 18, 4)
     assert (both.oldest_waiting_s, both.consumers_live) == (9.0, 2)  # the longest wait; heartbeats counted once
+    assert (both.paused_kinds, both.parked) == (1, 10)  # every partition holds the pause; parked jobs add up
     assert both.consumers == (Consumer("w1", 4, 900, live=True), Consumer("gone", 0, 10, live=False))
     assert tuple(vars(both)) == STAT_NAMES  # queue_stats() shows every field, in the dataclass's order

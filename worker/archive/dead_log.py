@@ -14,7 +14,7 @@ A record is a stream entry with these fields (text unless said otherwise):
 ``at``              when, ISO-8601 UTC
 ``batch``           the replay or discard batch
 ``new_id``          replayed: the job's new entry on ``jobs``
-``by``, ``reason``  discarded: who and why
+``by``, ``reason``  discarded: who and why; replayed: who (``by``)
 ``outcome``         outcome: ``succeeded`` | ``failed again``
 ``replay_dead_id``  outcome, failed again: the new dead entry
 ``f.<name>``        replayed and discarded by a script: the dead entry's own

@@ -49,7 +49,7 @@ INSERT_ROW = (
 _KEY = "queue = %s AND partition = %s AND dead_id = %s"
 MARK_REPLAYED = (
     f"UPDATE {TABLE} SET status = '{STATUS_REPLAYED}', replayed_at = %s::timestamptz, replay_batch = %s,"
-    f" replay_new_id = %s WHERE {_KEY} AND status = '{STATUS_DEAD}'"
+    f" replay_new_id = %s, replayed_by = NULLIF(%s, '') WHERE {_KEY} AND status = '{STATUS_DEAD}'"
 )
 MARK_DISCARDED = (
     f"UPDATE {TABLE} SET status = '{STATUS_DISCARDED}', discarded_at = %s::timestamptz, discarded_by = %s,"
@@ -125,7 +125,8 @@ def record_statements(queue: str, partition: int, records: Iterable[Record]) -> 
         key = (queue, partition, record.dead_id)
         meta = record.meta
         if record.event == EVENT_REPLAYED:
-            statements.append((MARK_REPLAYED, (meta.get("at"), meta.get("batch"), meta.get("new_id"), *key)))
+            replayed = (meta.get("at"), meta.get("batch"), meta.get("new_id"), meta.get("by", ""))
+            statements.append((MARK_REPLAYED, (*replayed, *key)))
         elif record.event == EVENT_DISCARDED:
             statements.append(
                 (MARK_DISCARDED, (meta.get("at"), meta.get("by"), meta.get("reason"), meta.get("batch"), *key))

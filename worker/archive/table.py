@@ -16,7 +16,8 @@ one), and opslib's ``archive()`` frame says whether it shows it.
 ``python -m worker migrate`` applies :data:`DDL` (idempotent, under an
 advisory lock so that runs together do not race); a worker applies it at start
 only with ``ARCHIVE_MIGRATE=on`` (the embedded stack's default), and otherwise
-checks that the table has every column (:mod:`worker.archive.schema_check`),
+checks that the table has every column (the operators' audit table,
+:mod:`worker.archive.actions_table`, is created by the same migration) (:mod:`worker.archive.schema_check`),
 so that its PostgreSQL role needs no DDL.
 """
 
@@ -27,6 +28,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from worker.archive.actions_table import ACTIONS_DDL
 from worker.store.vocabulary import (
     ARCHIVED_DEAD,
     ARCHIVED_DISCARDED,
@@ -95,6 +97,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("status", f"text NOT NULL DEFAULT '{STATUS_DEAD}' {_STATUS_CHECK}", "dead | replayed | discarded", "move"),
     Column("replayed_at", "timestamptz", "when it was replayed", "move"),
     Column("replay_batch", "text", "the batch that replayed it", "move"),
+    Column("replayed_by", "text", "who replayed it (``by=``, else the operating-system user)", "move"),
     Column("replay_new_id", "text", "its new entry on ``jobs``", "move"),
     Column("replay_outcome", f"text {_OUTCOME_CHECK}", "succeeded | failed again", "move"),
     Column("replay_dead_id", "text", "the new dead entry when it failed again", "move"),
@@ -144,6 +147,7 @@ def migrate(conn: psycopg.Connection[Any]) -> None:
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
         conn.execute(DDL)
+        conn.execute(ACTIONS_DDL)
 
 
 async def migrate_async(conn: psycopg.AsyncConnection[Any]) -> None:
@@ -151,6 +155,7 @@ async def migrate_async(conn: psycopg.AsyncConnection[Any]) -> None:
     async with conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
         await conn.execute(DDL)
+        await conn.execute(ACTIONS_DDL)
 
 
 def migrate_url(database_url: str) -> None:

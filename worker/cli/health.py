@@ -3,7 +3,9 @@
 Healthy means: Redis answers, every partition's stream has the group
 ``workers``, and the heartbeat of this worker (``WORKER_NAME``; under a
 supervisor each ``<WORKER_NAME>-<i>``; unnamed, any ``<host>-*``) is fresh.
-One line on stdout says which; the exit code is 0 or 1.
+One line on stdout says which; the exit code is 0 or 1. A healthy worker's
+line also names the kinds paused (since when, by whom, why) and throttled:
+a worker holding a paused kind's jobs is healthy, and says why they wait.
 
 Degraded (exit 0, so that an orchestrator does not restart a worker that
 keeps decided outcomes for Redis): Redis refuses writes (out of memory,
@@ -15,7 +17,8 @@ degraded report does not need them.
 
 A handful of commands whatever the size of the keyspace (no SCAN; RESP2, so no
 HELLO; no CLIENT SETINFO): INFO (the mode), GET (the partition count), XINFO
-GROUPS per partition, one EVAL reading the live workers (:mod:`worker.store.heartbeats`).
+GROUPS per partition, one EVAL reading the live workers (:mod:`worker.store.heartbeats`), and
+for a healthy worker two HGETALL (the pauses and the throttles).
 An empty ``QUEUE_PREFIX`` gets a warning on stderr: the Redis roles need one.
 """
 
@@ -36,7 +39,7 @@ from worker.store.heartbeats import HEARTBEAT_TTL_S, live_workers
 from worker.store.keys import GROUP, Keys
 from worker.store.partitions import keys_for, recorded_count
 from worker.store.refusals import describe_refusal, refusal_code
-from worker.store.wire import text
+from worker.store.wire import json_object, text
 
 #: The live workers (KEYS[1]: ``workers``; ARGV[1]: the exclusive lower bound, now), read by a script
 #: without the ``no-writes`` flag: Redis refuses it exactly when it refuses the moves.
@@ -90,8 +93,20 @@ def health(settings: Settings) -> int:
     if len(beats) < expected:
         print(f"unhealthy: {len(beats)} of {expected} heartbeats {where}")
         return EXIT_FAILED
-    print(f"healthy: {len(beats)} worker heartbeat(s) fresh")
+    print(f"healthy: {len(beats)} worker heartbeat(s) fresh{held_back(client, keys, count)}")
     return EXIT_OK
+
+
+def held_back(client: redis.Redis, keys: Keys, count: int) -> str:
+    """ "; paused: K since T by B (why); throttled: K N/s" for the health line ("" when nothing is held)."""
+    said = []
+    for kind, raw in sorted(client.hgetall(keys_for(keys.prefix, count)[0].paused).items()):
+        pause = json_object(raw)
+        since, by, why = pause.get("since", "?"), pause.get("by", "?"), pause.get("reason", "")
+        said.append(f"paused: {text(kind)} since {since} by {by} ({why})")
+    for kind, raw in sorted(client.hgetall(keys.throttles).items()):
+        said.append(f"throttled: {text(kind)} {json_object(raw).get('per_s', '?')}/s")
+    return "".join(f"; {line}" for line in said)
 
 
 def live_unless_refused(client: Any, keys: Keys) -> tuple[set[str], str]:

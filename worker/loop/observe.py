@@ -14,6 +14,8 @@ import time
 from collections import Counter
 from typing import Protocol
 
+from worker.store.vocabulary import OUTCOME_SUCCEEDED
+
 
 class Observer(Protocol):
     """What the loop reports about each job it starts and finishes (metrics implement it)."""
@@ -25,17 +27,21 @@ class Observer(Protocol):
 
 
 class Tally:
-    """Counts outcomes per kind for the periodic summary log line."""
+    """Counts outcomes per kind for the periodic summary log line, and keeps when each kind last succeeded
+    (published with the kinds a worker runs: ``opslib.kinds()``'s ``last_succeeded_at``)."""
 
     def __init__(self) -> None:
         self.counts: Counter[tuple[str, str]] = Counter()
         self.since = time.monotonic()
+        self.last_success: dict[str, float] = {}
 
     def job_started(self, kind: str, wait_s: float) -> None:
         """The summary line counts outcomes only."""
 
     def job_finished(self, kind: str, outcome: str, duration_s: float, reason: str | None) -> None:
         self.counts[(kind, outcome)] += 1
+        if outcome == OUTCOME_SUCCEEDED:
+            self.last_success[kind] = time.time()
 
     def take(self) -> tuple[Counter[tuple[str, str]], float]:
         counts, self.counts = self.counts, Counter()

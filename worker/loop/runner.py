@@ -31,7 +31,9 @@ from worker.app import Chore
 from worker.errors import JobTimeout
 from worker.kinds import Job, KindSpec, Registry
 from worker.loop.chores import CONNECTION_ERRORS, run_chore
+from worker.loop.declare import declare_chore
 from worker.loop.episode import Episode
+from worker.loop.gate import Gate
 from worker.loop.observe import Observer, Tally
 from worker.loop.outcomes import Outcomes
 from worker.loop.partition_reader import PartitionReader
@@ -102,6 +104,7 @@ class Worker:
                 rng=self._rng,
             )
             self.parts.append(PartitionReader(redis_client, outcomes, self.name, block_ms))
+        self.gate = Gate(redis_client, self.keys, self.parts[0].keys, registry)
         self.upkeep = Upkeep(
             redis_client, settings, self.slots, self.parts, self.stopping, self.tally, episode=self.episode
         )
@@ -136,6 +139,7 @@ class Worker:
                 self.settings.concurrency,
                 len(self.parts),
             )
+        await self.gate.refresh()
         chores = [asyncio.create_task(run_chore(c, self.stopping, self.episode)) for c in self.chores()]
         try:
             await self.rotation.consume()
@@ -158,7 +162,8 @@ class Worker:
 
     def chores(self) -> list[Chore]:
         """The worker's own timed chores (:mod:`worker.loop.upkeep`), then the caller's (scheduler, relay, metrics)."""
-        return [*self.upkeep.chores(), *self.extra_chores]
+        declare = declare_chore(self.redis, self.keys, self.name, self.registry, self.tally)
+        return [*self.upkeep.chores(), self.gate.chore(), declare, *self.extra_chores]
 
     async def ensure_group(self) -> None:
         """Create group ``workers`` on each partition's ``jobs`` (and the stream) unless it exists."""
@@ -170,7 +175,8 @@ class Worker:
                     raise
 
     async def _drained(self) -> bool:
-        """Burst mode's exit test: nothing in flight, pending, undelivered or delayed,
+        """Burst mode's exit test: nothing in flight, pending, undelivered, delayed or throttled (a paused
+        kind's parked jobs wait for resume, not for this worker),
         and no ``more_work`` check (a lifespan's, e.g. unpublished outbox rows) says otherwise.
 
         The checks run before Redis is read: work they see end up in ``jobs`` or
@@ -190,12 +196,13 @@ class Worker:
             pipe.zcard(part.keys.delayed)
             pipe.xinfo_stream(part.keys.jobs)
             pipe.xinfo_groups(part.keys.jobs)
+            pipe.zcard(part.keys.throttled)
         replies = await pipe.execute()
-        for n in range(0, len(replies), 4):
-            pending, delayed, stream, groups = replies[n : n + 4]
+        for n in range(0, len(replies), 5):
+            pending, delayed, stream, groups, throttled = replies[n : n + 5]
             delivered = next((g["last-delivered-id"] for g in groups if g["name"] in (GROUP, GROUP.encode())), None)
             undelivered = stream["length"] > 0 and delivered != stream["last-generated-id"]
-            if int(pending["pending"]) or int(delayed) or undelivered:
+            if int(pending["pending"]) or int(delayed) or int(throttled) or undelivered:
                 return False
         return True
 
@@ -250,6 +257,8 @@ class Worker:
                 await outcomes.malformed(parsed)
                 return
             spec = self.registry.kinds[parsed.kind]
+            if parsed.kind in self.gate.held and not await self.gate.admit(part, parsed):
+                return
             if self._job_started:
                 waited_s = time.time() - wire.entry_epoch_s(entry_id)
                 for job_started in self._job_started:
@@ -280,11 +289,8 @@ class Worker:
         if spec.is_async:
             call = spec.handler(job)
         else:
-            loop = asyncio.get_running_loop()
-            if not self._traced:
-                call = loop.run_in_executor(self._threads, spec.handler, job)
-            else:  # the attempt's span stays current in the thread
-                call = loop.run_in_executor(self._threads, contextvars.copy_context().run, spec.handler, job)
+            run = contextvars.copy_context().run  # the task's context (the attempt's span) goes with it, as to_thread
+            call = asyncio.get_running_loop().run_in_executor(self._threads, run, spec.handler, job)
         if spec.timeout_s is None:
             await call
             return

@@ -2,7 +2,7 @@
 
 | chore | every | does |
 | --- | --- | --- |
-| promote | until the next due job, at most 1 s | moves due ``delayed`` jobs onto ``jobs`` (promote script) |
+| promote | until the next due job, at most 1 s | moves due ``delayed``, ``throttled`` jobs onto ``jobs`` (promote) |
 | reclaim | ``RECLAIM_INTERVAL_S`` (at once after a full page) | dead-letters poison; runs other idle entries alone |
 | refresh-claims | a third of ``RECLAIM_IDLE_MS`` | keeps this worker's long-running entries from looking idle |
 | heartbeat | 5 s | this worker in ``workers``, expiry 15 s ahead; prunes the expired (health, consumer clean-up) |
@@ -96,13 +96,16 @@ class Upkeep:
         return wake_s
 
     async def promote(self, scripts: Scripts) -> float:
-        """Move one partition's due delayed jobs onto its ``jobs``; how long until its next one is due."""
-        while await scripts.promote(time.time(), 100) == 100:
-            pass
-        head = await self.redis.zrange(scripts.keys.delayed, 0, 0, withscores=True)
-        if not head:
-            return 1.0
-        return max(0.01, min(1.0, float(head[0][1]) - time.time()))
+        """Move one partition's due delayed (and throttle-deferred) jobs onto its ``jobs``; how long until
+        its next one is due."""
+        wake_s = 1.0
+        for throttled, source in ((False, scripts.keys.delayed), (True, scripts.keys.throttled)):
+            while await scripts.promote(time.time(), 100, throttled=throttled) == 100:
+                pass
+            head = await self.redis.zrange(source, 0, 0, withscores=True)
+            if head:
+                wake_s = min(wake_s, max(0.01, float(head[0][1]) - time.time()))
+        return wake_s
 
     def promote_soon(self, scripts: Scripts, delay_s: float) -> None:
         """Promote ``scripts``' partition once more after ``delay_s``: a retry due sooner than the chore's

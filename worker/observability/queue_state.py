@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import Field, dataclass, field, fields
+from datetime import datetime
 from typing import Any
 
 import redis.exceptions
@@ -35,7 +36,7 @@ import redis.exceptions
 from worker.observability.waiting import oldest_waiting_s, oldest_waiting_s_async
 from worker.store.heartbeats import live_workers, live_workers_async
 from worker.store.keys import GROUP, Keys
-from worker.store.wire import text
+from worker.store.wire import json_object, text
 
 #: ``pending_idle`` counts at most this many entries (XPENDING ... IDLE ... COUNT).
 PENDING_IDLE_LIMIT = 1000
@@ -96,6 +97,14 @@ class QueueState:
     consumers_live: int = _stat(
         "Workers with a fresh heartbeat (unexpired members of workers).", metric="queue_consumers_live", combine="queue"
     )
+    paused_kinds: int = _stat("Kinds paused now (opslib.pause).", metric="queue_paused_kinds", combine="queue")
+    oldest_pause_s: float = _stat(
+        "How long the longest pause of a kind has lasted (0 when none is paused).",
+        metric="queue_oldest_pause_seconds",
+        combine="queue",
+    )
+    parked: int = _stat("Jobs of paused kinds waiting in parked for resume.", metric="queue_parked")
+    throttled: int = _stat("Jobs a throttle deferred, waiting for their turn.", metric="queue_throttled")
 
 
 def stat_fields() -> tuple[Field[Any], ...]:
@@ -113,10 +122,25 @@ def queue_commands(pipe: Any, keys: Keys, reclaim_idle_ms: int, now: float) -> N
     pipe.zcount(keys.delayed, "-inf", now)
     pipe.xlen(keys.dead)
     pipe.get(keys.dead_evicted)
+    pipe.hvals(keys.paused)
+    pipe.zcard(keys.parked)
+    pipe.zcard(keys.throttled)
 
 
 #: What each reply of :func:`queue_commands` stands for where the stream or the group does not exist yet.
-ABSENT_REPLIES: tuple[Any, ...] = (0, (), (), (), 0, 0, 0, None)
+ABSENT_REPLIES: tuple[Any, ...] = (0, (), (), (), 0, 0, 0, None, (), 0, 0)
+
+
+def oldest_pause_s(paused: Any, now: float) -> float:
+    """How long the oldest of the pauses (``paused``' values: JSON with ``since``) has lasted, in seconds."""
+    oldest = now
+    for value in paused:
+        try:
+            since = datetime.fromisoformat(json_object(value)["since"]).timestamp()
+        except (ValueError, KeyError, TypeError):
+            continue
+        oldest = min(oldest, since)
+    return now - oldest
 
 
 def _present(reply: Any, empty: Any) -> Any:
@@ -152,11 +176,16 @@ def lag_to_count(replies: list[Any]) -> str | None:
 
 
 def state_of(
-    replies: list[Any], live: set[str], undelivered: int | None = None, oldest_waiting_s: float = 0.0
+    replies: list[Any],
+    live: set[str],
+    undelivered: int | None = None,
+    oldest_waiting_s: float = 0.0,
+    now: float | None = None,
 ) -> QueueState:
     """The :class:`QueueState` of :func:`queue_commands`' replies, the live workers' names, the count of
-    undelivered entries (needed only where :func:`lag_to_count` asked for one) and the oldest one's wait."""
-    length, _groups, consumers, idle, delayed, due, dead, evicted = (
+    undelivered entries (needed only where :func:`lag_to_count` asked for one), the oldest one's wait
+    and the moment of the reading (for the pauses' age)."""
+    length, _groups, consumers, idle, delayed, due, dead, evicted, paused, parked, throttled = (
         _present(reply, empty) for reply, empty in zip(replies, ABSENT_REPLIES, strict=True)
     )
     group = group_of(replies)
@@ -181,6 +210,10 @@ def state_of(
         consumers=listed,
         consumers_live=len(live),
         oldest_waiting_s=oldest_waiting_s,
+        paused_kinds=len(paused),
+        oldest_pause_s=oldest_pause_s(paused, time.time() if now is None else now),
+        parked=int(parked),
+        throttled=int(throttled),
     )
 
 
@@ -221,7 +254,7 @@ def read_queue_state(client: Any, keys: Keys, *, reclaim_idle_ms: int, now: floa
     last_id = lag_to_count(replies)
     undelivered = None if last_id is None else count_undelivered(client, keys, last_id)
     waited = oldest_waiting_s(client, keys.jobs, last_delivered(replies), time.time() if now is None else now)
-    return state_of(replies, live_workers(client, keys), undelivered, waited)
+    return state_of(replies, live_workers(client, keys), undelivered, waited, now)
 
 
 async def read_queue_state_async(
@@ -235,7 +268,7 @@ async def read_queue_state_async(
     undelivered = None if last_id is None else await count_undelivered_async(client, keys, last_id)
     moment = time.time() if now is None else now
     waited = await oldest_waiting_s_async(client, keys.jobs, last_delivered(replies), moment)
-    return state_of(replies, await live_workers_async(client, keys), undelivered, waited)
+    return state_of(replies, await live_workers_async(client, keys), undelivered, waited, now)
 
 
 def combined(states: list[QueueState]) -> QueueState:

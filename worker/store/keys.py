@@ -28,15 +28,42 @@ key (after QUEUE_PREFIX)   type        written by            read by
 ``flow:m:<start>:<kind>``  hash, EX    flow chore (HINCRBY)  opslib.throughput
 ``flow:h:<start>:<kind>``  hash, EX    flow chore (HINCRBY)  opslib.throughput
 ``flow:kinds``             set, EX     flow chore            opslib.throughput
+``paused``                 hash        opslib pause, resume  workers (gate, every 0.25 s),
+                                       (kind -> JSON: since, park, promote, opslib,
+                                       by, reason)           health, metrics
+``parked``                 zset, lex   park, promote         unpark (opslib resume),
+                                                             opslib (counts)
+``throttled``              zset        defer (retry script)  promote (every worker);
+                                                             opslib throttle (release)
+``throttles``              hash        opslib throttle       workers (gate, take_token),
+                                       (kind -> JSON)        opslib, health, metrics
+``throttles:<kind>``       hash, EX    take_token (workers)  take_token
+``kinds:<worker>``         string, EX  declare-kinds chore   opslib.kinds, checks
+``actions:log``            stream      opslib (audited moves opslib (applies it to
+                                       while PostgreSQL is   ``operator_actions``)
+                                       away)
 =========================  ==========  ====================  ==========================
+
+The incident desk's keys (:mod:`opslib.moves.incident`): a pause is written
+to every partition's ``paused`` (so that park and promote, which run in the
+partition's slot, see it atomically) and read by the workers from partition
+0's. A paused kind's delivered entries and due delayed jobs wait in the
+partition's ``parked``, ordered by kind then by their place on ``jobs``; a
+throttled kind's jobs refused a token wait in ``throttled`` (kept apart from
+``delayed`` so that ``delayed()`` shows only retries and scheduled jobs, and
+so that a lifted throttle can release them at once). ``throttles`` and the
+per-kind buckets are queue-wide: one rate for all workers and partitions; they
+share a slot (``{prefix}{throttles}``, or the prefix's own tag) because
+take_token reads the rate in force beside the bucket.
 
 ``QUEUE_PREFIX`` (default empty) goes in front of every key, e.g.
 ``{jobs}:`` so that all keys of one queue share a Redis Cluster slot.
 
 Partitions (``QUEUE_PARTITIONS`` = N > 1): partition p has its own ``jobs``
 (and group), ``delayed``, ``jobs:dead`` (and group ``archive``),
-``jobs:dead:evicted``, ``jobs:dead:log``, ``replay:<batch>``, tick locks ``sched:<name>:<tick>`` and
-flow counters ``flow:...`` (each worker writes its counts to one partition, opslib adds them up), named
+``jobs:dead:evicted``, ``jobs:dead:log``, ``replay:<batch>``, tick locks ``sched:<name>:<tick>``,
+``paused``, ``parked``, ``throttled`` and flow counters ``flow:...`` (each worker writes its counts to
+one partition, opslib adds them up), named
 ``<prefix>{<tag>}:jobs`` and so on, where the hash tag ``p<p>-<k>`` is the
 first (k = 0, 1, ...) whose slot falls in the p-th of N equal ranges of the
 16384 slots: the ranges a cluster's primaries get when the slots are dealt out
@@ -122,6 +149,39 @@ class Keys:
     @property
     def metrics_lock(self) -> str:
         return f"{self.prefix}metrics:lock"
+
+    @property
+    def paused(self) -> str:
+        return f"{self.base}paused"
+
+    @property
+    def parked(self) -> str:
+        return f"{self.base}parked"
+
+    @property
+    def throttled(self) -> str:
+        return f"{self.base}throttled"
+
+    @property
+    def _throttle_base(self) -> str:
+        """``throttles`` and the buckets share a slot (the take_token script reads both): under the
+        prefix's own hash tag, else under the tag ``{throttles}``."""
+        return f"{self.prefix}throttles" if has_hash_tag(self.prefix) else f"{self.prefix}{{throttles}}"
+
+    @property
+    def throttles(self) -> str:
+        return self._throttle_base
+
+    def bucket(self, kind: str) -> str:
+        return f"{self._throttle_base}:{kind}"
+
+    def declared(self, worker: str) -> str:
+        """The kinds ``worker`` runs, with their policies (JSON, same expiry as its heartbeat)."""
+        return f"{self.prefix}kinds:{worker}"
+
+    @property
+    def actions_log(self) -> str:
+        return f"{self.prefix}actions:log"
 
     def flow(self, period_s: int, start_s: int, kind: str) -> str:
         """The counters of ``kind`` for the minute (``period_s`` 60) or hour (3600) starting at ``start_s``

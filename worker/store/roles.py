@@ -9,10 +9,12 @@ role      may
 worker    run jobs: read and acknowledge entries, retry, dead-letter, hand
           dead letters to the archive, promote delayed jobs, tick the
           scheduler, hold the metrics lock, beat (``workers``), add to the
-          flow counters, enqueue;
+          flow counters, enqueue, publish its kinds, park a paused kind's
+          jobs, take a throttled kind's tokens;
           ``WAIT`` when ``WAIT_REPLICAS`` > 0
 operator  every read of the analyst, and the moves of opslib: replay,
-          discard, run_now, cancel_delayed
+          discard, run_now, cancel_delayed, pause, resume, throttle (and
+          the record of each action)
 analyst   read: every query of opslib (dead letters, pending, delayed,
           queue_stats, replay_status, throughput, find, dry runs), health, and what
           ``connect()`` asks (INFO, the cluster's topology)
@@ -53,6 +55,10 @@ READS = (
     "get",
     "exists",
     "hgetall",
+    "hget",
+    "hmget",
+    "hexists",
+    "hvals",
     "smembers",
     "xlen",
     "xrange",
@@ -97,8 +103,10 @@ WORKER_WRITES = (
     "pttl",
     "time",
 )
-#: The writes of opslib's moves (replay, discard, run_now, cancel_delayed, replay from the archive).
-OPERATOR_MOVES = ("xadd", "xdel", "zrem", "hset", "expire", "time")
+#: The writes of opslib's moves (replay, discard, run_now, cancel_delayed, replay from the archive; pause,
+#: resume and throttle: HSET/HDEL of the pauses and rates, DEL of a bucket, unpark, the release of the
+#: throttled jobs through promote, which parks a paused kind's with ZADD; XTRIM of the applied dead log).
+OPERATOR_MOVES = ("xadd", "xdel", "xtrim", "zadd", "zrem", "hset", "hdel", "del", "expire", "time")
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ once per client with ``register_script`` (EVALSHA, reloaded on NOSCRIPT), and
 this module builds their arguments, so the worker and opslib call the same
 moves the same way: schedule_tick, promote, retry, bury, replay, discard,
 replay_archived, trim, trim_dead, refresh_claims, forget_consumers, run_now,
-cancel_delayed.
+cancel_delayed, and the incident desk's park, unpark and take_token.
 
 Every script starts with ``#!lua``, so that the server refuses a key the
 script did not declare, and every key it touches is passed in ``KEYS`` (none
@@ -54,6 +54,9 @@ NAMES = (
     "forget_consumers",
     "run_now",
     "cancel_delayed",
+    "park",
+    "unpark",
+    "take_token",
 )
 
 
@@ -109,8 +112,31 @@ class Scripts:
             args += [field, value]
         return self._call("schedule_tick", [self.keys.sched(name, tick_epoch), self.keys.jobs], args, client)
 
-    def promote(self, now: float, batch: int = 100, client: Any = None) -> Any:
-        return self._call("promote", [self.keys.delayed, self.keys.jobs], [repr(now), batch], client)
+    def promote(self, now: float, batch: int = 100, client: Any = None, *, throttled: bool = False) -> Any:
+        """Move due members of ``delayed`` (``throttled=True``: of ``throttled``) onto ``jobs``; park paused kinds."""
+        source = self.keys.throttled if throttled else self.keys.delayed
+        keys = [source, self.keys.jobs, self.keys.paused, self.keys.parked]
+        return self._call("promote", keys, [repr(now), batch], client)
+
+    def park(self, entry_id: str, kind: str, client: Any = None) -> Any:
+        keys = [self.keys.jobs, self.keys.paused, self.keys.parked]
+        return self._call("park", keys, [GROUP, entry_id, kind], client)
+
+    def unpark(self, kind: str, batch: int = 100, client: Any = None) -> Any:
+        return self._call("unpark", [self.keys.parked, self.keys.jobs], [kind, batch], client)
+
+    def defer(self, entry_id: str, run_at: float, member: str, client: Any = None) -> Any:
+        """Move a throttled job refused a token to ``throttled`` until ``run_at`` (the retry script's move,
+        attempts unchanged)."""
+        return self._call(
+            "retry", [self.keys.throttled, self.keys.jobs], [GROUP, entry_id, repr(run_at), member], client
+        )
+
+    def take_token(self, kind: str, now: float, default: float | None, burst_s: float, client: Any = None) -> Any:
+        keys = [self.keys.bucket(kind), self.keys.throttles]
+        return self._call(
+            "take_token", keys, [repr(now), kind, "" if default is None else repr(default), burst_s], client
+        )
 
     def retry(self, entry_id: str, run_at: float, member: str, client: Any = None) -> Any:
         return self._call(
@@ -143,11 +169,12 @@ class Scripts:
         *,
         at: str,
         record: bool,
+        by: str = "",
         client: Any = None,
         context: Mapping[str, str] | None = None,
     ) -> Any:
         """``context``: the replay's trace fields, which replace the entry's (and its ``trace_link`` goes)."""
-        args: list[Any] = [dead_id, batch, REPLAY_OUTCOME_TTL_S, RECORDED_QUEUED, at, int(record), *drop]
+        args: list[Any] = [dead_id, batch, REPLAY_OUTCOME_TTL_S, RECORDED_QUEUED, at, int(record), by, *drop]
         if context:
             args += [TRACE_LINK, "=", *(x for pair in context.items() for x in pair)]
         return self._call(

@@ -19,6 +19,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from itertools import chain
+from typing import Any
 
 from worker.kinds import Job, Registry
 from worker.store.vocabulary import REASON_MALFORMED, REASON_OVERSIZED, REASON_UNKNOWN_KIND
@@ -201,6 +202,15 @@ def decode_member(member: str | bytes) -> dict[str, str]:
     if not isinstance(value, dict):
         raise ValueError(f"a delayed member must be a JSON object, got {type(value).__name__}")
     return {str(k): str(v) for k, v in value.items()}
+
+
+def json_object(value: bytes | str) -> dict[str, Any]:
+    """A stored JSON object (a pause, a throttle, a replay outcome) as a dict; ``{}`` when it is not one."""
+    try:
+        loaded = json.loads(value)
+    except ValueError:
+        return {}
+    return loaded if isinstance(loaded, dict) else {}
 
 
 def entry_epoch_s(entry_id: str) -> float:
