@@ -28,6 +28,7 @@ import redis
 from stagedoor.demo.night import Night, clear_night, load_night
 from stagedoor.schema import migrate_url
 from stagedoor.standins import start_mail, start_payrail
+from worker.archive.table import migrate_url as migrate_archive
 from worker.embedded.servers import die_with_parent
 from worker.store.enqueue import enqueue
 
@@ -73,9 +74,12 @@ class DemoNight:
         self.payrail.stop()
 
     def load(self, *, reset: bool = False) -> Night:
-        """Migrate, (with ``reset``) empty Stagedoor's tables, load the night, brief the
-        stand-ins, and enqueue one reconcile_payments (for yesterday) and one expire_holds."""
+        """Migrate (Stagedoor's tables and the archive's, as ``python -m stagedoor migrate`` and
+        ``python -m worker migrate`` do: workers given a URL do not create tables), (with ``reset``)
+        empty Stagedoor's tables, load the night, brief the stand-ins, and enqueue one
+        reconcile_payments (for yesterday) and one expire_holds."""
         migrate_url(self.database_url)
+        migrate_archive(self.database_url)
         with psycopg.connect(self.database_url, autocommit=True) as conn:
             if reset:
                 clear_night(conn)

@@ -185,7 +185,9 @@ def test_a_cluster_smoke_over_tls(pki: Pki, tls_cluster: int) -> None:
     client = connect(settings)
     try:
         assert client.scard(f"{prefix}test:done") == 1
-        assert client.xlen(Keys(prefix).jobs) == 1
+        # The one job went through the cluster's one `jobs` stream (the trim chore may since have dropped the
+        # acknowledged entry, so the stream's length says nothing).
+        assert client.xinfo_stream(Keys(prefix).jobs)["entries-added"] == 1
         client.delete(f"{prefix}test:done", Keys(prefix).jobs)
     finally:
         client.close()

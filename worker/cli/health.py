@@ -34,7 +34,7 @@ import redis
 from worker.cli.exits import EXIT_FAILED, EXIT_OK
 from worker.redact import redact
 from worker.settings import Settings
-from worker.store.connection import connect
+from worker.store.connection import connect, is_cluster
 from worker.store.heartbeats import HEARTBEAT_TTL_S, live_workers
 from worker.store.keys import GROUP, Keys
 from worker.store.partitions import keys_for, recorded_count
@@ -44,6 +44,11 @@ from worker.store.wire import json_object, text
 #: The live workers (KEYS[1]: ``workers``; ARGV[1]: the exclusive lower bound, now), read by a script
 #: without the ``no-writes`` flag: Redis refuses it exactly when it refuses the moves.
 LIVE_IF_WRITABLE = "#!lua\nreturn redis.call('ZRANGEBYSCORE', KEYS[1], ARGV[1], '+inf')"
+#: On a single server the same script also reads what is held back (KEYS[2]: ``paused``, KEYS[3]:
+#: ``throttles``), so health stays at four commands; a cluster keeps those keys in other slots.
+LIVE_AND_HELD_IF_WRITABLE = """#!lua
+return {redis.call('ZRANGEBYSCORE', KEYS[1], ARGV[1], '+inf'), redis.call('HGETALL', KEYS[2]),
+        redis.call('HGETALL', KEYS[3])}"""
 
 
 def health(settings: Settings) -> int:
@@ -68,7 +73,7 @@ def health(settings: Settings) -> int:
             if not any(g["name"] in (GROUP, GROUP.encode()) for g in groups):
                 print(f"unhealthy: consumer group {GROUP} does not exist on {part.jobs}")
                 return EXIT_FAILED
-        live, refused = live_unless_refused(client, keys)
+        live, held, refused = live_unless_refused(client, keys, count)
     except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
         print(redact(f"unhealthy: Redis does not answer ({exc})"))
         return EXIT_FAILED
@@ -93,29 +98,44 @@ def health(settings: Settings) -> int:
     if len(beats) < expected:
         print(f"unhealthy: {len(beats)} of {expected} heartbeats {where}")
         return EXIT_FAILED
-    print(f"healthy: {len(beats)} worker heartbeat(s) fresh{held_back(client, keys, count)}")
+    print(f"healthy: {len(beats)} worker heartbeat(s) fresh{held}")
     return EXIT_OK
 
 
-def held_back(client: redis.Redis, keys: Keys, count: int) -> str:
+def held_back(paused: dict[Any, Any], throttles: dict[Any, Any]) -> str:
     """ "; paused: K since T by B (why); throttled: K N/s" for the health line ("" when nothing is held)."""
     said = []
-    for kind, raw in sorted(client.hgetall(keys_for(keys.prefix, count)[0].paused).items()):
+    for kind, raw in sorted(paused.items()):
         pause = json_object(raw)
         since, by, why = pause.get("since", "?"), pause.get("by", "?"), pause.get("reason", "")
         said.append(f"paused: {text(kind)} since {since} by {by} ({why})")
-    for kind, raw in sorted(client.hgetall(keys.throttles).items()):
+    for kind, raw in sorted(throttles.items()):
         said.append(f"throttled: {text(kind)} {json_object(raw).get('per_s', '?')}/s")
     return "".join(f"; {line}" for line in said)
 
 
-def live_unless_refused(client: Any, keys: Keys) -> tuple[set[str], str]:
-    """The live workers, and why Redis refuses writes now ("" when it does not); the second read (a plain
-    ZRANGE) only when refused."""
+def live_unless_refused(client: Any, keys: Keys, count: int) -> tuple[set[str], str, str]:
+    """The live workers, what is held back (:func:`held_back`) and why Redis refuses writes now ("" when it
+    does not). One script on a single server; on a cluster the pauses and throttles are read apart. When
+    Redis refuses, the live workers are read again by a plain ZRANGE (the degraded line needs nothing more)."""
+    now = f"({time.time()}"
+    paused_key = keys_for(keys.prefix, count)[0].paused
     try:
-        names = client.eval(LIVE_IF_WRITABLE, 1, keys.workers, f"({time.time()}")
+        if is_cluster(client):
+            names = client.eval(LIVE_IF_WRITABLE, 1, keys.workers, now)
+            paused, throttles = client.hgetall(paused_key), client.hgetall(keys.throttles)
+        else:
+            names, paused_flat, throttles_flat = client.eval(
+                LIVE_AND_HELD_IF_WRITABLE, 3, keys.workers, paused_key, keys.throttles, now
+            )
+            paused, throttles = _pairs(paused_flat), _pairs(throttles_flat)
     except redis.ResponseError as exc:
         if refusal_code(exc) is None:
             raise
-        return live_workers(client, keys), describe_refusal(exc)
-    return {text(name) for name in names}, ""
+        return live_workers(client, keys), "", describe_refusal(exc)
+    return {text(name) for name in names}, held_back(paused, throttles), ""
+
+
+def _pairs(flat: list[Any]) -> dict[Any, Any]:
+    """A script's HGETALL reply (a flat list) as a dict."""
+    return dict(zip(flat[::2], flat[1::2], strict=True))
