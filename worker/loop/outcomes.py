@@ -10,6 +10,10 @@ XACK), a dead letter another (XADD ``jobs:dead`` + XACK). Every way to
 through :meth:`Outcomes.dead_letter`, which writes the entry, the log line
 and the observers' report in one place.
 
+The attempt's ``process`` span, when the worker traces, is marked here too
+(:mod:`worker.loop.tracing`; the runner records the exception): the outcome,
+and its context as ``trace_link`` on the retried job and the dead letter.
+
 A job that carries ``replay_batch`` (a replay put it back) also records its
 outcome in ``replay:<batch>`` for ``opslib.replay_status`` and, with the
 archive on, its final outcome (succeeded, or failed again) in
@@ -32,6 +36,7 @@ from worker.archive.dead_log import outcome_record
 from worker.kinds import Job, KindSpec
 from worker.loop.episode import Episode
 from worker.loop.observe import Observer
+from worker.loop.tracing import link_field, mark_dead, retrying
 from worker.retry import Retry, decide
 from worker.settings import Settings
 from worker.store import wire
@@ -205,7 +210,7 @@ class Outcomes:
 
     async def _retry(self, job: Job, decision: Retry, error: str, of: str, duration_s: float) -> None:
         run_at = time.time() + decision.delay_s
-        member = wire.encode_member({**job.fields, "attempts": str(decision.attempts)})
+        member = wire.encode_member({**job.fields, "attempts": str(decision.attempts), **retrying(error, decision)})
         await self.episode.land(self._key(job.entry_id), lambda: self.scripts.retry(job.entry_id, run_at, member))
         if decision.delay_s < 1.0:
             self.promote_soon(decision.delay_s)
@@ -274,7 +279,7 @@ class Outcomes:
             "reason": burial.reason,
             "failed_at": now_iso(),
             "worker": self.name,
-        }
+        } | link_field()
         buried = await self.episode.land(
             self._key(burial.entry_id),
             lambda: self.scripts.bury(
@@ -290,6 +295,7 @@ class Outcomes:
                 log.warning("Entry %s was no longer pending when it was to be dead-lettered.", burial.entry_id)
             return None
         dead_id = wire.text(buried)
+        mark_dead(burial.reason, burial.error, dead_id)
         job = burial.job
         if job is not None:
             extra = log_fields(job, OUTCOME_DEAD, burial.duration_s, burial.reason)

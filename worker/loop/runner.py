@@ -16,6 +16,7 @@ drifts toward the poison limit.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import logging
 import random
@@ -39,6 +40,7 @@ from worker.loop.partition_reader import PartitionReader, give_back
 from worker.loop.read_ahead import ReadAhead
 from worker.loop.rotation import Rotation
 from worker.loop.slots import Raw, Slots
+from worker.loop.tracing import record_failure, traced
 from worker.loop.upkeep import Upkeep
 from worker.settings import Settings
 from worker.store import wire
@@ -78,16 +80,16 @@ class Worker:
         self.extra_chores = list(chores)
         self.more_work = list(more_work)
         self.stopping = asyncio.Event()
+        self._traced, run = traced(self.run_entry, self.keys.jobs)  # with an OpenTelemetry SDK, each in its span
         self.episode = Episode()
-        self.slots = Slots(settings.concurrency, self.run_entry, self.episode.troubles)
         """Redis refusing writes: decided outcomes kept until they land (:mod:`worker.loop.episode`)."""
+        self.slots = Slots(settings.concurrency, run, self.episode.troubles)
         self._threads = ThreadPoolExecutor(settings.concurrency, thread_name_prefix="job")
         self._rng = random.Random()
         block_ms = min(settings.block_ms, 50) if burst else settings.block_ms
-        observers = list(observers)
         observing = [self.tally, *observers]
         # Bound once, for every job: the wait observers (the tally counts outcomes only) and the field limit.
-        self._job_started = [observer.job_started for observer in observers]
+        self._job_started = [observer.job_started for observer in observing[1:]]
         self._max_field_bytes, self._max_job_bytes = settings.max_field_bytes, settings.max_job_bytes
         self.parts: list[PartitionReader] = []
         for keys in partition_keys(settings):
@@ -206,14 +208,12 @@ class Worker:
         return True
 
     async def _drain(self) -> None:
-        """On stop: what was read ahead runs as slots free (what does not start is given back), running jobs
-        and outcomes kept through an episode get ``SHUTDOWN_GRACE_S``, then the acknowledgements are sent,
-        until the same deadline. What is left stays pending for reclaim (as a dead process's entries do),
-        said in one line."""
+        """On stop: what was read ahead runs as slots free (else it is given back), running jobs and outcomes
+        kept through an episode get ``SHUTDOWN_GRACE_S``, then the acknowledgements are sent, until the same
+        deadline. What is left stays pending for reclaim (as a dead process's entries do), said in one line."""
         grace_s = self.settings.shutdown_grace_s
         deadline = time.monotonic() + grace_s
-        if self.slots.ahead:
-            await give_back(self.parts, await self.slots.run_out_ahead(deadline))
+        await give_back(self.parts, await self.slots.run_out_ahead(deadline))  # what was read ahead
         inflight = self.slots.inflight
         left: set[asyncio.Task[None]] = set()
         if inflight:
@@ -273,6 +273,7 @@ class Worker:
                 else:
                     await self._call(spec, parsed)
             except (Exception, SystemExit) as exc:
+                record_failure(exc)  # on the attempt's span, when the worker traces
                 await outcomes.failed(spec, parsed, exc, time.perf_counter() - started)
                 return
             part.succeeded(parsed, time.perf_counter() - started)
@@ -291,7 +292,8 @@ class Worker:
         if spec.is_async:
             call = spec.handler(job)
         else:
-            call = asyncio.get_running_loop().run_in_executor(self._threads, spec.handler, job)
+            run = contextvars.copy_context().run  # the task's context (the attempt's span) goes with it, as to_thread
+            call = asyncio.get_running_loop().run_in_executor(self._threads, run, spec.handler, job)
         if spec.timeout_s is None:
             await call
             return
