@@ -17,7 +17,11 @@ allowed only read commands can run them all.
     error with values replaced, see :mod:`opslib.signatures`), traceback,
     worker, request_id, trace, replay_of, replay_batch (str, ``""`` when
     absent), replays (int64: how many times the job was replayed before it
-    died this time; > 0 means it failed again after a replay), partition
+    died this time; > 0 means it failed again after a replay), attempt_log
+    (str: the errors of its attempts since it was enqueued or replayed, compact
+    JSON ``[{"at", "duration_s", "worker", "error"}, ...]``, oldest first, the
+    last 10, each error cut to 500 characters; ``""`` when it never ran;
+    ``worker.store.attempt_log.parse`` reads it, ``show()`` prints it), partition
     (int64: the queue partition, 0 with one), then the
     payload's own fields, sorted by name (str, NaN where an entry lacks one).
     Oldest first.

@@ -9,6 +9,10 @@ left the stream) and lays it out for a person:
 * why: the error whole, its signature whole (the exact string to copy into
   ``replay_kind(signature=...)`` or ``discard_kind``), and the traceback with
   its line breaks;
+* its attempts since it was enqueued or replayed (``attempt_log``: the last
+  10, each with its time in the display zone, duration, worker and error);
+  the attempts before a replay are on the dead letter it was replayed from,
+  the chain shown last;
 * the payload's own fields, each cut at :data:`PAYLOAD_CHARS` for display
   (``.fields`` holds them whole); a field that is not UTF-8 text (a malformed
   entry) is shown with ``\\x`` escapes and said so;
@@ -32,6 +36,7 @@ import pandas as pd
 import psycopg
 import redis
 
+from opslib.attempts import attempt_rows
 from opslib.checks import check_entry_id
 from opslib.columns import entry_times
 from opslib.connection import archive_url, partitions, redis_session
@@ -40,6 +45,7 @@ from opslib.errors import OpslibError
 from opslib.moves.archived import apply_pending_log
 from opslib.signatures import error_type, signature
 from worker.archive.table import TABLE, fields_from_json
+from worker.store import attempt_log
 
 PAYLOAD_CHARS = 500
 """A payload field is shown up to this many characters (``.fields`` keeps it whole)."""
@@ -62,6 +68,7 @@ ABOUT_FIELDS = (
 #: How far back ``show`` follows a chain of replays that failed again.
 CHAIN_LIMIT = 10
 WHY_FIELDS = ("error", "traceback")
+ATTEMPTS_TITLE = f"Attempts (oldest first, the last {attempt_log.KEPT_ATTEMPTS} kept; since enqueued or replayed)"
 #: The archive's columns on an entry's life after death, in the order shown.
 LIFE_COLUMNS = (
     "status",
@@ -126,7 +133,7 @@ class DeadLetter:
             ("error_type", error_type(self.error)),
             ("signature", self.signature),
         ]
-        known = set(ABOUT_FIELDS) | set(WHY_FIELDS)
+        known = {*ABOUT_FIELDS, *WHY_FIELDS, attempt_log.FIELD}
         payload = []
         for name, value in fields.items():
             if name in known:
@@ -140,9 +147,12 @@ class DeadLetter:
         life = [(name, _life_value(self.life[name])) for name in LIFE_COLUMNS if self.life.get(name) is not None]
         if not life:
             life = [("archive", self.archive_note or "no row")]
+        attempts = fields.get("attempts", "")
+        tried = attempt_rows(fields.get(attempt_log.FIELD, ""), int(attempts) if attempts.isdigit() else None)
         views = [
             ("What", about),
             ("Why", why),
+            *([(ATTEMPTS_TITLE, tried)] if tried else []),
             ("Payload", payload or [("", "(no payload fields)")]),
             ("Archive", life),
         ]

@@ -14,6 +14,7 @@ import html
 
 import pandas as pd
 
+from opslib.attempts import attempt_rows
 from opslib.display import MONOSPACE, display_tz, local_time, plural, readable
 from opslib.frames import DEAD_COLUMNS
 from opslib.panel.filters import AGAIN, failed_again, newest_first
@@ -99,7 +100,7 @@ def csv_link_html(taken: pd.DataFrame, name: str) -> str:
 
 
 def entry_html(dead_id: str | None, row: pd.Series | None) -> str:
-    """The selected entry: what it is, its error, and its traceback with its line breaks (escaped)."""
+    """The selected entry: what it is, its error, its attempts, and its traceback with its line breaks (escaped)."""
     if dead_id is None or row is None:
         return "<p><i>Select an entry in the list to read its traceback.</i></p>"
     attempts = plural(int(row["attempts"]), "attempt") if pd.notna(row["attempts"]) else "attempts not known"
@@ -118,8 +119,20 @@ def entry_html(dead_id: str | None, row: pd.Series | None) -> str:
     )
     return (
         f"<p><b>{about}</b></p><p><code>{html.escape(str(row['error']))}</code></p>"
-        f"<p>Traceback{cut_note} · the whole entry: <code>opslib.show({html.escape(repr(dead_id))})</code></p>" + body
+        + attempts_html(row)
+        + f"<p>Traceback{cut_note} · the whole entry: <code>opslib.show({html.escape(repr(dead_id))})</code></p>"
+        + body
     )
+
+
+def attempts_html(row: pd.Series) -> str:
+    """The selected entry's attempts since it was enqueued or replayed (its ``attempt_log``), escaped."""
+    attempts = int(row["attempts"]) if pd.notna(row.get("attempts")) else None
+    rows = attempt_rows(str(row.get("attempt_log", "") or ""), attempts)
+    if not rows:
+        return ""
+    items = "".join(f"<li>{html.escape(label)}: {html.escape(line)}</li>" for label, line in rows)
+    return f"<p>Attempts (oldest first):</p><ol style='list-style:none;padding-left:1em'>{items}</ol>"
 
 
 def result_html(done: pd.DataFrame) -> str:

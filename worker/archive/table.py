@@ -91,6 +91,13 @@ COLUMNS: tuple[Column, ...] = (
     Column("worker", "text NOT NULL DEFAULT ''", "the worker that buried it", "entry"),
     Column("request_id", "text", "as on the entry", "entry"),
     Column("trace", "text", "as on the entry", "entry"),
+    Column(
+        "attempt_log",
+        "jsonb",
+        "the attempts' errors, oldest first: [{at, duration_s, worker, error}], the last 10 "
+        "(``worker.store.attempt_log``; NULL when the entry carries none)",
+        "entry",
+    ),
     Column("fields", "jsonb NOT NULL", "every field as on the wire (see :func:`fields_to_json`)", "entry"),
     Column("status", f"text NOT NULL DEFAULT '{STATUS_DEAD}' {_STATUS_CHECK}", "dead | replayed | discarded", "move"),
     Column("replayed_at", "timestamptz", "when it was replayed", "move"),
