@@ -2,6 +2,7 @@
 the success.
 
     .venv/bin/python benchmarks/hot_path.py [--jobs 200000] [--runs 5] [--metrics] [--flow] [--flow-cost]
+        [--tracing MODE]
 
 Hands batches of 8 prebuilt entries (the fields ``enqueue`` writes) to
 :meth:`Slots.start` as the read loop does, and lets the slots finish before
@@ -14,6 +15,17 @@ flow counters' (on unless ``FLOW_RETENTION=0``). ``--flow-cost`` runs without
 and with the flow counters in turn (``make bench`` does) and prints both and
 their difference: what the counters cost a job on the loop's path (their
 flush, once a second, is off this path).
+
+``--tracing`` picks what OpenTelemetry the process has: ``off`` (none),
+``api`` (the API imported, no SDK: the worker must not trace), ``sdk`` (an
+SDK tracer provider with no exporter: a span per job, exported to nothing).
+``--tracing compare`` (what ``make bench`` runs) runs the three side by side,
+each in a process of its own, rounds interleaved, and prints what tracing
+adds to a job (best runs compared: on a shared machine the slower runs
+measure the neighbours too). Its ``off`` process has OpenTelemetry blocked
+from import, as an install without the ``otel`` extra: redis-py imports it
+whenever it is installed, so in this venv a plain run always has the API
+loaded.
 """
 
 from __future__ import annotations
@@ -21,6 +33,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
+import subprocess
+import sys
 import time
 import uuid
 
@@ -35,6 +49,7 @@ from worker.settings import Settings
 from worker.store.keys import Keys
 
 BATCH = 8
+MODES = ("off", "api", "sdk")
 
 
 async def noop(job: Job) -> None:
@@ -49,7 +64,7 @@ def entries(count: int) -> list[tuple[str, dict[bytes, bytes]]]:
     ]
 
 
-async def one_run(jobs: int, metrics: bool, flow: bool = False) -> float:
+async def one_run(jobs: int, metrics: bool, flow: bool = False, tracing: bool = False) -> float:
     registry = Registry()
     job_kind("noop", registry=registry)(noop)
     settings = Settings.from_env({"WORKER_NAME": "hot-path", "ARCHIVE_URL": "off"})
@@ -58,6 +73,7 @@ async def one_run(jobs: int, metrics: bool, flow: bool = False) -> float:
     if flow:
         observers.append(FlowCounter(client, Keys(), registry.kinds, retention_days=8))
     worker = Worker(client, settings, registry, observers=observers)
+    assert worker._traced is tracing, "the worker should trace with an SDK, and only then"
     part, slots = worker.parts[0], worker.slots
     todo = entries(jobs)
     started = time.perf_counter()
@@ -100,6 +116,43 @@ def flow_cost(jobs: int, runs: int, metrics: bool) -> None:
     )
 
 
+def set_up_tracing(mode: str) -> None:
+    """Give this process the OpenTelemetry of ``mode`` (module docstring)."""
+    if mode == "api":
+        import opentelemetry.trace  # noqa: F401
+    elif mode == "sdk":
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
+
+        trace.set_tracer_provider(TracerProvider())
+
+
+_WITHOUT_OTEL = (
+    "import runpy, sys; sys.modules['opentelemetry'] = None; sys.argv = sys.argv[1:]; "
+    "runpy.run_path(sys.argv[0], run_name='__main__')"
+)
+"""Runs this script with ``import opentelemetry`` failing, as where the package is not installed."""
+
+
+def tracing_cost(jobs: int, runs: int) -> None:
+    """The three tracing modes side by side, one process per run, rounds interleaved."""
+    figures: dict[str, list[float]] = {mode: [] for mode in MODES}
+    for _ in range(runs):
+        for mode in MODES:
+            args = [__file__, "--jobs", str(jobs), "--runs", "1", "--tracing", mode, "--figure"]
+            argv = [sys.executable, "-c", _WITHOUT_OTEL, *args] if mode == "off" else [sys.executable, *args]
+            figures[mode].append(float(subprocess.run(argv, check=True, capture_output=True, text=True).stdout))
+    # The best run is the figure: on a shared machine the others measure the neighbours as well.
+    off = min(figures["off"])
+    print(f"{jobs:,} no-op jobs in batches of {BATCH}, no Redis, {runs} runs each, µs a job: best (median, worst)")
+    for mode, label in zip(MODES, ("tracing off", "API, no SDK", "SDK, no exporter"), strict=True):
+        best = min(figures[mode])
+        print(
+            f"  {label:<17} {best:6.2f} ({statistics.median(figures[mode]):.2f}, {max(figures[mode]):.2f})"
+            f"  {best - off:+.2f} against off"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", type=int, default=200_000)
@@ -107,14 +160,25 @@ def main() -> None:
     parser.add_argument("--metrics", action="store_true", help="with the metrics observer (METRICS_PORT set)")
     parser.add_argument("--flow", action="store_true", help="with the flow counters' observer")
     parser.add_argument("--flow-cost", action="store_true", help="without and with the flow counters, side by side")
+    parser.add_argument("--tracing", choices=[*MODES, "compare"], default="off")
+    parser.add_argument("--figure", action="store_true", help="print the median µs a job alone (for compare)")
     args = parser.parse_args()
     if args.flow_cost:
         flow_cost(args.jobs, args.runs, args.metrics)
         return
-    figures = [uvloop.run(one_run(args.jobs, args.metrics, args.flow)) for _ in range(args.runs)]
+    if args.tracing == "compare":
+        tracing_cost(args.jobs, args.runs)
+        return
+    set_up_tracing(args.tracing)
+    traced = args.tracing == "sdk"
+    figures = [uvloop.run(one_run(args.jobs, args.metrics, args.flow, traced)) for _ in range(args.runs)]
+    if args.figure:
+        print(f"{statistics.median(figures):.4f}")
+        return
     print(
-        f"{args.jobs:,} no-op jobs in batches of {BATCH}, no Redis: {statistics.median(figures):.2f} µs a job "
-        f"(median of {args.runs}; min {min(figures):.2f}, max {max(figures):.2f})"
+        f"{args.jobs:,} no-op jobs in batches of {BATCH}, no Redis, tracing {args.tracing}: "
+        f"{statistics.median(figures):.2f} µs a job (median of {args.runs}; min {min(figures):.2f}, "
+        f"max {max(figures):.2f})"
     )
 
 

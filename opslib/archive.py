@@ -12,7 +12,7 @@ given. None of them writes.
     Index ``dead_id`` (str). The columns of ``dead_letters()``: dead_at
     (datetime64[ns, UTC]), kind, job_id, outbox_id (str), attempts (int64),
     reason, error_type, error, signature, traceback, worker, request_id,
-    trace, replay_of, replay_of_batch (str: the entry's own ``replay_batch``
+    trace, trace_id, span_id, replay_of, replay_of_batch (str: the entry's own ``replay_batch``
     field, the replay it came from), replays (int64: replays before it died), attempt_log (str: the
     attempts' errors as on the wire, see ``dead_letters()``); then partition (int64), status (str:
     dead, replayed, discarded) and the life after death: replayed_at

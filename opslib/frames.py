@@ -15,6 +15,7 @@ import pandas as pd
 from opslib.columns import COUNT, DURATION, FLAG, OBJECT, TEXT, TIME, entry_times, typed_frame
 from worker.observability.queue_state import Consumer
 from worker.store.signatures import error_type, signature
+from worker.store.trace_context import TRACE_FIELDS, TRACEPARENT, trace_ids
 from worker.store.vocabulary import (
     DISCARD_DISCARDED,
     DISCARD_WOULD_DISCARD,
@@ -39,6 +40,7 @@ Entry = tuple[bytes | str, Mapping[Any, Any]]
 RawEntry = Entry | Sequence[Any]
 """Also the raw reply's ``[id, [field, value, ...]]``."""
 
+_TRACE_COLUMNS = ("trace_id", "span_id")
 #: ``dead_letters()``: index ``dead_id`` (str), then these, then the payload's own fields (str, NaN where absent).
 DEAD_COLUMNS = {
     "dead_at": TIME,
@@ -54,15 +56,27 @@ DEAD_COLUMNS = {
     "worker": TEXT,
     "request_id": TEXT,
     "trace": TEXT,
+    "trace_id": TEXT,
+    "span_id": TEXT,
     "replay_of": TEXT,
     "replay_batch": TEXT,
     "replays": COUNT,
     "attempt_log": TEXT,
     "partition": COUNT,
 }
-#: Wire fields that are not payload: the columns above that come from a field, and ``failed_at`` (= dead_at).
-DEAD_WIRE_FIELDS = frozenset(DEAD_COLUMNS) - {"dead_at", "error_type", "signature", "partition"} | {"failed_at"}
+#: Wire fields that are not payload: the columns above that come from a field, ``failed_at`` (= dead_at) and the
+#: trace fields (``trace_id`` and ``span_id`` are read from ``traceparent``).
+DEAD_WIRE_FIELDS = frozenset(DEAD_COLUMNS) - {"dead_at", "error_type", "signature", "partition", *_TRACE_COLUMNS} | {
+    "failed_at",
+    *TRACE_FIELDS,
+}
 _DEAD_TEXT_FIELDS = [name for name in DEAD_COLUMNS if name in DEAD_WIRE_FIELDS and name not in ("attempts", "replays")]
+
+
+def trace_columns(rows: Sequence[Mapping[str, str]]) -> tuple[list[str], list[str]]:
+    """The ``trace_id`` and ``span_id`` columns of entries: their ``traceparent``'s ids ("" without one)."""
+    found = [trace_ids(row.get(TRACEPARENT)) for row in rows]
+    return [trace_id for trace_id, _ in found], [span_id for _, span_id in found]
 
 
 def add_payload_columns(
@@ -129,6 +143,7 @@ def dead_to_frame(raw: Iterable[RawEntry], partition: int = 0) -> pd.DataFrame:
     columns["signature"] = [signatures[error] for error in columns["error"]]
     columns["error_type"] = [error_type(error) for error in columns["error"]]
     columns["partition"] = [partition] * len(ids)
+    columns["trace_id"], columns["span_id"] = trace_columns(rows)
     add_payload_columns(columns, rows, DEAD_COLUMNS)
     return typed_frame(columns, DEAD_COLUMNS, index=pd.Index(ids, dtype=TEXT, name="dead_id"))
 

@@ -15,7 +15,8 @@ allowed only read commands can run them all.
     (int64: attempts made), reason (exhausted / permanent / poison /
     malformed / unknown_kind), error_type (the exception name), error, signature (the
     error with values replaced, see :mod:`opslib.signatures`), traceback,
-    worker, request_id, trace, replay_of, replay_batch (str, ``""`` when
+    worker, request_id, trace, trace_id, span_id (str: the W3C trace and
+    span that created the job, from its ``traceparent``), replay_of, replay_batch (str, ``""`` when
     absent), replays (int64: how many times the job was replayed before it
     died this time; > 0 means it failed again after a replay), attempt_log
     (str: the errors of its attempts since it was enqueued or replayed, compact

@@ -6,7 +6,8 @@ executes it with papermill, the parameters filled in, into
 ``DIR/<UTC time>-<kind>.ipynb``, and writes an HTML copy beside it
 (nbconvert), so the page an alert sends leads to a notebook already run for
 tonight's kind. The kernel inherits this process's environment (``REDIS_URL``,
-``DATABASE_URL``, ``QUEUE_PREFIX``, ``OPSLIB_TZ``), so it reads the same queue.
+``DATABASE_URL``, ``QUEUE_PREFIX``, ``OPSLIB_TZ``, ``OPSLIB_TRACE_URL``), so it reads the same queue
+and its examples link to their traces.
 
 A cell that raises stops the run; :class:`RunbookFailed` names the cell
 (its number and first line) and the error, and the notebook and its HTML are

@@ -5,7 +5,9 @@ reads the entry itself (from ``jobs:dead``, or from the archive once it has
 left the stream) and lays it out for a person:
 
 * what it is: when it died (in the display time zone, and in UTC), kind,
-  job id, attempts, reason, worker, request id, trace, replay origin;
+  job id, attempts, reason, worker, request id, trace, the W3C trace and
+  span that created the job (from its ``traceparent``; the trace id is a
+  link with ``OPSLIB_TRACE_URL``, :mod:`opslib.trace_links`), replay origin;
 * why: the error whole, its signature whole (the exact string to copy into
   ``replay_kind(signature=...)`` or ``discard_kind``), and the traceback with
   its line breaks;
@@ -44,8 +46,10 @@ from opslib.display import MONOSPACE, cut, local_time
 from opslib.errors import OpslibError
 from opslib.moves.archived import apply_pending_log
 from opslib.signatures import error_type, signature
+from opslib.trace_links import trace_link_html, trace_url
 from worker.archive.table import TABLE, fields_from_json
 from worker.store import attempt_log
+from worker.store.trace_context import TRACE_FIELDS, TRACEPARENT, trace_ids
 
 PAYLOAD_CHARS = 500
 """A payload field is shown up to this many characters (``.fields`` keeps it whole)."""
@@ -68,6 +72,8 @@ ABOUT_FIELDS = (
 #: How far back ``show`` follows a chain of replays that failed again.
 CHAIN_LIMIT = 10
 WHY_FIELDS = ("error", "traceback")
+#: Shown as the trace_id and span_id they hold, not as payload.
+TRACE_WIRE = frozenset(TRACE_FIELDS)
 ATTEMPTS_TITLE = f"Attempts (oldest first, the last {attempt_log.KEPT_ATTEMPTS} kept; since enqueued or replayed)"
 #: The archive's columns on an entry's life after death, in the order shown.
 LIFE_COLUMNS = (
@@ -123,17 +129,27 @@ class DeadLetter:
     def signature(self) -> str:
         return signature(self.error)
 
+    @property
+    def trace_ids(self) -> tuple[str, str]:
+        """(trace id, span id) of the span that created the job, from its ``traceparent``; ("", "") without."""
+        return trace_ids(self.fields.get(TRACEPARENT))
+
     def sections(self) -> list[tuple[str, list[tuple[str, str]]]]:
         """What the views show: (title, [(label, value), ...]) with display cuts applied, traceback apart."""
         fields = self.fields
         about = [("dead_at", f"{local_time(self.dead_at)} ({self.dead_at.isoformat()})")]
         about += [(name, fields[name]) for name in ABOUT_FIELDS if fields.get(name)]
+        trace_id, span_id = self.trace_ids
+        if trace_id:
+            about += [("trace_id", trace_id), ("span_id", span_id)]
+            url = trace_url(trace_id)
+            about += [("trace_url", url)] if url else []
         why = [
             ("error", self.error),
             ("error_type", error_type(self.error)),
             ("signature", self.signature),
         ]
-        known = {*ABOUT_FIELDS, *WHY_FIELDS, attempt_log.FIELD}
+        known = {*ABOUT_FIELDS, *WHY_FIELDS, *TRACE_WIRE, attempt_log.FIELD}
         payload = []
         for name, value in fields.items():
             if name in known:
@@ -193,6 +209,10 @@ class DeadLetter:
             for label, value in rows:
                 copyable = label == "signature"
                 cell = f'<code style="user-select:all">{esc(value)}</code>' if copyable else esc(value)
+                if label == "trace_id":
+                    cell = trace_link_html(value)
+                elif label == "trace_url":
+                    continue
                 parts.append(
                     f"<tr><th style='text-align:left;vertical-align:top'>{esc(label)}</th>"
                     f"<td style='white-space:pre-wrap;text-align:left'>{cell}</td></tr>"

@@ -18,6 +18,8 @@ from decimal import Decimal
 import psycopg
 from psycopg.types.json import Jsonb
 
+from worker.store.trace_context import TRACEPARENT, TRACESTATE, current_fields
+
 REMINDER_BEFORE = timedelta(hours=24)
 
 
@@ -42,7 +44,9 @@ def record_paid_order(
     """Record a paid order and its outbox rows; return the order id.
 
     ``trace`` (``request_id``, ``trace``) is copied into each outbox payload so
-    the jobs, and their dead letters, lead back to the checkout request.
+    the jobs, and their dead letters, lead back to the checkout request; the
+    request's W3C trace context, when a span is active, goes with each row
+    (``traceparent``, ``tracestate``) and the relay writes it into the job.
     """
     with conn.transaction():
         cur = conn.execute(
@@ -73,9 +77,13 @@ def record_paid_order(
             ("render_tickets", common, None),
             ("send_reminder", common, starts_at - REMINDER_BEFORE),
         ]
+        context = current_fields()
         with conn.cursor() as c:
             c.executemany(
-                "INSERT INTO outbox (kind, payload, run_at) VALUES (%s, %s, %s)",
-                [(kind, Jsonb(payload), run_at) for kind, payload, run_at in rows],
+                "INSERT INTO outbox (kind, payload, run_at, traceparent, tracestate) VALUES (%s, %s, %s, %s, %s)",
+                [
+                    (kind, Jsonb(payload), run_at, context.get(TRACEPARENT), context.get(TRACESTATE))
+                    for kind, payload, run_at in rows
+                ],
             )
     return int(order_id)

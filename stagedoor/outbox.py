@@ -13,6 +13,9 @@ so a relayed job is built like any other: ``kind``, ``attempts`` 0, the
 payload's fields as strings, and ``outbox_id`` (the row's id) as its identity
 in place of a minted ``job_id``, the id the worker and opslib show for it. A
 row whose ``run_at`` is in the future goes to ``delayed`` with that run time.
+A row written inside a request's span keeps that span's W3C context
+(``traceparent``, ``tracestate`` columns) and the job carries it, so the job's
+first attempt continues the request's trace, however late the relay runs.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from worker.store.enqueue import NewJob, enqueue_many_async
 from worker.store.keys import Keys
+from worker.store.trace_context import TRACEPARENT, TRACESTATE
 
 log = logging.getLogger("stagedoor.outbox")
 
@@ -44,12 +48,18 @@ class OutboxRow:
     kind: str
     payload: dict[str, Any]
     run_at: datetime | None
+    traceparent: str | None = None
+    tracestate: str | None = None
 
     def new_job(self, now: float) -> NewJob:
         """The row as a job for the enqueue API: the payload's values as strings (JSON for the others),
         named by ``outbox_id``; for later only when its ``run_at`` is still ahead of ``now``."""
         fields = {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in self.payload.items()}
         fields["outbox_id"] = str(self.id)
+        if self.traceparent:
+            fields[TRACEPARENT] = self.traceparent
+            if self.tracestate:
+                fields[TRACESTATE] = self.tracestate
         ahead = self.run_at is not None and self.run_at.timestamp() > now
         return NewJob(self.kind, fields, run_at=self.run_at if ahead else None)
 
@@ -67,7 +77,7 @@ class OutboxRelay:
     async def claim(self, conn: AsyncConnection, limit: int | None = None) -> list[OutboxRow]:
         """Lock up to ``limit`` unpublished rows (inside the caller's transaction), oldest first."""
         cur = await conn.execute(
-            "SELECT id, kind, payload, run_at FROM outbox WHERE published_at IS NULL"
+            "SELECT id, kind, payload, run_at, traceparent, tracestate FROM outbox WHERE published_at IS NULL"
             " ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED",
             (limit or self.batch,),
         )

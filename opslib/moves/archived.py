@@ -20,7 +20,7 @@ which also records the move in the log, in case the commit is lost).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import pandas as pd
@@ -35,6 +35,7 @@ from worker.archive.rows import LOG_LOCK, TAKE_LOG_LOCK, record_statements, runs
 from worker.archive.table import STATUS_DEAD, STATUS_DISCARDED, STATUS_REPLAYED, TABLE, fields_from_json
 from worker.store.keys import Keys
 from worker.store.scripts import Scripts
+from worker.store.trace_context import TRACE_FIELDS, TRACE_LINK, add_links
 from worker.store.wire import DEAD_FIELDS, text
 
 LOG_PAGE = 500
@@ -169,16 +170,22 @@ def apply_pending_log(conn: Any = None, *, client: Any = None, prefix: str | Non
         return
 
 
-def replay_job(stored: Any, dead_id: str, batch: str) -> list[tuple[bytes, bytes]]:
+def replay_job(
+    stored: Any, dead_id: str, batch: str, context: Mapping[str, str] | None = None
+) -> list[tuple[bytes, bytes]]:
     """The job a replay re-adds from an archived entry's ``fields``: as ``replay.lua`` builds it
-    (error fields dropped, attempts 0, ``replay_of``, ``replay_batch``, ``replays`` + 1)."""
+    (error fields dropped, attempts 0, ``replay_of``, ``replay_batch``, ``replays`` + 1; the replay's
+    trace ``context``, when given, in place of the entry's trace fields)."""
     drop = {name.encode() for name in (*DEAD_FIELDS, "attempts", "replay_of", "replay_batch", "replays")}
+    if context:
+        drop |= {name.encode() for name in TRACE_FIELDS}
     fields = fields_from_json(stored)
     before = next((value for name, value in fields if name == b"replays"), b"0")
     replays = str((int(before) if before.isdigit() else 0) + 1).encode()
     job = [(name, value) for name, value in fields if name not in drop]
     return [
         *job,
+        *((name.encode(), value.encode()) for name, value in (context or {}).items()),
         (b"attempts", b"0"),
         (b"replay_of", dead_id.encode()),
         (b"replay_batch", batch.encode()),
@@ -187,18 +194,28 @@ def replay_job(stored: Any, dead_id: str, batch: str) -> list[tuple[bytes, bytes
 
 
 def replay_from_archive(
-    conn: psycopg.Connection[Any], client: Any, keys: Keys, dead_ids: list[str], batch: str, at: str, by: str = ""
+    conn: psycopg.Connection[Any],
+    client: Any,
+    keys: Keys,
+    dead_ids: list[str],
+    batch: str,
+    at: str,
+    by: str = "",
+    context: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """Re-add the jobs of ``dead_ids`` that the archive holds as ``dead`` in ``keys``' partition (replayed by
-    ``by``); dead id -> new entry id."""
+    ``by``); dead id -> new entry id. With the replay's trace ``context``, the jobs carry it and the
+    replay's span (the active one) links each entry's last attempt."""
     scripts = Scripts(client, keys)
     with under_log_lock(conn, client, keys):
         taken = conn.execute(TAKE_FOR_REPLAY, (at, batch, by or None, keys.prefix, keys.partition, dead_ids)).fetchall()
         if not taken:
             return {}
+        if context:
+            add_links(text(dict(fields_from_json(stored)).get(TRACE_LINK.encode(), b"")) for _id, stored in taken)
         pipe = client.pipeline(transaction=False)
         for dead_id, stored in taken:
-            scripts.replay_archived(dead_id, batch, replay_job(stored, dead_id, batch), at=at, client=pipe)
+            scripts.replay_archived(dead_id, batch, replay_job(stored, dead_id, batch, context), at=at, client=pipe)
         readded = {dead_id: text(new_id) for (dead_id, _), new_id in zip(taken, pipe.execute(), strict=True)}
         with conn.cursor() as cur:
             cur.executemany(

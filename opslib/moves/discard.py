@@ -104,10 +104,10 @@ def discard(
         dead_ids_of(ids),
         verb="discard",
         needs=NEEDS_WRITE,
-        take=lambda scripts, dead_id, batch, at, record, pipe: scripts.discard(
+        take=lambda scripts, dead_id, batch, at, record, pipe, _context: scripts.discard(
             dead_id, batch, by=by_whom, reason=why, at=at, record=record, client=pipe
         ),
-        take_archived=lambda pg, redis_client, keys, dead_ids, batch, at: dict.fromkeys(
+        take_archived=lambda pg, redis_client, keys, dead_ids, batch, at, _context: dict.fromkeys(
             discard_from_archive(pg, redis_client, keys, dead_ids, batch, by=by_whom, reason=why, at=at), True
         ),
         to_frame=discard_to_frame,

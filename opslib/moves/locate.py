@@ -21,6 +21,7 @@ from opslib.checks import check_entry_id
 from opslib.errors import OpslibError
 from opslib.moves.archived import Archive, dead_anywhere, still_dead
 from worker.store.keys import Keys
+from worker.store.trace_context import TRACE_LINK
 from worker.store.wire import text
 
 CHUNK = 500
@@ -61,12 +62,15 @@ class Located:
     """The ids asked for, each one's partition (:data:`NOWHERE` when in none), and whether that
     partition's ``jobs:dead`` holds it (else only the archive does, as ``dead``). ``fallback``: the
     partition whose archive a move looks in, under the log lock, when the script finds the entry gone
-    (its partition, or the only one it can be in; :data:`NOWHERE` for a bare id found in none of several)."""
+    (its partition, or the only one it can be in; :data:`NOWHERE` for a bare id found in none of several).
+    ``links``: each streamed entry's ``trace_link`` (its last attempt's span; "" for none), which a
+    traced replay's span links to."""
 
     dead_ids: list[str]
     where: list[int]
     in_stream: list[bool]
     fallback: list[int]
+    links: list[str]
     kinds: set[str] = field(default_factory=set)
     """The kinds of the entries found in ``jobs:dead`` (for the action's record)."""
 
@@ -95,6 +99,7 @@ def locate(client: Any, parts: list[Keys], targets: list[Target], archive: Archi
     candidates = [[p] if p is not None and p < count else list(range(count)) for _, p in targets]
     asks = [(n, p) for n, cands in enumerate(candidates) for p in cands]
     hits: dict[int, list[int]] = {}
+    links = [""] * len(targets)
     kinds: set[str] = set()
     for start in range(0, len(asks), CHUNK):
         chunk = asks[start : start + CHUNK]
@@ -104,6 +109,8 @@ def locate(client: Any, parts: list[Keys], targets: list[Target], archive: Archi
         for (n, p), hit in zip(chunk, pipe.execute(), strict=True):
             if hit:
                 hits.setdefault(n, []).append(p)
+                fields = hit[0][1]
+                links[n] = text(fields.get(b"trace_link", fields.get(TRACE_LINK, b"")))
                 kinds.add(text(hit[0][1].get(b"kind", hit[0][1].get("kind", b""))))
     gone = [n for n in range(len(targets)) if n not in hits]
     pg = archive.connection() if archive.enabled and gone else None  # before anything changes
@@ -131,7 +138,7 @@ def locate(client: Any, parts: list[Keys], targets: list[Target], archive: Archi
     streamed = set(range(len(targets))) - set(gone)
     in_stream = [n in streamed for n in range(len(targets))]
     fallback = [p if p != NOWHERE or len(cands) > 1 else cands[0] for p, cands in zip(where, candidates, strict=True)]
-    return Located(dead_ids, where, in_stream, fallback, kinds)
+    return Located(dead_ids, where, in_stream, fallback, links, kinds)
 
 
 def pipelined(

@@ -8,7 +8,12 @@ dropped, ``replay_of`` = the dead id and ``replay_batch`` = the batch id; the
 log record marks the archive's row ``replayed`` with the batch and the new
 id. An id that ``jobs:dead`` no longer holds (trimmed once archived) but the
 archive holds as ``dead`` is re-added from its archived fields
-(:mod:`opslib.moves.archived`). Two people replaying (or one replaying, one
+(:mod:`opslib.moves.archived`). Inside an active OpenTelemetry span, the
+replay runs under a ``replay <queue>`` span linked to each entry's last
+attempt (its ``trace_link``) and writes that span's context into the jobs
+(``traceparent``, ``tracestate``), so each replayed job's first attempt links
+to it (docs/operations.md, "Tracing"); entries re-added from the archive
+too (their links are added once the archive has given them up). Two people replaying (or one replaying, one
 discarding) the same entries at once move each once; an entry no longer
 there is reported as ``missing``, not an error. The calls are pipelined, 500
 at a time.
@@ -107,11 +112,11 @@ def replay(
         dead_ids_of(ids),
         verb="replay",
         needs=NEEDS_WRITE,
-        take=lambda scripts, dead_id, batch, at, record, pipe: scripts.replay(
-            dead_id, batch, DEAD_FIELDS, at=at, record=record, by=by_whom, client=pipe
+        take=lambda scripts, dead_id, batch, at, record, pipe, context: scripts.replay(
+            dead_id, batch, DEAD_FIELDS, at=at, record=record, by=by_whom, client=pipe, context=context
         ),
-        take_archived=lambda pg, redis_client, keys, dead_ids, batch, at: replay_from_archive(
-            pg, redis_client, keys, dead_ids, batch, at, by=by_whom
+        take_archived=lambda pg, redis_client, keys, dead_ids, batch, at, context: replay_from_archive(
+            pg, redis_client, keys, dead_ids, batch, at, by=by_whom, context=context
         ),
         to_frame=replay_to_frame,
         dry_run=dry_run,
@@ -120,6 +125,7 @@ def replay(
         conn=conn,
         on_progress=on_progress,
         audit=(by_whom, why, ids),
+        traced=True,
     )
 
 

@@ -19,6 +19,7 @@ from opslib.display import MONOSPACE, display_tz, local_time, plural, readable
 from opslib.frames import DEAD_COLUMNS
 from opslib.panel.filters import AGAIN, failed_again, newest_first
 from opslib.queries import QueueStats
+from opslib.trace_links import trace_link_html
 from worker.store.vocabulary import DISCARD_DISCARDED, REPLAY_MISSING, REPLAY_REPLAYED, STATUS_SUCCEEDED
 
 PREVIEW_ROWS = 20
@@ -100,7 +101,8 @@ def csv_link_html(taken: pd.DataFrame, name: str) -> str:
 
 
 def entry_html(dead_id: str | None, row: pd.Series | None) -> str:
-    """The selected entry: what it is, its error, its attempts, and its traceback with its line breaks (escaped)."""
+    """The selected entry: what it is, its error, its trace (a link with ``OPSLIB_TRACE_URL``), its attempts,
+    and its traceback with its line breaks (escaped)."""
     if dead_id is None or row is None:
         return "<p><i>Select an entry in the list to read its traceback.</i></p>"
     attempts = plural(int(row["attempts"]), "attempt") if pd.notna(row["attempts"]) else "attempts not known"
@@ -117,8 +119,10 @@ def entry_html(dead_id: str | None, row: pd.Series | None) -> str:
         if traceback
         else "<p><i>This entry has no traceback.</i></p>"
     )
+    trace_id = str(row.get("trace_id", "") or "")
+    trace = f"<p>Trace {trace_link_html(trace_id)} (the request that enqueued it)</p>" if trace_id else ""
     return (
-        f"<p><b>{about}</b></p><p><code>{html.escape(str(row['error']))}</code></p>"
+        f"<p><b>{about}</b></p><p><code>{html.escape(str(row['error']))}</code></p>{trace}"
         + attempts_html(row)
         + f"<p>Traceback{cut_note} · the whole entry: <code>opslib.show({html.escape(repr(dead_id))})</code></p>"
         + body

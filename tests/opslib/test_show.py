@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import psycopg
@@ -12,6 +13,7 @@ import redis
 import opslib
 from opslib.cli import EXIT_FAILED, EXIT_OK, main
 from opslib.display import MONOSPACE
+from opslib.errors import OpslibError
 from tests.helpers import Workers
 from tests.opslib.helpers import KINDS, bury, seat_dead_letters
 from worker.archive.table import fields_to_json, migrate
@@ -144,3 +146,35 @@ def test_an_unknown_id_is_one_clear_error_and_the_cli_prints_the_entry(
     assert out.startswith(f"Dead letter {dead_id} · seat_label · poison") and "cannot reach PostgreSQL" in out
     assert main(["show", "1-0"]) == EXIT_FAILED
     assert "no dead letter 1-0" in capsys.readouterr().err
+
+
+def test_the_trace_id_links_to_the_trace_from_opslib_trace_url_escaped(
+    r: redis.Redis, keys: Keys, at: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    trace_id, span_id = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
+    job = {"kind": "charge", "job_id": "c-7", "attempts": "0", "order_id": "4471",
+           "traceparent": f"00-{trace_id}-{span_id}-01", "tracestate": "shop=checkout",
+           "trace_link": "00-11111111111111111111111111111111-2222222222222222-01"}  # fmt: skip
+    dead_id = bury(r, keys, job, {**POISON, "reason": "exhausted"})
+    monkeypatch.setenv("OPSLIB_TRACE_URL", 'https://tempo.example/trace/{trace_id}?org="a"&view=<x>')
+    entry = opslib.show(dead_id, archive=False, **at)
+    assert entry.trace_ids == (trace_id, span_id)
+    text = str(entry)
+    shown = dict(re.findall(r"^  (trace_id|span_id|trace_url) +(.+)$", text, flags=re.M))
+    assert shown == {
+        "trace_id": trace_id,
+        "span_id": span_id,
+        "trace_url": f'https://tempo.example/trace/{trace_id}?org="a"&view=<x>',
+    }
+    assert "traceparent" not in text and "trace_link" not in text and "  order_id  4471" in text
+    page = entry._repr_html_()
+    href = f"https://tempo.example/trace/{trace_id}?org=&quot;a&quot;&amp;view=&lt;x&gt;"
+    assert f'<a href="{href}" target="_blank" rel="noopener noreferrer">{trace_id}</a>' in page
+    assert "<x>" not in page and "trace_url" not in page
+
+    monkeypatch.delenv("OPSLIB_TRACE_URL")
+    plain = opslib.show(dead_id, archive=False, **at)
+    assert "trace_url" not in str(plain) and "<a href" not in plain._repr_html_()
+    monkeypatch.setenv("OPSLIB_TRACE_URL", "javascript:alert(1)//{trace_id}")
+    with pytest.raises(OpslibError, match=r"OPSLIB_TRACE_URL=.javascript:.* is not a trace URL"):
+        str(opslib.show(dead_id, archive=False, **at))

@@ -357,3 +357,19 @@ def test_a_dead_letter_that_failed_again_after_a_replay_is_marked(r: redis.Redis
     assert "failed again after replay" in labels[again] and "failed again" not in labels[first]
     panel.entries.value = (again,)
     assert f"failed again after replay (1 replay, of {first})" in panel.entry.value
+
+
+def test_the_selected_entry_links_to_its_trace_from_opslib_trace_url(
+    r: redis.Redis, keys: Keys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    trace_id = "0af7651916cd43dd8448eb211c80319c"
+    failed = {"attempts": "1", "error": "ValueError: no seat", "reason": "exhausted"}
+    traced = bury(r, keys, {"kind": "render_tickets", "traceparent": f"00-{trace_id}-b7ad6b7169203331-01"}, failed)
+    untraced = bury(r, keys, {"kind": "render_tickets", "traceparent": f"00-{SCRIPT}-b7ad6b7169203331-01"}, failed)
+    monkeypatch.setenv("OPSLIB_TRACE_URL", "https://tempo.example/trace/{trace_id}?a=1&b=<2>")
+    panel = DeadLetterPanel(client=r, prefix=keys.prefix)
+    panel.entries.value = (traced,)
+    href = f"https://tempo.example/trace/{trace_id}?a=1&amp;b=&lt;2&gt;"
+    assert f'Trace <a href="{href}" target="_blank" rel="noopener noreferrer">{trace_id}</a>' in panel.entry.value
+    panel.entries.value = (untraced,)  # a malformed traceparent: no trace, nothing of it rendered
+    assert "Trace <" not in panel.entry.value and "<script" not in panel.entry.value

@@ -8,6 +8,7 @@ import json
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ import opslib
 from stagedoor.outbox import OutboxRelay
 from stagedoor.standins import MailStandIn
 from tests.helpers import Workers
+from tests.stagedoor.helpers import event_with_seats, paid_order
 from worker.embedded.servers import start_redis
 from worker.errors import QueueRefused
 from worker.store.enqueue import enqueue
@@ -195,3 +197,32 @@ def test_a_redis_that_refuses_writes_leaves_the_rows_unpublished_until_it_accept
         assert conn.execute("SELECT count(*) FROM outbox WHERE published_at IS NULL").fetchone() == (0,)
     finally:
         server.stop()
+
+
+def test_the_relay_carries_the_requests_trace_context_stored_with_the_rows(
+    db: str, conn: psycopg.Connection, r: redis.Redis, keys: Keys, redis_url: str
+) -> None:
+    """A checkout inside a span (the API's own span object: no SDK needed) stores its context with the
+    outbox rows; the relay, later and in no span, writes it into each job."""
+    trace = pytest.importorskip("opentelemetry.trace", reason="the otel extra is not installed")
+
+    request = trace.SpanContext(
+        0x0AF7651916CD43DD8448EB211C80319C,
+        0xB7AD6B7169203331,
+        is_remote=True,
+        trace_flags=trace.TraceFlags(1),
+        trace_state=trace.TraceState([("shop", "checkout")]),
+    )
+    event, seats = event_with_seats(conn, ["A1"], starts_at=datetime.now(UTC) + timedelta(hours=5))
+    with trace.use_span(trace.NonRecordingSpan(request)):
+        paid_order(conn, event, seats)
+    untraced = event_with_seats(conn, ["B1"], starts_at=datetime.now(UTC) + timedelta(hours=5))
+    paid_order(conn, untraced[0], untraced[1], ref="pr_2")
+    assert with_relay(db, redis_url, keys, lambda relay: relay.relay_once()) == 6
+    published = jobs(r, keys)
+    traced = [job for job in published if "traceparent" in job]
+    assert sorted(job["kind"] for job in traced) == ["render_tickets", "send_email", "send_reminder"]
+    for job in traced:
+        assert job["traceparent"] == "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+        assert job["tracestate"] == "shop=checkout"
+    assert len(published) == 6

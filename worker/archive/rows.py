@@ -34,6 +34,7 @@ from worker.archive.table import (
 )
 from worker.store import attempt_log
 from worker.store.signatures import error_type, signature
+from worker.store.trace_context import trace_ids
 
 LOG_LOCK = 514_720_030
 """First key of ``pg_advisory_xact_lock(LOG_LOCK, hashtext(queue))``: one applier of a queue's log at a time
@@ -95,6 +96,7 @@ def dead_row(queue: str, partition: int, dead_id: str, fields: Sequence[tuple[by
     named = dict(fields)
     error = _text(named.get(b"error"))
     request_id, trace = named.get(b"request_id"), named.get(b"trace")
+    trace_id, span_id = trace_ids(_text(named.get(b"traceparent")))
     row = {
         "queue": queue,
         "partition": partition,
@@ -111,6 +113,8 @@ def dead_row(queue: str, partition: int, dead_id: str, fields: Sequence[tuple[by
         "worker": _text(named.get(b"worker")),
         "request_id": None if request_id is None else _text(request_id),
         "trace": None if trace is None else _text(trace),
+        "trace_id": trace_id or None,
+        "span_id": span_id or None,
         "attempt_log": _attempt_log(named.get(attempt_log.FIELD.encode())),
         "fields": Jsonb(fields_to_json(fields)),
     }

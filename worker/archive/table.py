@@ -91,6 +91,8 @@ COLUMNS: tuple[Column, ...] = (
     Column("worker", "text NOT NULL DEFAULT ''", "the worker that buried it", "entry"),
     Column("request_id", "text", "as on the entry", "entry"),
     Column("trace", "text", "as on the entry", "entry"),
+    Column("trace_id", "text", "the trace of the span that created the job (its ``traceparent``'s)", "entry"),
+    Column("span_id", "text", "that span (the parent of the job's first attempt)", "entry"),
     Column(
         "attempt_log",
         "jsonb",

@@ -4,7 +4,7 @@
 retry, dead-letter) and makes the moves; this module builds what they carry:
 a dead entry's fields (:func:`dead_fields`, the failed job's ``attempt_log``
 with the final attempt appended, see :mod:`worker.store.attempt_log`), a
-retry's delayed member (:func:`retry_member`), and a job's facts for a log
+retry's delayed member (:func:`retry_member`, encoded by the caller), and a job's facts for a log
 record (:func:`log_fields`).
 """
 
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from worker.kinds import Job
-from worker.store import attempt_log, wire
+from worker.store import attempt_log
 from worker.store.vocabulary import OUTCOME_DEAD
 from worker.store.wire import job_id_of
 
@@ -58,12 +58,13 @@ def log_fields(job: Job, outcome: str, duration_s: float, reason: str | None = N
     }
 
 
-def retry_member(job: Job, attempts: int, *, error: str, duration_s: float, worker: str, at: str) -> str:
-    """The delayed member of a job's next attempt: its fields, ``attempts`` and the attempt log brought up to date."""
+def retry_member(job: Job, attempts: int, *, error: str, duration_s: float, worker: str, at: str) -> dict[str, str]:
+    """The fields of a job's next attempt (the delayed member, once encoded): its own, ``attempts`` and the
+    attempt log brought up to date."""
     log = attempt_log.appended(
         job.fields.get(attempt_log.FIELD), at=at, duration_s=duration_s, worker=worker, error=error
     )
-    return wire.encode_member({**job.fields, "attempts": str(attempts), attempt_log.FIELD: log})
+    return {**job.fields, "attempts": str(attempts), attempt_log.FIELD: log}
 
 
 def dead_fields(burial: Burial, *, worker: str, at: str) -> dict[str, str]:

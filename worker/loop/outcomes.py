@@ -12,6 +12,10 @@ and the observers' report in one place; :mod:`worker.loop.burial` builds what
 the moves carry (a dead entry's fields, a retry's member with its
 ``attempt_log``).
 
+The attempt's ``process`` span, when the worker traces, is marked here too
+(:mod:`worker.loop.tracing`; the runner records the exception): the outcome,
+and its context as ``trace_link`` on the retried job and the dead letter.
+
 A job that carries ``replay_batch`` (a replay put it back) also records its
 outcome in ``replay:<batch>`` for ``opslib.replay_status`` and, with the
 archive on, its final outcome (succeeded, or failed again) in
@@ -34,6 +38,7 @@ from worker.kinds import Job, KindSpec
 from worker.loop.burial import Burial, dead_fields, log_fields, poison_log_fields, retry_member
 from worker.loop.episode import Episode
 from worker.loop.observe import Observer
+from worker.loop.tracing import link_field, mark_dead, retrying
 from worker.retry import Retry, decide
 from worker.settings import Settings
 from worker.store import wire
@@ -168,9 +173,10 @@ class Outcomes:
 
     async def _retry(self, job: Job, decision: Retry, error: str, of: str, duration_s: float) -> None:
         run_at = time.time() + decision.delay_s
-        member = retry_member(
+        fields = retry_member(
             job, decision.attempts, error=error, duration_s=duration_s, worker=self.name, at=now_iso()
         )
+        member = wire.encode_member(fields | retrying(error, decision))
         await self.episode.land(self._key(job.entry_id), lambda: self.scripts.retry(job.entry_id, run_at, member))
         if decision.delay_s < 1.0:
             self.promote_soon(decision.delay_s)
@@ -231,7 +237,7 @@ class Outcomes:
         Returns the dead entry's id, or None when the entry was no longer
         pending (another worker recorded its outcome, or claimed it since).
         """
-        fields = dead_fields(burial, worker=self.name, at=now_iso())
+        fields = dead_fields(burial, worker=self.name, at=now_iso()) | link_field()
         buried = await self.episode.land(
             self._key(burial.entry_id),
             lambda: self.scripts.bury(
@@ -247,6 +253,7 @@ class Outcomes:
                 log.warning("Entry %s was no longer pending when it was to be dead-lettered.", burial.entry_id)
             return None
         dead_id = wire.text(buried)
+        mark_dead(burial.reason, burial.error, dead_id)
         job = burial.job
         if job is not None:
             extra = log_fields(job, OUTCOME_DEAD, burial.duration_s, burial.reason)

@@ -16,6 +16,7 @@ drifts toward the poison limit.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import logging
 import random
@@ -38,6 +39,7 @@ from worker.loop.outcomes import Outcomes
 from worker.loop.partition_reader import PartitionReader
 from worker.loop.rotation import Rotation
 from worker.loop.slots import Raw, Slots
+from worker.loop.tracing import record_failure, traced
 from worker.loop.upkeep import Upkeep
 from worker.settings import Settings
 from worker.store import wire
@@ -77,7 +79,8 @@ class Worker:
         self.extra_chores = list(chores)
         self.more_work = list(more_work)
         self.stopping = asyncio.Event()
-        self.slots = Slots(settings.concurrency, self.run_entry)
+        self._traced, run = traced(self.run_entry, self.keys.jobs)  # with an OpenTelemetry SDK, each in its span
+        self.slots = Slots(settings.concurrency, run)
         self.episode = Episode()
         """Redis refusing writes: decided outcomes kept until they land (:mod:`worker.loop.episode`)."""
         self._threads = ThreadPoolExecutor(settings.concurrency, thread_name_prefix="job")
@@ -267,6 +270,7 @@ class Worker:
                 else:
                     await self._call(spec, parsed)
             except (Exception, SystemExit) as exc:
+                record_failure(exc)  # on the attempt's span, when the worker traces
                 await outcomes.failed(spec, parsed, exc, time.perf_counter() - started)
                 return
             part.succeeded(parsed, time.perf_counter() - started)
@@ -285,7 +289,8 @@ class Worker:
         if spec.is_async:
             call = spec.handler(job)
         else:
-            call = asyncio.get_running_loop().run_in_executor(self._threads, spec.handler, job)
+            run = contextvars.copy_context().run  # the task's context (the attempt's span) goes with it, as to_thread
+            call = asyncio.get_running_loop().run_in_executor(self._threads, run, spec.handler, job)
         if spec.timeout_s is None:
             await call
             return

@@ -35,6 +35,7 @@ from worker.store.enqueue import job_fields
 from worker.store.keys import Keys, partition_of
 from worker.store.partitions import partition_keys
 from worker.store.scripts import Scripts
+from worker.store.trace_context import sending
 
 if TYPE_CHECKING:
     from worker.app import WorkerApp
@@ -119,10 +120,12 @@ class Scheduler:
 
     async def _enqueue(self, s: Schedule, tick: float, now: float) -> bool:
         scheduled_for = iso_utc(tick)
-        fields = job_fields(s.kind, {**s.fields, "scheduled_for": scheduled_for, "schedule": s.name})
         # Every worker puts the tick (its lock and its job) in the same partition: one lock per tick.
         scripts = self.scripts[partition_of(f"{s.name}:{int(tick)}", len(self.scripts))]
-        entry_id = await scripts.schedule_tick(s.name, int(tick), self.owner, self.lock_ttl_s(s, tick), fields)
+        # When the worker traces, the tick starts the job's trace (a span in each worker that tried the lock).
+        with sending(Keys(scripts.keys.prefix).jobs, 1, "schedule", root=True) as context:
+            fields = job_fields(s.kind, {**s.fields, "scheduled_for": scheduled_for, "schedule": s.name}, context)
+            entry_id = await scripts.schedule_tick(s.name, int(tick), self.owner, self.lock_ttl_s(s, tick), fields)
         if not entry_id:
             return False
         late_s = now - tick

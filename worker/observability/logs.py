@@ -7,7 +7,9 @@ error that quotes a URL shows no password.
 
 Fields come from whoever wrote the job (a kind, an id, an error message), so
 the text lines escape control characters (``\\n``, ``\\x1b``...): an entry
-cannot forge a log line nor drive the terminal. JSON lines escape them anyway."""
+cannot forge a log line nor drive the terminal. JSON lines escape them anyway.
+A JSON line logged inside a span (an attempt's ``process`` span when the
+worker traces) carries its ``trace_id`` and ``span_id``."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import sys
 from datetime import UTC, datetime
 
 from worker.redact import redact
+from worker.store.trace_context import active_span
 
 JOB_FIELDS = (
     "kind",
@@ -27,6 +30,8 @@ JOB_FIELDS = (
     "reason",
     "request_id",
     "trace",
+    "trace_id",
+    "span_id",
 )
 
 
@@ -44,6 +49,10 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
+        span = active_span()
+        if span is not None:
+            context = span.get_span_context()
+            data["trace_id"], data["span_id"] = f"{context.trace_id:032x}", f"{context.span_id:016x}"
         for name in JOB_FIELDS:
             value = getattr(record, name, None)
             if value is not None:

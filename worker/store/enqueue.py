@@ -15,6 +15,10 @@ job goes to the partition of its identity (:func:`worker.store.keys.partition_of
 with ``WAIT_REPLICAS`` > 0 a call returns once that many replicas have the
 job (:mod:`worker.store.durable`). A job over ``MAX_JOB_BYTES`` (the UTF-8
 bytes of every field's name and value) is refused with a ValueError of one line.
+Inside an active span, each call writes the W3C trace context (``traceparent``,
+``tracestate``) into its jobs, under a ``send`` span when a tracer records
+(:func:`worker.store.trace_context.sending`); fields that carry a
+``traceparent`` of their own (the outbox relay's) keep it.
 
 When Redis refuses the write (out of memory, read-only, misconfigured
 persistence, no permission), each raises :class:`worker.errors.QueueRefused`,
@@ -35,6 +39,7 @@ from worker.store.connection import is_cluster
 from worker.store.durable import WAIT_TIMEOUT_MS, write_and_wait, write_and_wait_async
 from worker.store.keys import Keys, partition_of, queue_partitions
 from worker.store.refusals import refused_as_queue_refused
+from worker.store.trace_context import TRACEPARENT, sending
 from worker.store.wire import encode_member, job_bytes, job_id_of, text
 
 NOT_ENQUEUED = "the job was not enqueued; enqueue it again once Redis accepts writes"
@@ -43,8 +48,11 @@ SOME_NOT_ENQUEUED = "some or all of the jobs were not enqueued; enqueue them aga
 FieldValue = str | int | float
 
 
-def job_fields(kind: str, fields: Mapping[str, FieldValue] | None) -> dict[str, str]:
-    """The flat string map of a new job, attempts 0, with a ``job_id`` minted unless the fields name the job."""
+def job_fields(
+    kind: str, fields: Mapping[str, FieldValue] | None, context: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The flat string map of a new job, attempts 0, with a ``job_id`` minted unless the fields name the job,
+    and the trace ``context`` unless the fields carry a ``traceparent``."""
     if not isinstance(kind, str) or not kind:
         raise ValueError(f"kind must be a non-empty string, got {kind!r}")
     out: dict[str, str] = {}
@@ -61,6 +69,8 @@ def job_fields(kind: str, fields: Mapping[str, FieldValue] | None) -> dict[str, 
     if not job_id_of(out):
         out["job_id"] = uuid.uuid4().hex
     out["attempts"] = "0"
+    if context and TRACEPARENT not in out:
+        out.update(context)
     return out
 
 
@@ -98,8 +108,8 @@ class _Plan:
     member: str
 
     @classmethod
-    def of(cls, new: NewJob, max_job_bytes: int) -> _Plan:
-        job = job_fields(new.kind, new.fields)
+    def of(cls, new: NewJob, max_job_bytes: int, context: Mapping[str, str] | None = None) -> _Plan:
+        job = job_fields(new.kind, new.fields, context)
         size = job_bytes(job)
         if size > max_job_bytes:
             raise ValueError(
@@ -145,9 +155,15 @@ class _Queue:
         wait_replicas = Settings.one("wait_replicas") if wait_replicas is None else wait_replicas
         return cls(queue_partitions(prefix, partitions), wait_replicas, Settings.one("max_job_bytes"))
 
-    def plan(self, new: NewJob) -> _Plan:
-        """Where ``new`` goes; ValueError (one line) for a bad job or one over ``MAX_JOB_BYTES``."""
-        return _Plan.of(new, self.max_job_bytes)
+    def plan(self, new: NewJob, context: Mapping[str, str] | None = None) -> _Plan:
+        """Where ``new`` goes, with the trace ``context``; ValueError (one line) for a bad job or one over
+        ``MAX_JOB_BYTES``."""
+        return _Plan.of(new, self.max_job_bytes, context)
+
+    @property
+    def destination(self) -> str:
+        """The queue's name for spans (``messaging.destination.name``): its ``jobs`` key without a partition."""
+        return Keys(self.parts[0].prefix).jobs
 
     def keys_of(self, plan: _Plan) -> Keys:
         """The keys of the partition the job belongs to."""
@@ -173,8 +189,8 @@ def enqueue(
     returns once that many replicas have it (:mod:`worker.store.durable`).
     """
     queue = _Queue.of(prefix, partitions, wait_replicas)
-    plan = queue.plan(NewJob(kind, fields, delay_s, run_at))
-    with refused_as_queue_refused(NOT_ENQUEUED):
+    with sending(queue.destination, 1) as context, refused_as_queue_refused(NOT_ENQUEUED):
+        plan = queue.plan(NewJob(kind, fields, delay_s, run_at), context)
         if queue.wait_replicas:
             return _durably(redis, queue, plan)
         return plan.result(plan.send(redis, queue.keys_of(plan)))
@@ -193,9 +209,9 @@ async def enqueue_async(
 ) -> str:
     """:func:`enqueue` for a ``redis.asyncio`` client."""
     queue = _Queue.of(prefix, partitions, wait_replicas)
-    plan = queue.plan(NewJob(kind, fields, delay_s, run_at))
-    keys = queue.keys_of(plan)
-    with refused_as_queue_refused(NOT_ENQUEUED):
+    with sending(queue.destination, 1) as context, refused_as_queue_refused(NOT_ENQUEUED):
+        plan = queue.plan(NewJob(kind, fields, delay_s, run_at), context)
+        keys = queue.keys_of(plan)
         if queue.wait_replicas:
             command = plan.command(keys)
             return plan.result(await write_and_wait_async(redis, plan.key(keys), command, queue.wait_replicas))
@@ -219,10 +235,11 @@ def enqueue_many(
     cluster, each job is written and waited for on its own.
     """
     queue = _Queue.of(prefix, partitions, wait_replicas)
-    plans = [queue.plan(new) for new in jobs]
-    if not plans:
+    news = list(jobs)
+    if not news:
         return []
-    with refused_as_queue_refused(SOME_NOT_ENQUEUED):
+    with sending(queue.destination, len(news)) as context, refused_as_queue_refused(SOME_NOT_ENQUEUED):
+        plans = [queue.plan(new, context) for new in news]  # every job checked before anything is sent
         if queue.wait_replicas and is_cluster(redis):
             return [_durably(redis, queue, plan) for plan in plans]
         pipe = redis.pipeline(transaction=False)
@@ -250,10 +267,11 @@ async def enqueue_many_async(
 ) -> list[str]:
     """:func:`enqueue_many` for a ``redis.asyncio`` client."""
     queue = _Queue.of(prefix, partitions, wait_replicas)
-    plans = [queue.plan(new) for new in jobs]
-    if not plans:
+    news = list(jobs)
+    if not news:
         return []
-    with refused_as_queue_refused(SOME_NOT_ENQUEUED):
+    with sending(queue.destination, len(news)) as context, refused_as_queue_refused(SOME_NOT_ENQUEUED):
+        plans = [queue.plan(new, context) for new in news]  # every job checked before anything is sent
         if queue.wait_replicas and is_cluster(redis):
             out = []
             for plan in plans:

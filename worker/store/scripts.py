@@ -22,7 +22,7 @@ finds the oldest id a consumer group may still need (trim, trim_dead).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -33,6 +33,7 @@ import redis.cluster
 
 from worker.store.durable import write_and_wait, write_and_wait_async
 from worker.store.keys import ARCHIVE_GROUP, GROUP, REPLAY_OUTCOME_TTL_S, Keys
+from worker.store.trace_context import TRACE_LINK
 from worker.store.vocabulary import RECORDED_QUEUED
 
 CLUSTER_PIPELINES = (redis.cluster.ClusterPipeline, aiocluster.ClusterPipeline)
@@ -170,12 +171,14 @@ class Scripts:
         record: bool,
         by: str = "",
         client: Any = None,
+        context: Mapping[str, str] | None = None,
     ) -> Any:
+        """``context``: the replay's trace fields, which replace the entry's (and its ``trace_link`` goes)."""
+        args: list[Any] = [dead_id, batch, REPLAY_OUTCOME_TTL_S, RECORDED_QUEUED, at, int(record), by, *drop]
+        if context:
+            args += [TRACE_LINK, "=", *(x for pair in context.items() for x in pair)]
         return self._call(
-            "replay",
-            [self.keys.dead, self.keys.jobs, self.keys.replay(batch), self.keys.dead_log],
-            [dead_id, batch, REPLAY_OUTCOME_TTL_S, RECORDED_QUEUED, at, int(record), by, *drop],
-            client,
+            "replay", [self.keys.dead, self.keys.jobs, self.keys.replay(batch), self.keys.dead_log], args, client
         )
 
     def discard(

@@ -1,7 +1,9 @@
 """The job wire format: parsing entries at the loop's edge and encoding jobs.
 
 A job is a flat map of strings (DESIGN.md): ``kind``, ``job_id`` or
-``outbox_id``, ``attempts``, the payload's fields, ``request_id``, ``trace``.
+``outbox_id``, ``attempts``, the payload's fields, ``request_id``, ``trace``,
+and the W3C trace fields ``traceparent``, ``tracestate``, ``trace_link``
+(:mod:`worker.store.trace_context`).
 Parsing never raises: an entry that is not a valid job becomes a
 :class:`Malformed` with the reason and the offending value, and the loop
 dead-letters it. An entry over ``MAX_JOB_BYTES`` (written by anyone but

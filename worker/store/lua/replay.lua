@@ -13,7 +13,9 @@ ARGV[4]  queued    the status recorded until the worker runs the job
 ARGV[5]  at        when, ISO-8601 UTC (for the archive's replayed_at)
 ARGV[6]  record    '1': add a `replayed` record to the log (the archive is on); '0': do not
 ARGV[7]  by        who replays (for the archive's replayed_by; '' when not said)
-ARGV[8..] names of fields to drop (error, traceback, reason, ...)
+ARGV[8..] names of fields to drop (error, traceback, reason, ...), then
+          optionally '=' followed by field, value pairs to set (the replay's
+          trace context: traceparent, tracestate), each replacing the entry's own
 
 Returns: the new entry id on `jobs`, or false when the dead entry is no longer
 there (already replayed or discarded by someone else, trimmed, or evicted).
@@ -32,8 +34,16 @@ if #found == 0 then
   return false
 end
 local drop = {attempts = true, replay_of = true, replay_batch = true, replays = true}
-for i = 8, #ARGV do
+local set = {}
+local i = 8
+while i <= #ARGV and ARGV[i] ~= '=' do
   drop[ARGV[i]] = true
+  i = i + 1
+end
+for j = i + 1, #ARGV - 1, 2 do
+  drop[ARGV[j]] = true
+  set[#set + 1] = ARGV[j]
+  set[#set + 1] = ARGV[j + 1]
 end
 local fields = found[1][2]
 local replays = 0
@@ -46,6 +56,9 @@ for i = 1, #fields, 2 do
     args[#args + 1] = fields[i]
     args[#args + 1] = fields[i + 1]
   end
+end
+for j = 1, #set do
+  args[#args + 1] = set[j]
 end
 args[#args + 1] = 'attempts'
 args[#args + 1] = '0'
