@@ -14,7 +14,7 @@ left the stream) and lays it out for a person:
 * its attempts since it was enqueued or replayed (``attempt_log``: the last
   10, each with its time in the display zone, duration, worker and error);
   the attempts before a replay are on the dead letter it was replayed from,
-  the chain shown last;
+  the chain shown last; ``.attempts`` holds them as a frame;
 * the payload's own fields, each cut at :data:`PAYLOAD_CHARS` for display
   (``.fields`` holds them whole); a field that is not UTF-8 text (a malformed
   entry) is shown with ``\\x`` escapes and said so;
@@ -38,7 +38,7 @@ import pandas as pd
 import psycopg
 import redis
 
-from opslib.attempts import attempt_rows
+from opslib.attempts import attempt_rows, attempts_frame
 from opslib.checks import check_entry_id
 from opslib.columns import entry_times
 from opslib.connection import archive_url, partitions, redis_session
@@ -130,6 +130,16 @@ class DeadLetter:
         return signature(self.error)
 
     @property
+    def attempts(self) -> pd.DataFrame:
+        """Its attempts since it was enqueued or replayed (``attempt_log``), oldest first: attempt (int64),
+        at (datetime64[ns, UTC]), duration (timedelta64[ns]), worker, error (str)."""
+        return attempts_frame(self.fields.get(attempt_log.FIELD, ""), self._attempts_made())
+
+    def _attempts_made(self) -> int | None:
+        made = self.fields.get("attempts", "")
+        return int(made) if made.isascii() and made.isdigit() else None
+
+    @property
     def trace_ids(self) -> tuple[str, str]:
         """(trace id, span id) of the span that created the job, from its ``traceparent``; ("", "") without."""
         return trace_ids(self.fields.get(TRACEPARENT))
@@ -163,8 +173,7 @@ class DeadLetter:
         life = [(name, _life_value(self.life[name])) for name in LIFE_COLUMNS if self.life.get(name) is not None]
         if not life:
             life = [("archive", self.archive_note or "no row")]
-        attempts = fields.get("attempts", "")
-        tried = attempt_rows(fields.get(attempt_log.FIELD, ""), int(attempts) if attempts.isdigit() else None)
+        tried = attempt_rows(fields.get(attempt_log.FIELD, ""), self._attempts_made())
         views = [
             ("What", about),
             ("Why", why),

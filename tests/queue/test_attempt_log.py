@@ -69,6 +69,10 @@ def test_a_job_that_failed_twice_then_died_shows_its_three_attempts_in_order_eve
     attempts = attempts_of(shown)
     assert [label for label, _ in attempts] == ["attempt 1", "attempt 2", "attempt 3"]
     assert [line.rsplit(" · ", 1)[1] for _, line in attempts] == errors
+    frame = shown.attempts
+    assert list(frame["attempt"]) == [1, 2, 3] and list(frame["error"]) == errors
+    assert list(frame["at"]) == times and set(frame["worker"]) == {dead["worker"]}
+    assert str(frame["at"].dtype) == "datetime64[ns, UTC]" and str(frame["duration"].dtype) == "timedelta64[ns]"
     text = str(shown)
     listed = text[text.index("\nAttempts") :]
     assert listed.index("attempt 1 failed") < listed.index("attempt 2 failed") < listed.index("attempt 3 failed")
