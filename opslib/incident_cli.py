@@ -3,7 +3,9 @@
 ::
 
     kinds                                  every known kind: workers, policy, counts, paused, throttle
-    pause KIND --reason TEXT [--by NAME]   stop every worker from starting KIND's jobs (they wait)
+    pause KIND --reason TEXT [--by NAME] [--dry-run]
+                                           stop every worker from starting KIND's jobs (they wait);
+                                           --dry-run says what would wait and changes nothing
     resume KIND [--reason TEXT] [--by NAME]
                                            lift the pause; the waiting jobs run, in their order
     throttle KIND N --reason TEXT [--by NAME]
@@ -22,9 +24,10 @@ import argparse
 from typing import Any, TextIO
 
 from opslib.actions import actions
-from opslib.display import frame_text
+from opslib.display import frame_text, plural
 from opslib.errors import OpslibError
-from opslib.kinds import kinds
+from opslib.kinds import check_kind_known, kinds
+from opslib.moves.discard import check_reason
 from opslib.moves.incident import pause, resume, throttle
 
 COMMANDS = ("kinds", "pause", "resume", "throttle", "actions")
@@ -38,6 +41,7 @@ def add_commands(sub: Any) -> None:
     held = sub.add_parser("pause", help="stop every worker from starting a kind's jobs (they wait, in order)")
     held.add_argument("kind", metavar="KIND")
     held.add_argument("--reason", help="why the kind must wait (required; shown with the pause)")
+    held.add_argument("--dry-run", action="store_true", help="say what would wait; change nothing")
     back = sub.add_parser("resume", help="lift a kind's pause; its waiting jobs run, in order")
     back.add_argument("kind", metavar="KIND")
     back.add_argument("--reason", help="why (optional; kept in the actions)")
@@ -62,18 +66,39 @@ def parse_rate(value: str) -> float | None:
         raise OpslibError(f"throttle rate {value!r} is not a number; give jobs a second (e.g. 10) or off") from None
 
 
+def would_pause(kind: str, reason: str | None) -> str:
+    """What ``pause KIND`` would hold back, read from :func:`kinds` (the same checks as a pause; nothing written)."""
+    check_reason(reason, "pause")
+    known = kinds()
+    if kind not in known.index:
+        check_kind_known(kind)  # an unknown kind: one line naming close ones
+        return f"would pause {kind}: none of its jobs waits now; nothing changed (drop --dry-run to pause)"
+    row = known.loc[kind]
+    if bool(row["paused"]):
+        return f"{kind} is already paused (by {row['paused_by']}); a pause would change nothing"
+    waiting, delayed = int(row["waiting"]), int(row["delayed"])
+    return (
+        f"would pause {kind}: its {plural(waiting, 'waiting job')} and {plural(delayed, 'delayed job')} would wait "
+        "until resumed; nothing changed (drop --dry-run to pause)"
+    )
+
+
 def run(args: argparse.Namespace, out: TextIO) -> int:
     """Run one of :data:`COMMANDS`; raises :class:`OpslibError` on bad input (nothing changed)."""
     if args.command == "kinds":
         print(frame_text(kinds()[KINDS_SHOWN]), file=out)
     elif args.command == "actions":
         print(frame_text(actions(since=args.since, kind=args.kind)[ACTIONS_SHOWN], index=False), file=out)
+    elif args.command == "pause" and args.dry_run:
+        print(would_pause(args.kind, args.reason), file=out)
     elif args.command == "pause":
         pause(args.kind, reason=args.reason, by=args.by)
         print(f"paused {args.kind}: workers stop starting its jobs within a second; they wait until resumed", file=out)
     elif args.command == "resume":
         done = resume(args.kind, reason=args.reason, by=args.by)
-        print(f"resumed {args.kind}: {done.loc[0, 'entries']} waiting jobs are back on the queue", file=out)
+        back = int(done.loc[0, "entries"])
+        verb = "is" if back == 1 else "are"
+        print(f"resumed {args.kind}: {plural(back, 'waiting job')} {verb} back on the queue", file=out)
     else:
         rate = parse_rate(args.rate)
         throttle(args.kind, rate, reason=args.reason, by=args.by)

@@ -44,6 +44,8 @@ FLOW_LABELS = {"succeeded": "succeeded", "failed": "failed (retried or dead)"}
 FLOW_COLOURS = {"succeeded": "#27ae60", "failed": "#c0392b"}
 BAR_SHARE = 0.8
 """A bar is this share of its period wide, centred on the period."""
+MIN_PERIODS = 6
+"""The axis shows at least this many periods (when the window has them), the busy ones in the middle."""
 UNITS = (("day", pd.Timedelta("1D")), ("hour", pd.Timedelta("1h")), ("minute", pd.Timedelta("1min")))
 
 
@@ -83,6 +85,23 @@ def window_note(periods: pd.DatetimeIndex, busy: pd.DatetimeIndex, stride: pd.Ti
     return f"{whole}; shown: {_when(busy[0], zone)} – {_when(busy[-1] + stride, zone)}, where something happened"
 
 
+def shown_span(
+    periods: pd.DatetimeIndex, busy: pd.DatetimeIndex, stride: pd.Timedelta
+) -> tuple[pd.Timestamp, pd.Timestamp]:
+    """The stretch of the axis: the busy periods, widened to :data:`MIN_PERIODS` within the window.
+
+    One busy minute alone on an axis would get ticks every 15 seconds; six
+    periods give the bar its neighbours and the ticks whole periods.
+    """
+    window_start, window_end = periods[0], periods[-1] + stride
+    first, last = busy[0], busy[-1] + stride
+    extra = MIN_PERIODS * stride - (last - first)
+    if extra > pd.Timedelta(0):
+        first = max(window_start, min(first - extra / 2, window_end - MIN_PERIODS * stride))
+        last = min(window_end, max(last + extra / 2, window_start + MIN_PERIODS * stride))
+    return first, last
+
+
 def draw_periods(
     ax: Any,
     totals: pd.DataFrame,
@@ -117,8 +136,8 @@ def draw_periods(
         ax.bar(centres, values.to_numpy(), width=length * BAR_SHARE, bottom=bottom.to_numpy(),
                label=labels.get(column, column), color=colour)  # fmt: skip
         bottom += values
-    first, last = dates.date2num([busy[0].to_pydatetime(), (busy[-1] + stride).to_pydatetime()])
-    ax.set_xlim(first - length / 2, last + length / 2)
+    first, last = shown_span(pd.DatetimeIndex(totals.index), pd.DatetimeIndex(busy), stride)
+    ax.set_xlim(dates.date2num(first.to_pydatetime()) - length / 2, dates.date2num(last.to_pydatetime()) + length / 2)
     tz = zoneinfo.ZoneInfo(zone)
     locator = dates.AutoDateLocator(tz=tz, maxticks=10)
     ax.xaxis.set_major_locator(locator)

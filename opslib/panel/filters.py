@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from opslib.checks import parse_since
-from opslib.display import cut, display_tz, local_time
+from opslib.display import cut, display_tz, local_time, plural
 from opslib.errors import OpslibError
 from opslib.frames import select_dead
 from opslib.search import search_mask
@@ -102,15 +102,25 @@ def entry_label(dead_id: str, row: pd.Series) -> str:
     """One entry as a line of the entry list (plain text: a select's options are not HTML)."""
     job = row.get("job_id") or row.get("outbox_id") or "no job id"
     error = cut(str(row["error"]), ENTRY_LABEL_CHARS)
-    again = f" · {AGAIN}" if failed_again(row) else ""
-    return f"{dead_id} · {local_time(row['dead_at'])} · {row['kind'] or '(none)'} · {job}{again} · {error}"
-
-
-#: How the panel marks a dead letter whose job had been replayed before (``replays`` > 0).
-AGAIN = "failed again after replay"
+    badge = replay_badge(row)
+    again = f" · {badge}" if badge else ""
+    return f"{dead_id}{again} · {local_time(row['dead_at'])} · {row['kind'] or '(none)'} · {job} · {error}"
 
 
 def failed_again(row: pd.Series) -> bool:
     """True for a dead letter that came back from a replay and died again."""
     replays = row.get("replays", 0)
     return bool(pd.notna(replays) and int(replays) > 0) or bool(row.get("replay_of"))
+
+
+def replay_badge(row: pd.Series) -> str:
+    """``↻ 2 replays``: how many times the entry's job was replayed before it died this time ("" for none).
+
+    Shown right after the dead id in the entry list and on the selected
+    entry, so that a job failing again after a fix stands out from the rest.
+    """
+    if not failed_again(row):
+        return ""
+    replays = row.get("replays", 0)
+    count = int(replays) if pd.notna(replays) and int(replays) > 0 else 1  # replay_of alone: replayed once
+    return f"↻ {plural(count, 'replay')}"

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import base64
 import html
+from collections.abc import Sequence
 
 import pandas as pd
 
 from opslib.attempts import attempt_rows
 from opslib.display import MONOSPACE, display_tz, local_time, plural, readable
 from opslib.frames import DEAD_COLUMNS
-from opslib.panel.filters import AGAIN, failed_again, newest_first
+from opslib.panel.filters import newest_first, replay_badge
 from opslib.queries import QueueStats
 from opslib.trace_links import trace_link_html
 from worker.store.vocabulary import DISCARD_DISCARDED, REPLAY_MISSING, REPLAY_REPLAYED, STATUS_SUCCEEDED
@@ -31,6 +32,7 @@ TRACEBACK_CHARS = 20_000
 TABLE_STYLE = (
     "<style>.opslib-table td,.opslib-table th{padding:2px 12px 2px 0;text-align:left;vertical-align:top}</style>"
 )
+BADGE_STYLE = "background:#fdebd0;color:#8a4b00;border-radius:8px;padding:0 6px;font-weight:normal"
 PRE_STYLE = (
     f"white-space:pre-wrap;max-height:24em;overflow:auto;{MONOSPACE};font-size:12px;"
     "line-height:1.35;background:#f6f6f6;padding:6px"
@@ -74,7 +76,7 @@ def preview_html(taken: pd.DataFrame, *, selected: bool = False) -> str:
     """The entries an action would take: how many, and the newest :data:`PREVIEW_ROWS`, newest first (as the list)."""
     if taken.empty:
         return "<p>No dead letters match: nothing to replay or discard.</p>"
-    fixed = ["dead_at", "kind", "job_id", "outbox_id", "attempts", "error"]
+    fixed = ["dead_at", "kind", "job_id", "outbox_id", "attempts", "replays", "error"]
     payload = [name for name in taken.columns if name not in DEAD_COLUMNS]
     shown = newest_first(taken).head(PREVIEW_ROWS).reset_index()[["dead_id", *fixed, *payload]]
     more = f"; the newest {PREVIEW_ROWS} shown" if len(taken) > PREVIEW_ROWS else ""
@@ -107,9 +109,12 @@ def entry_html(dead_id: str | None, row: pd.Series | None) -> str:
         return "<p><i>Select an entry in the list to read its traceback.</i></p>"
     attempts = plural(int(row["attempts"]), "attempt") if pd.notna(row["attempts"]) else "attempts not known"
     parts = [dead_id, local_time(row["dead_at"]), row["kind"], row["reason"], attempts]
-    if failed_again(row):
-        parts.append(f"{AGAIN} ({plural(int(row.get('replays', 0) or 0), 'replay')}, of {row.get('replay_of', '')})")
     about = " · ".join(html.escape(str(part)) for part in parts)
+    badge = replay_badge(row)
+    if badge:
+        of = html.escape(str(row.get("replay_of") or ""))
+        about += f' <span style="{BADGE_STYLE}">{html.escape(badge)}</span> failed again; it came from {of}'
+
     traceback = str(row["traceback"] or "")
     cut_note = ""
     if len(traceback) > TRACEBACK_CHARS:
@@ -179,3 +184,37 @@ def question_html(action: str, count: int, kind: str, signature: str, *, selecte
     if reason:
         return f"{question} for good, because: <i>{html.escape(reason)}</i>?"
     return f"{question}?"
+
+
+SPARK_WIDTH, SPARK_HEIGHT = 180, 26
+
+
+def _polyline(values: Sequence[int], top: int, colour: str) -> str:
+    step = SPARK_WIDTH / max(len(values) - 1, 1)
+    points = " ".join(
+        f"{n * step:.1f},{SPARK_HEIGHT - 1 - value / top * (SPARK_HEIGHT - 2):.1f}" for n, value in enumerate(values)
+    )
+    return f'<polyline fill="none" stroke="{colour}" stroke-width="1.5" points="{points}"/>'
+
+
+def flow_html(per_minute: pd.DataFrame) -> str:
+    """The last hour's flow in the header: a sparkline of jobs succeeded and failed per minute, and their sums.
+
+    ``per_minute``: one row per minute (oldest first) with ``succeeded`` and
+    ``failed`` (retried or dead), summed over the kinds. Numbers only reach
+    the page (no text from the queue), as SVG drawn inline.
+    """
+    if per_minute.empty:
+        return "<p>No flow counted in the last hour.</p>"
+    succeeded, failed = per_minute["succeeded"].astype(int).tolist(), per_minute["failed"].astype(int).tolist()
+    top = max(1, *succeeded, *failed)
+    label = f"jobs per minute over the last hour, at most {top:,} a minute"
+    svg = (
+        f'<svg width="{SPARK_WIDTH}" height="{SPARK_HEIGHT}" viewBox="0 0 {SPARK_WIDTH} {SPARK_HEIGHT}" '
+        f'role="img" aria-label="{label}" style="vertical-align:middle">'
+        f"<title>{label}</title>{_polyline(succeeded, top, '#27ae60')}{_polyline(failed, top, '#c0392b')}</svg>"
+    )
+    return (
+        f'<p>last hour {svg} <span style="color:#27ae60">{sum(succeeded):,} succeeded</span> · '
+        f'<span style="color:#c0392b">{sum(failed):,} failed</span></p>'
+    )

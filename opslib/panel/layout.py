@@ -1,7 +1,7 @@
 """The dead-letter panel's widgets and where they stand, without behaviour (:mod:`opslib.panel.widgets` adds it).
 
 Top to bottom: the header (the queue's counts, Reload, the Auto-refresh
-toggle), the filters, the failure groups, the group and its entries with
+toggle, the last hour's flow as a sparkline), the filters, the failure groups, the group and its entries with
 their pager, then the actions right under the selection (Replay, Discard
 with its reason, CSV) and their Confirm question, so that what is chosen and
 the button that acts on it are on one screen; below them the result, the
@@ -19,6 +19,7 @@ AUTO_REFRESH_S = 10
 """With Auto-refresh on, the panel reads the queue again this often (never while a question is open)."""
 CLASSES = {
     "counts": "opslib-counts",
+    "flow": "opslib-flow",
     "table": "opslib-groups",
     "entry": "opslib-entry",
     "preview": "opslib-preview",
@@ -40,6 +41,7 @@ class PanelWidgets:
         self.counts, self.table, self.entry = w.HTML(), w.HTML(), w.HTML()
         self.preview, self.result, self.status = w.HTML(), w.HTML(), w.HTML()
         self.message, self.filter_message, self.page, self.csv = w.HTML(), w.HTML(), w.HTML(), w.HTML()
+        self.flow = w.HTML()
         self.reload = w.Button(description="Reload", icon="refresh")
         self.auto = w.ToggleButton(
             description="Auto-refresh", icon="clock-o", tooltip=f"read the queue again every {AUTO_REFRESH_S} s"
@@ -66,17 +68,20 @@ class PanelWidgets:
         self.refresh_status = w.Button(description="Refresh status", layout=w.Layout(display="none"))
         for name, css in CLASSES.items():
             getattr(self, name).add_class(css)
+        filters = w.HBox([self.kind, self.search, self.since, self.until]).add_class("opslib-filters")
+        actions = w.HBox([self.replay_button, self.discard_button, self.reason, self.csv_button, self.csv])
         self.box = w.VBox(
             [
                 w.HTML("<h3>Dead letters</h3>"),
                 w.HBox([self.counts, self.reload, self.auto]),
-                w.HBox([self.kind, self.search, self.since, self.until]),
+                self.flow,
+                filters,
                 self.filter_message,
                 self.table,
                 self.group,
                 self.entries,
                 w.HBox([self.newer, self.page, self.older]),
-                w.HBox([self.replay_button, self.discard_button, self.reason, self.csv_button, self.csv]),
+                actions.add_class("opslib-actions"),
                 self.asking,
                 self.message,
                 self.progress,

@@ -15,6 +15,7 @@ from typing import Any
 import ipywidgets as w
 import pandas as pd
 
+from opslib.display import local_time, plural
 from opslib.errors import OpslibError
 from opslib.kinds import kinds
 from opslib.moves.incident import pause, resume
@@ -27,9 +28,9 @@ def paused_html(known: pd.DataFrame) -> str:
     if held.empty:
         return "<span class='opslib-paused'>no kind is paused</span>"
     lines = [
-        f"<b>{html.escape(str(kind))}</b> paused since {html.escape(str(row['paused_since']))} by "
+        f"<b>{html.escape(str(kind))}</b> paused since {html.escape(local_time(row['paused_since']))} by "
         f"{html.escape(str(row['paused_by']))} ({html.escape(str(row['paused_reason']))}); "
-        f"{int(row['parked'])} jobs wait"
+        f"{plural(int(row['parked']), 'job')} {'waits' if int(row['parked']) == 1 else 'wait'}"
         for kind, row in held.iterrows()
     ]
     return "<span class='opslib-paused'>" + "<br>".join(lines) + "</span>"
@@ -50,6 +51,7 @@ class PauseControl:
         self.box = w.VBox(
             [w.HBox([self.kind, self.reason, self.pause_button, self.resume_button]), self.state, self.message]
         )
+        self.box.add_class("opslib-pause")
 
     def load(self) -> None:
         """Read the kinds again: the dropdown's choices and the paused line."""
@@ -74,5 +76,6 @@ class PauseControl:
 
     def _resume(self) -> None:
         done = resume(str(self.kind.value or ""), reason=self.reason.value or None, **self.at)
-        self.message.value = f"resumed: {int(done.loc[0, 'entries'])} waiting jobs are back on the queue"
+        back = int(done.loc[0, "entries"])
+        self.message.value = f"resumed: {plural(back, 'waiting job')} {'is' if back == 1 else 'are'} back on the queue"
         self.reason.value = ""

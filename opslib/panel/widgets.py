@@ -5,7 +5,9 @@
 
 * the queue's counts, a Reload button and an Auto-refresh toggle (every
   :data:`~opslib.panel.layout.AUTO_REFRESH_S` seconds; the filters, the
-  group, the page and the selection are kept across a reload);
+  group, the page and the selection are kept across a reload); the last
+  hour's flow (``throughput()``): jobs succeeded and failed per minute as a
+  sparkline, and their sums;
 * filters: a kind selector, a text search over the error, the job's ids and
   the payload, and a time range (From / To: ``2h``, ``3d`` or a time in the
   display time zone); the failure groups table shows the groups of the
@@ -40,6 +42,7 @@ import pandas as pd
 import redis
 
 from opslib.errors import OpslibError
+from opslib.flow import throughput
 from opslib.moves.discard import check_reason, discard
 from opslib.moves.replay import replay, replay_status
 from opslib.panel.filters import (
@@ -57,6 +60,7 @@ from opslib.panel.html import (
     discard_result_html,
     entry_html,
     error_html,
+    flow_html,
     groups_html,
     page_html,
     preview_html,
@@ -81,7 +85,7 @@ class DeadLetterPanel(PanelWidgets):
         self.widget = self.box
         self.at: dict[str, Any] = {"client": client, "prefix": prefix}
         self.pause_control = PauseControl(self.at)
-        header = 2  # the title and the counts row: the Pause / Resume control stands right under them
+        header = 3  # the title, the counts row and the flow line: the Pause / Resume control stands right under them
         self.box.children = (*self.box.children[:header], self.pause_control.box, *self.box.children[header:])
         self.dead = self.shown = self.in_group = self.taken = pd.DataFrame()
         self.action, self.batch, self._settling = "replay", "", False
@@ -134,6 +138,7 @@ class DeadLetterPanel(PanelWidgets):
 
         def read() -> None:
             self.counts.value = counts_html(queue_stats(**self.at))
+            self._guarded(self._read_flow, self.flow)
             self.pause_control.load()
             self.dead = dead_letters(**self.at)
             kinds = sorted(set(self.dead["kind"]))
@@ -143,6 +148,12 @@ class DeadLetterPanel(PanelWidgets):
             self.apply_filters()
 
         self._guarded(read)
+
+    def _read_flow(self) -> None:
+        """The header's sparkline: the last hour's jobs per minute, summed over the kinds."""
+        flow = throughput(freq="1min", since="1h", **self.at)
+        failed = flow.assign(failed=flow["retried"] + flow["dead"])
+        self.flow.value = flow_html(failed.groupby("period")[["succeeded", "failed"]].sum().sort_index())
 
     def apply_filters(self) -> None:
         """Keep the entries of the kind, the search and the time range; their groups fill the table."""

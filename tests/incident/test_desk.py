@@ -4,7 +4,7 @@ and the archive shows a discard or a replay at once (read your own writes)."""
 from __future__ import annotations
 
 import io
-from contextlib import redirect_stderr
+from contextlib import redirect_stderr, redirect_stdout
 from typing import Any
 
 import pandas as pd
@@ -76,6 +76,16 @@ def test_the_cli_says_what_is_wrong_in_one_line(
         lines = [line for line in err.getvalue().splitlines() if not line.startswith("since ")]  # the window echoed
         assert len(lines) == 1 and says in lines[0], (argv, lines)
     assert queue_state(r, keys.prefix) == before
+    out = io.StringIO()
+    with redirect_stdout(out):
+        assert main(["pause", "alpha", "--reason", "seat map", "--dry-run"]) == 0
+    assert out.getvalue() == (
+        "would pause alpha: its 1 waiting job and 0 delayed jobs would wait until resumed; "
+        "nothing changed (drop --dry-run to pause)\n"
+    )
+    assert (
+        queue_state(r, keys.prefix) == before and not opslib.kinds(client=r, prefix=keys.prefix).loc["alpha", "paused"]
+    )
     assert main(["pause", "alpha", "--reason", "seat map", "--by", "ana"]) == 0
     assert opslib.kinds(client=r, prefix=keys.prefix).loc["alpha", "paused_by"] == "ana"
 

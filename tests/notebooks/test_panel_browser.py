@@ -3,19 +3,20 @@ and 230 send_sms ones: more than a page).
 
 Voilà serves ``notebooks/dead_letter_panel.ipynb`` on 127.0.0.1 (times in
 Europe/Prague); Debian's headless Chromium, driven by Playwright, uses every
-control once: Auto-refresh (a dead letter added meanwhile shows up), the kind
-selector (the groups table follows), the search, the time range, the pages
-of a long group (Older, Newer), the CSV link (its file read back), the
-barcode group with one entry selected (its traceback read; the list and the
-preview in one order; Confirm on the same screen as the list), that entry
-discarded with a reason, then the rest of the group replayed, and reads the
-results and the status on the page. Every request that is not to loopback is
-aborted (Voilà's page asks CDNs for fonts). The page with the barcode entry
-selected is saved as ``test-artifacts/panel.png``, and with
-``UPDATE_SCREENSHOTS=1`` as ``docs/images/panel.png`` (what docs/opslib.md
-shows) and as the panel notebook's stored picture (for readers without a
-kernel: GitHub, nbviewer, an HTML export); on failure, a screenshot and the
-worker's log go to ``test-artifacts/``.
+control once: the header's sparkline of the last hour's flow, its Pause and
+Resume, Auto-refresh (a dead letter added meanwhile shows up), the kind
+selector (the groups table follows), the search, the time range, the pages of
+a long group (Older, Newer), the CSV link (its file read back), the send_email
+entry's replay badge, the barcode group with one entry selected (its traceback
+read; the list and the preview in one order; Confirm on the same screen as the
+list), that entry discarded with a reason, then the rest of the group
+replayed, and reads the results and the status on the page. Every request that
+is not to loopback is aborted (Voilà's page asks CDNs for fonts). The page
+with the barcode entry selected is saved as ``test-artifacts/panel.png``, and
+with ``UPDATE_SCREENSHOTS=1`` as ``docs/images/panel.png`` (what
+docs/opslib.md shows) and as the panel notebook's stored picture (for readers
+without a kernel: GitHub, nbviewer, an HTML export); on failure, a screenshot
+and the worker's log go to ``test-artifacts/``.
 
 ``make test`` installs Chromium where it can (root and apt-get); elsewhere
 this test skips and says why, except under ``CI=true``, where it must run.
@@ -156,8 +157,12 @@ SMS = 230
 """send_sms dead letters of one group: more than a page of the entry list (200)."""
 
 
+MAIL_REPLAY_OF = "1796000000000-0"
+
+
 def add_other_kind(night: NightStack) -> None:
-    """Beside the night's 40: one send_email dead letter with HTML in its error and traceback, and :data:`SMS`."""
+    """Beside the night's 40: one send_email dead letter with HTML in its error and traceback (replayed twice
+    already), and :data:`SMS` send_sms ones."""
     client = redis.Redis.from_url(night.redis_url)
     try:
         fields = {
@@ -167,6 +172,8 @@ def add_other_kind(night: NightStack) -> None:
             "reason": "exhausted",
             "error": f"SMTPRecipientsRefused: {EVIL}",
             "traceback": MAIL_TRACEBACK,
+            "replay_of": MAIL_REPLAY_OF,  # it failed again after two replays
+            "replays": "2",
         }
         client.xadd(Keys(night.prefix).dead, fields)  # type: ignore[arg-type]
         pipe = client.pipeline()
@@ -188,13 +195,20 @@ def add_late_dead_letter(night: NightStack) -> None:
         client.close()
 
 
-def labelled(page: Page, kind: str, label: str) -> Locator:
-    """The control of one ipywidget (``kind``: its class, e.g. widget-text) whose description is ``label``."""
+def labelled(within: Page | Locator, kind: str, label: str) -> Locator:
+    """The control of one ipywidget (``kind``: its class, e.g. widget-text) whose description is ``label``,
+    inside ``within`` (the page, or a part of it where a description is used twice)."""
     exact = re.compile(f"^{re.escape(label)}$")
-    return page.locator(f".{kind}").filter(has=page.locator("label", has_text=exact)).locator("input, select")
+    page = within if not hasattr(within, "page") else within.page  # filter(has=) takes a page's locator
+    return within.locator(f".{kind}").filter(has=page.locator("label", has_text=exact)).locator("input, select")
 
 
-def type_in(page: Page, label: str, value: str) -> None:
+def kind_filter(page: Page) -> Locator:
+    """The filters' Kind selector (the Pause control has a Kind selector too)."""
+    return labelled(page.locator(".opslib-filters"), "widget-dropdown", "Kind")
+
+
+def type_in(page: Page | Locator, label: str, value: str) -> None:
     field = labelled(page, "widget-text", label)
     field.fill(value)
     field.press("Enter")  # the filters' texts update on Enter (continuous_update=False)
@@ -220,6 +234,9 @@ def drive(page: Page, voila: str, night: NightStack) -> None:
     page.wait_for_selector(".opslib-groups table", timeout=90_000)
     counts = page.locator(".opslib-counts")
     wait_text(counts, f"{40 + 1 + SMS} dead letters")
+    flow = page.locator(".opslib-flow")  # the night's worker ran the demo's jobs within the hour
+    assert flow.locator("svg polyline").count() == 2
+    assert re.search(r"last hour +[1-9][\d,]* succeeded · [1-9][\d,]* failed", flow.inner_text()), flow.inner_text()
     page.get_by_role("button", name="Auto-refresh").click()  # on: the panel reads the queue every 10 s
     add_late_dead_letter(night)
     wait_text(counts, f"{40 + 2 + SMS} dead letters", 45)
@@ -227,6 +244,7 @@ def drive(page: Page, voila: str, night: NightStack) -> None:
     escaping(page)
     filters(page)
     paging_and_csv(page)
+    pause_and_resume(page)
     barcode_story(page)
 
 
@@ -235,26 +253,47 @@ def escaping(page: Page) -> None:
     assert "SeatLabelInvalid: &lt;str&gt;" in groups.inner_html()
     assert "&lt;img src=x onerror=alert(" in groups.inner_html()  # escaped: shown as text, no element
     assert page.locator(".opslib-groups img").count() == 0
-    labelled(page, "widget-dropdown", "Kind").select_option(label="all kinds")
+    kind_filter(page).select_option(label="all kinds")
     group = labelled(page, "widget-dropdown", "Group")
     group.select_option(label="1 × SMTPRecipientsRefused: <img src=x onerror=alert(<num>)>")
-    labelled(page, "widget-select-multiple", "Entries").select_option(index=0)  # its traceback, HTML as text
+    from playwright.sync_api import expect
+
+    entries = labelled(page, "widget-select-multiple", "Entries")
+    expect(entries.locator("option").first).to_contain_text("SMTPRecipientsRefused")  # the group's one entry
+    assert " · ↻ 2 replays · " in text_of(entries.locator("option").first)  # its badge, in the list
+    entries.select_option(index=0)  # its traceback, HTML as text
     traceback = page.locator(".opslib-entry pre")
     wait_text(page.locator(".opslib-entry"), "SMTPRecipientsRefused")
     assert traceback.inner_text() == MAIL_TRACEBACK and page.locator(".opslib-entry img").count() == 0
+    assert f"↻ 2 replays failed again; it came from {MAIL_REPLAY_OF}" in page.locator(".opslib-entry").inner_text()
+
+
+def pause_and_resume(page: Page) -> None:
+    """The header's Pause / Resume control: send_sms held with a reason, the header says so, then resumed."""
+    control = page.locator(".opslib-pause")
+    wait_text(control, "no kind is paused")
+    labelled(control, "widget-dropdown", "Kind").select_option(label="send_sms")
+    type_in(control, "Reason", "SMS gateway down, INC-2230")
+    control.get_by_role("button", name="Pause").click()
+    wait_text(control, "send_sms paused since")
+    said = control.inner_text().replace("\xa0", " ")
+    assert " CET by " in said and "(SMS gateway down, INC-2230); 0 jobs wait" in said, said
+    control.get_by_role("button", name="Resume").click()
+    wait_text(control, "resumed: 0 waiting jobs are back on the queue")
+    wait_text(control, "no kind is paused")
 
 
 def filters(page: Page) -> None:
     groups = page.locator(".opslib-groups")
-    labelled(page, "widget-dropdown", "Kind").select_option(label="render_tickets")  # the table follows the kind
+    kind_filter(page).select_option(label="render_tickets")  # the table follows the kind
     page.wait_for_function("!document.querySelector('.opslib-groups').innerText.includes('SMTPRecipientsRefused')")
-    type_in(page, "Search", "14-C")  # the error, or a payload field
+    type_in(page.locator(".opslib-filters"), "Search", "14-C")  # the error, or a payload field
     wait_text(page.locator(".opslib-preview"), "A replay would take 1 entry (newest first)")
-    type_in(page, "Search", "")
-    type_in(page, "To", "2h")  # dead more than 2 h ago: none
+    type_in(page.locator(".opslib-filters"), "Search", "")
+    type_in(page.locator(".opslib-filters"), "To", "2h")  # dead more than 2 h ago: none
     wait_text(groups, "No dead letters of render_tickets match the filters.")
-    type_in(page, "To", "")
-    type_in(page, "From", "2h")
+    type_in(page.locator(".opslib-filters"), "To", "")
+    type_in(page.locator(".opslib-filters"), "From", "2h")
     wait_text(page.locator(".opslib-preview"), "A replay would take 40 entries")
 
 
@@ -263,7 +302,7 @@ def paging_and_csv(page: Page) -> None:
     from playwright.sync_api import expect
 
     entries = labelled(page, "widget-select-multiple", "Entries")
-    labelled(page, "widget-dropdown", "Kind").select_option(label="send_sms")
+    kind_filter(page).select_option(label="send_sms")
     wait_text(page.locator(".opslib-page"), f"entries 1–200 of {SMS}, newest first")
     expect(entries.locator("option")).to_have_count(200)
     assert text_of(entries.locator("option").first).endswith("GatewayTimeout: 229 s")
@@ -291,7 +330,7 @@ def barcode_story(page: Page) -> None:
 
     group = labelled(page, "widget-dropdown", "Group")
     entries = labelled(page, "widget-select-multiple", "Entries")
-    labelled(page, "widget-dropdown", "Kind").select_option(label="render_tickets")
+    kind_filter(page).select_option(label="render_tickets")
     group.select_option(label="40 × SeatLabelInvalid: <str> is not a row letter and a seat number")
     expect(entries.locator("option")).to_have_count(40)
     assert " CET · render_tickets · " in text_of(entries.locator("option").first)
@@ -307,7 +346,7 @@ def barcode_story(page: Page) -> None:
     wait_text(page.locator(".widget-html"), "Replay 1 selected dead letter")
     picture(page)
     page.get_by_role("button", name="Cancel").click()
-    type_in(page, "Reason", "order refunded, INC-2211")
+    type_in(page.locator(".opslib-actions"), "Reason", "order refunded, INC-2211")
     page.get_by_role("button", name="Discard…").click()
     confirm = page.get_by_role("button", name="Confirm discard")
     below_list = confirm.bounding_box()["y"] - (entries.bounding_box()["y"] + entries.bounding_box()["height"])  # type: ignore[index]

@@ -330,12 +330,18 @@ def test_plot_history_stacks_one_bar_per_period_centred_on_an_axis_trimmed_to_th
     # Centred: the bar's middle is the middle of its hour.
     middle = dates.num2date(busy[0].get_x() + busy[0].get_width() / 2)
     assert pd.Timestamp(middle) == pd.Timestamp(at(21)) + HOUR / 2
-    # Trimmed: the axis spans the two busy hours (and half an hour either side), not the three days.
+    # Trimmed: not the three days, but six hours (half an hour more either side) ending with the two busy
+    # ones, where the window ends.
     left, right = (pd.Timestamp(dates.num2date(x)) for x in ax.get_xlim())
-    assert (left, right) == (pd.Timestamp(at(21)) - HOUR / 2, pd.Timestamp(at(23)) + HOUR / 2)
+    assert (left, right) == (pd.Timestamp(at(17)) - HOUR / 2, pd.Timestamp(at(23)) + HOUR / 2)
     assert ax.get_xlabel() == (
         "window 27 Nov 22:00 – 30 Nov 23:00 UTC; shown: 30 Nov 21:00 – 30 Nov 23:00, where something happened"
     )
+    # One busy hour in the middle of the window: six hours around it.
+    noon = history_to_frame([(at(12), "render_tickets", 2, 0, 0, 0)], HOUR, start=at(22, day=27), end=at(23))
+    middle_ax = opslib.plot_history(noon)
+    left, right = (pd.Timestamp(dates.num2date(x)) for x in middle_ax.get_xlim())
+    assert (left, right) == (pd.Timestamp(at(9)), pd.Timestamp(at(16)))
     matplotlib.pyplot.close("all")
 
 

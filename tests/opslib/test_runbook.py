@@ -81,7 +81,9 @@ def test_the_runbook_runs_for_a_kind_and_holds_its_counts(
     assert "  python -m opslib replay \\\n      --kind seat_label --since 2h \\\n" in what_to_do
     assert "--signature 'SeatLabelInvalid: <str> is not a row letter and a seat number' \\\n" in what_to_do
     assert "--reason 'why these jobs must never run' \\\n      --dry-run" in what_to_do
-    assert what_to_do.count("--dry-run") == 2
+    assert "pause('seat_label', ...) would hold 0 waiting jobs and 1 delayed job" in what_to_do  # 8B is running
+    assert "  python -m opslib pause seat_label \\\n      --reason 'why it must wait' \\\n      --dry-run" in what_to_do
+    assert what_to_do.count("--dry-run") == 3  # replay, discard and pause: each a dry run
     assert "running over TCP" not in printed.err and "KeyboardInterrupt" not in printed.err
     history = output_of(executed, "try:\n    archived = ").split()
     at = history.index("dead")

@@ -18,7 +18,7 @@ import opslib
 from opslib.errors import OpslibError
 from opslib.frames import replay_status_to_frame
 from opslib.panel.filters import panel_time
-from opslib.panel.html import status_html
+from opslib.panel.html import flow_html, status_html
 from opslib.panel.layout import ENTRY_ROWS
 from opslib.panel.ticker import Ticker
 from opslib.panel.widgets import DeadLetterPanel
@@ -83,6 +83,7 @@ def test_the_panel_previews_exactly_what_it_replays(r: redis.Redis, keys: Keys) 
     panel = DeadLetterPanel(client=r, prefix=keys.prefix)
     assert "<b>4</b> dead letters" in panel.counts.value
     assert panel.counts.value.endswith(" · 1 consumer</p>")  # the bury script's "seeder"
+    assert panel.flow.value == "<p>No flow counted in the last hour.</p>"  # no worker ran a job
     assert [label for label, _ in panel.group.options] == [
         "3 × SeatLabelInvalid: <str> is bad",
         "1 × ConnectionError: <num>",
@@ -326,6 +327,18 @@ def test_a_ticker_keeps_its_clock_when_a_tick_raises() -> None:
     asyncio.run(run())
 
 
+def test_the_header_draws_the_last_hours_flow_as_a_sparkline_of_numbers_only() -> None:
+    per_minute = pd.DataFrame({"succeeded": [0, 4, 8, 2], "failed": [0, 0, 2, 0]})
+    page = flow_html(per_minute)
+    assert '<svg width="180" height="26"' in page and page.count("<polyline") == 2
+    succeeded = re.search(r'stroke="#27ae60" stroke-width="1.5" points="([^"]+)"', page).group(1)  # type: ignore[union-attr]
+    heights = [float(point.split(",")[1]) for point in succeeded.split()]
+    assert heights[2] == 1.0 and heights[0] == 25.0  # the busiest minute at the top, an idle one at the bottom
+    assert "14 succeeded</span> · <span" in page and "2 failed" in page
+    assert "at most 8 a minute" in page
+    assert flow_html(per_minute.iloc[0:0]) == "<p>No flow counted in the last hour.</p>"
+
+
 def test_the_panel_pauses_and_resumes_a_kind_with_a_reason_and_escapes_it(r: redis.Redis, keys: Keys) -> None:
     bury(r, keys, {"kind": "seat_label", "seat": "1-A"}, {"attempts": "2", "error": "SeatLabelInvalid: '1-A' is bad"})
     panel = DeadLetterPanel(client=r, prefix=keys.prefix)
@@ -336,7 +349,8 @@ def test_the_panel_pauses_and_resumes_a_kind_with_a_reason_and_escapes_it(r: red
     assert "pause needs a reason" in control.message.value and not r.exists(keys.paused)
     control.reason.value = f"seat map fix {SCRIPT}"
     control.pause_button.click()
-    assert "<b>seat_label</b> paused since" in control.state.value
+    assert "<b>seat_label</b> paused since " in control.state.value
+    assert " UTC by " in control.state.value  # since when, in the display zone
     assert "&lt;script&gt;" in control.state.value and "<script" not in control.state.value
     assert bool(opslib.kinds(client=r, prefix=keys.prefix).loc["seat_label", "paused"])
     control.resume_button.click()
@@ -344,7 +358,9 @@ def test_the_panel_pauses_and_resumes_a_kind_with_a_reason_and_escapes_it(r: red
     assert list(opslib.actions(kind="seat_label", client=r, prefix=keys.prefix)["action"]) == ["pause", "resume"]
 
 
-def test_a_dead_letter_that_failed_again_after_a_replay_is_marked(r: redis.Redis, keys: Keys) -> None:
+def test_a_dead_letter_that_failed_again_after_a_replay_carries_a_badge_with_its_replay_count(
+    r: redis.Redis, keys: Keys
+) -> None:
     first = bury(r, keys, {"kind": "seat_label", "seat": "1-A"}, {"attempts": "2", "error": "SeatLabelInvalid: bad"})
     again = bury(
         r,
@@ -352,11 +368,21 @@ def test_a_dead_letter_that_failed_again_after_a_replay_is_marked(r: redis.Redis
         {"kind": "seat_label", "seat": "1-A", "replay_of": first, "replays": "1"},
         {"attempts": "2", "error": "SeatLabelInvalid: bad"},
     )
+    thrice = bury(
+        r,
+        keys,
+        {"kind": "seat_label", "seat": "1-A", "replay_of": again, "replays": "3"},
+        {"attempts": "2", "error": "SeatLabelInvalid: bad"},
+    )
     panel = DeadLetterPanel(client=r, prefix=keys.prefix)
     labels = dict((value, label) for label, value in panel.entries.options)
-    assert "failed again after replay" in labels[again] and "failed again" not in labels[first]
-    panel.entries.value = (again,)
-    assert f"failed again after replay (1 replay, of {first})" in panel.entry.value
+    assert labels[again].startswith(f"{again} · ↻ 1 replay · ") and labels[thrice].startswith(
+        f"{thrice} · ↻ 3 replays · "
+    )
+    assert "↻" not in labels[first]
+    panel.entries.value = (thrice,)
+    assert ">↻ 3 replays</span> failed again; it came from " + again in panel.entry.value
+    assert "<td>3</td>" in panel.preview.value  # the preview's replays column
 
 
 def test_the_selected_entry_links_to_its_trace_from_opslib_trace_url(

@@ -21,7 +21,7 @@ import redis.exceptions
 from worker.app import Chore
 from worker.errors import WorkerError
 from worker.loop.episode import RETRY_CAP_S, Episode
-from worker.store.reconnect import CONNECTION_ERRORS, backoff_s
+from worker.store.reconnect import CONNECTION_ERRORS, backoff_s, lost_connection
 from worker.store.refusals import describe_refusal, refusal_code
 from worker.store.roles import refused
 
@@ -86,7 +86,7 @@ def _failed(chore: Chore, exc: Exception, failures: int, episode: Episode | None
     if episode is not None and code not in (None, "timeout"):
         episode.refused(for_episode, exc)
         return backoff_s(failures, cap_s=RETRY_CAP_S)
-    if isinstance(exc, CONNECTION_ERRORS):
+    if lost_connection(exc):
         if failures == 1:
             log.warning("Chore %s lost its connection (%s); retrying with backoff.", chore.name, exc)
         return backoff_s(failures)

@@ -26,6 +26,17 @@ CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
     OSError,
 )
 
+
+
+def lost_connection(exc: BaseException) -> bool:
+    """True for :data:`CONNECTION_ERRORS`, and for the ``RuntimeError`` uvloop raises when redis-py writes to
+    a connection whose node has just gone (a cluster pipeline during a failover: "unable to perform operation
+    on <TCPTransport closed=True ...>; the handler is closed")."""
+    if isinstance(exc, CONNECTION_ERRORS):
+        return True
+    return isinstance(exc, RuntimeError) and "closed=True" in str(exc) and "handler is closed" in str(exc)
+
+
 BASE_S = 0.05
 CAP_S = 5.0
 
