@@ -27,7 +27,6 @@ CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
 )
 
 
-
 def lost_connection(exc: BaseException) -> bool:
     """True for :data:`CONNECTION_ERRORS`, and for the ``RuntimeError`` uvloop raises when redis-py writes to
     a connection whose node has just gone (a cluster pipeline during a failover: "unable to perform operation
