@@ -92,18 +92,15 @@ from opslib.frames import (
     dead_to_frame,
     delayed_to_frame,
     pending_counts_to_frame,
-    pending_to_frame,
     select_dead,
 )
 from opslib.kinds import held_back
+from opslib.pending_reads import read_pending
 from opslib.search import check_search, search_mask
 from opslib.signatures import check_signature, failure_groups_to_frame
 from worker.observability.queue_state import read_partitions_state, stat_fields
 from worker.store.connection import on_owner
 from worker.store.keys import GROUP, Keys
-from worker.store.wire import text
-
-PAGE = 1000
 
 
 def read_dead(client: Any, keys: Keys, since: pd.Timestamp | None = None) -> list[Any]:
@@ -186,35 +183,6 @@ def dead_letters(
     if not mask.all():
         frame = select_dead(frame, mask)
     return frame.tail(last) if last is not None else frame
-
-
-def read_pending(client: Any, parts: list[Keys]) -> pd.DataFrame:
-    """Every pending entry of group ``workers`` in every partition, with the fields it names."""
-    return combine([read_partition_pending(client, keys) for keys in parts])
-
-
-def read_partition_pending(client: Any, keys: Keys) -> pd.DataFrame:
-    """Every pending entry of one partition's group ``workers`` with the fields it names (page by page)."""
-    rows: list[dict[str, Any]] = []
-    low = "-"
-    while True:
-        try:
-            page = client.xpending_range(keys.jobs, GROUP, min=low, max="+", count=PAGE)
-        except redis.exceptions.ResponseError as exc:
-            if "NOGROUP" in str(exc) or "no such key" in str(exc):
-                break
-            raise
-        rows += page
-        if len(page) < PAGE:
-            break
-        low = "(" + text(page[-1]["message_id"])
-    pipe = client.pipeline(transaction=False)
-    for row in rows:
-        entry_id = text(row["message_id"])
-        pipe.xrange(keys.jobs, min=entry_id, max=entry_id)
-    found = pipe.execute() if rows else []
-    entries = {text(row["message_id"]): (hit[0][1] if hit else None) for row, hit in zip(rows, found, strict=True)}
-    return pending_to_frame(rows, entries, keys.partition)
 
 
 def pending(kind: str | None = None, *, client: redis.Redis | None = None, prefix: str | None = None) -> pd.DataFrame:
