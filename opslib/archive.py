@@ -13,7 +13,8 @@ given. None of them writes.
     (datetime64[ns, UTC]), kind, job_id, outbox_id (str), attempts (int64),
     reason, error_type, error, signature, traceback, worker, request_id,
     trace, trace_id, span_id, replay_of, replay_of_batch (str: the entry's own ``replay_batch``
-    field, the replay it came from), replays (int64: replays before it died); then partition (int64), status (str:
+    field, the replay it came from), replays (int64: replays before it died), attempt_log (str: the
+    attempts' errors as on the wire, see ``dead_letters()``); then partition (int64), status (str:
     dead, replayed, discarded) and the life after death: replayed_at
     (datetime64[ns, UTC]), replay_batch, replayed_by, replay_new_id (str: the batch that
     replayed it, who, and the new entry on ``jobs``), replay_outcome (str:

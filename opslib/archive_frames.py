@@ -46,6 +46,7 @@ _FROM_FIELDS = {
     "outbox_id": "outbox_id",
     "replay_of": "replay_of",
     "replay_of_batch": "replay_batch",
+    "attempt_log": "attempt_log",
 }
 
 #: The table's columns that ``archive()`` selects (read by name in :func:`archive_to_frame`).

@@ -61,6 +61,7 @@ DEAD_COLUMNS = {
     "replay_of": TEXT,
     "replay_batch": TEXT,
     "replays": COUNT,
+    "attempt_log": TEXT,
     "partition": COUNT,
 }
 #: Wire fields that are not payload: the columns above that come from a field, ``failed_at`` (= dead_at) and the
@@ -111,7 +112,10 @@ def dead_to_frame(raw: Iterable[RawEntry], partition: int = 0) -> pd.DataFrame:
     absent or not a number, and so is ``replays`` (how many times the job was
     replayed before it died this time: a dead letter with ``replays`` > 0 failed
     again after a replay, and ``replay_of`` names the dead entry it came from);
-    a payload field that an entry lacks is NaN. A
+    ``attempt_log`` is the errors of its attempts since it was enqueued or
+    replayed, as on the wire (compact JSON, oldest first, the last 10:
+    ``worker.store.attempt_log.parse`` reads it; ``show()`` prints it), ``""``
+    for an entry that never ran; a payload field that an entry lacks is NaN. A
     payload field named like a computed column (``dead_at``, ``error_type``,
     ``signature``) is shown as ``field:<name>``.
     """

@@ -40,6 +40,7 @@ from opslib.columns import COUNT, FLAG, TEXT, TIME, typed_frame
 from opslib.connection import archive_url, partitions, pg_session, readable_archive_url, redis_session
 from opslib.errors import OpslibError
 from opslib.frames import parse_outcome
+from opslib.pending_reads import read_pending
 from worker.store.heartbeats import live_workers
 from worker.store.keys import GROUP, Keys
 from worker.store.wire import decode_member, text
@@ -136,8 +137,6 @@ def check_known_kind(kind: object, client: Any, keys: Keys, parts: list[Keys]) -
 
 def _counts(client: Any, parts: list[Keys]) -> dict[str, Counter[str]]:
     """Per kind: waiting, running, delayed, throttled and dead jobs over every partition (parked apart)."""
-    from opslib.queries import read_pending
-
     counts: dict[str, Counter[str]] = {name: Counter() for name in COUNTS}
     for keys in parts:
         last = "0-0"

@@ -18,7 +18,11 @@ allowed only read commands can run them all.
     worker, request_id, trace, trace_id, span_id (str: the W3C trace and
     span that created the job, from its ``traceparent``), replay_of, replay_batch (str, ``""`` when
     absent), replays (int64: how many times the job was replayed before it
-    died this time; > 0 means it failed again after a replay), partition
+    died this time; > 0 means it failed again after a replay), attempt_log
+    (str: the errors of its attempts since it was enqueued or replayed, compact
+    JSON ``[{"at", "duration_s", "worker", "error"}, ...]``, oldest first, the
+    last 10, each error cut to 500 characters; ``""`` when it never ran;
+    ``worker.store.attempt_log.parse`` reads it, ``show()`` prints it), partition
     (int64: the queue partition, 0 with one), then the
     payload's own fields, sorted by name (str, NaN where an entry lacks one).
     Oldest first.
@@ -88,18 +92,15 @@ from opslib.frames import (
     dead_to_frame,
     delayed_to_frame,
     pending_counts_to_frame,
-    pending_to_frame,
     select_dead,
 )
 from opslib.kinds import held_back
+from opslib.pending_reads import read_pending
 from opslib.search import check_search, search_mask
 from opslib.signatures import check_signature, failure_groups_to_frame
 from worker.observability.queue_state import read_partitions_state, stat_fields
 from worker.store.connection import on_owner
 from worker.store.keys import GROUP, Keys
-from worker.store.wire import text
-
-PAGE = 1000
 
 
 def read_dead(client: Any, keys: Keys, since: pd.Timestamp | None = None) -> list[Any]:
@@ -182,35 +183,6 @@ def dead_letters(
     if not mask.all():
         frame = select_dead(frame, mask)
     return frame.tail(last) if last is not None else frame
-
-
-def read_pending(client: Any, parts: list[Keys]) -> pd.DataFrame:
-    """Every pending entry of group ``workers`` in every partition, with the fields it names."""
-    return combine([read_partition_pending(client, keys) for keys in parts])
-
-
-def read_partition_pending(client: Any, keys: Keys) -> pd.DataFrame:
-    """Every pending entry of one partition's group ``workers`` with the fields it names (page by page)."""
-    rows: list[dict[str, Any]] = []
-    low = "-"
-    while True:
-        try:
-            page = client.xpending_range(keys.jobs, GROUP, min=low, max="+", count=PAGE)
-        except redis.exceptions.ResponseError as exc:
-            if "NOGROUP" in str(exc) or "no such key" in str(exc):
-                break
-            raise
-        rows += page
-        if len(page) < PAGE:
-            break
-        low = "(" + text(page[-1]["message_id"])
-    pipe = client.pipeline(transaction=False)
-    for row in rows:
-        entry_id = text(row["message_id"])
-        pipe.xrange(keys.jobs, min=entry_id, max=entry_id)
-    found = pipe.execute() if rows else []
-    entries = {text(row["message_id"]): (hit[0][1] if hit else None) for row, hit in zip(rows, found, strict=True)}
-    return pending_to_frame(rows, entries, keys.partition)
 
 
 def pending(kind: str | None = None, *, client: redis.Redis | None = None, prefix: str | None = None) -> pd.DataFrame:

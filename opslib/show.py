@@ -11,6 +11,10 @@ left the stream) and lays it out for a person:
 * why: the error whole, its signature whole (the exact string to copy into
   ``replay_kind(signature=...)`` or ``discard_kind``), and the traceback with
   its line breaks;
+* its attempts since it was enqueued or replayed (``attempt_log``: the last
+  10, each with its time in the display zone, duration, worker and error);
+  the attempts before a replay are on the dead letter it was replayed from,
+  the chain shown last; ``.attempts`` holds them as a frame;
 * the payload's own fields, each cut at :data:`PAYLOAD_CHARS` for display
   (``.fields`` holds them whole); a field that is not UTF-8 text (a malformed
   entry) is shown with ``\\x`` escapes and said so;
@@ -34,6 +38,7 @@ import pandas as pd
 import psycopg
 import redis
 
+from opslib.attempts import attempt_rows, attempts_frame
 from opslib.checks import check_entry_id
 from opslib.columns import entry_times
 from opslib.connection import archive_url, partitions, redis_session
@@ -43,6 +48,7 @@ from opslib.moves.archived import apply_pending_log
 from opslib.signatures import error_type, signature
 from opslib.trace_links import trace_link_html, trace_url
 from worker.archive.table import TABLE, fields_from_json
+from worker.store import attempt_log
 from worker.store.trace_context import TRACE_FIELDS, TRACEPARENT, trace_ids
 
 PAYLOAD_CHARS = 500
@@ -68,6 +74,7 @@ CHAIN_LIMIT = 10
 WHY_FIELDS = ("error", "traceback")
 #: Shown as the trace_id and span_id they hold, not as payload.
 TRACE_WIRE = frozenset(TRACE_FIELDS)
+ATTEMPTS_TITLE = f"Attempts (oldest first, the last {attempt_log.KEPT_ATTEMPTS} kept; since enqueued or replayed)"
 #: The archive's columns on an entry's life after death, in the order shown.
 LIFE_COLUMNS = (
     "status",
@@ -123,6 +130,16 @@ class DeadLetter:
         return signature(self.error)
 
     @property
+    def attempts(self) -> pd.DataFrame:
+        """Its attempts since it was enqueued or replayed (``attempt_log``), oldest first: attempt (int64),
+        at (datetime64[ns, UTC]), duration (timedelta64[ns]), worker, error (str)."""
+        return attempts_frame(self.fields.get(attempt_log.FIELD, ""), self._attempts_made())
+
+    def _attempts_made(self) -> int | None:
+        made = self.fields.get("attempts", "")
+        return int(made) if made.isascii() and made.isdigit() else None
+
+    @property
     def trace_ids(self) -> tuple[str, str]:
         """(trace id, span id) of the span that created the job, from its ``traceparent``; ("", "") without."""
         return trace_ids(self.fields.get(TRACEPARENT))
@@ -142,7 +159,7 @@ class DeadLetter:
             ("error_type", error_type(self.error)),
             ("signature", self.signature),
         ]
-        known = set(ABOUT_FIELDS) | set(WHY_FIELDS) | TRACE_WIRE
+        known = {*ABOUT_FIELDS, *WHY_FIELDS, *TRACE_WIRE, attempt_log.FIELD}
         payload = []
         for name, value in fields.items():
             if name in known:
@@ -156,9 +173,11 @@ class DeadLetter:
         life = [(name, _life_value(self.life[name])) for name in LIFE_COLUMNS if self.life.get(name) is not None]
         if not life:
             life = [("archive", self.archive_note or "no row")]
+        tried = attempt_rows(fields.get(attempt_log.FIELD, ""), self._attempts_made())
         views = [
             ("What", about),
             ("Why", why),
+            *([(ATTEMPTS_TITLE, tried)] if tried else []),
             ("Payload", payload or [("", "(no payload fields)")]),
             ("Archive", life),
         ]

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from opslib.attempts import attempt_rows
 from opslib.display import MONOSPACE, display_tz, local_time, plural, readable
 from opslib.frames import DEAD_COLUMNS
 from opslib.panel.filters import newest_first, replay_badge
@@ -102,8 +103,8 @@ def csv_link_html(taken: pd.DataFrame, name: str) -> str:
 
 
 def entry_html(dead_id: str | None, row: pd.Series | None) -> str:
-    """The selected entry: what it is, its error, its trace (a link with ``OPSLIB_TRACE_URL``), and its
-    traceback with its line breaks (escaped)."""
+    """The selected entry: what it is, its error, its trace (a link with ``OPSLIB_TRACE_URL``), its attempts,
+    and its traceback with its line breaks (escaped)."""
     if dead_id is None or row is None:
         return "<p><i>Select an entry in the list to read its traceback.</i></p>"
     attempts = plural(int(row["attempts"]), "attempt") if pd.notna(row["attempts"]) else "attempts not known"
@@ -127,8 +128,20 @@ def entry_html(dead_id: str | None, row: pd.Series | None) -> str:
     trace = f"<p>Trace {trace_link_html(trace_id)} (the request that enqueued it)</p>" if trace_id else ""
     return (
         f"<p><b>{about}</b></p><p><code>{html.escape(str(row['error']))}</code></p>{trace}"
-        f"<p>Traceback{cut_note} · the whole entry: <code>opslib.show({html.escape(repr(dead_id))})</code></p>" + body
+        + attempts_html(row)
+        + f"<p>Traceback{cut_note} · the whole entry: <code>opslib.show({html.escape(repr(dead_id))})</code></p>"
+        + body
     )
+
+
+def attempts_html(row: pd.Series) -> str:
+    """The selected entry's attempts since it was enqueued or replayed (its ``attempt_log``), escaped."""
+    attempts = int(row["attempts"]) if pd.notna(row.get("attempts")) else None
+    rows = attempt_rows(str(row.get("attempt_log", "") or ""), attempts)
+    if not rows:
+        return ""
+    items = "".join(f"<li>{html.escape(label)}: {html.escape(line)}</li>" for label, line in rows)
+    return f"<p>Attempts (oldest first):</p><ol style='list-style:none;padding-left:1em'>{items}</ol>"
 
 
 def result_html(done: pd.DataFrame) -> str:

@@ -53,6 +53,16 @@ job_kind("fail_once_retried", retry=RetryPolicy(retries=1, base_s=0.01, cap_s=0.
 job_kind("fail_five_retries", retry=RetryPolicy(retries=5, base_s=0.01, cap_s=0.05))(_fail)
 
 
+async def _fail_numbered(job: Job) -> None:
+    """Fails with the attempt's number (counted per job id, across replays) and the job's ``note``."""
+    attempt = await r().incr(key(f"attempts:{job.job_id}"))
+    raise ValueError(f"attempt {attempt} failed {job.fields.get('note', '')}".rstrip())
+
+
+job_kind("fail_twice_then_dead", retry=RetryPolicy(retries=2, base_s=0.01, cap_s=0.02))(_fail_numbered)
+job_kind("fail_fifteen_retries", retry=RetryPolicy(retries=15, base_s=0.005, cap_s=0.01))(_fail_numbered)
+
+
 class Refused(LookupError):
     """Stands for a permanent error (a 4xx): a subclass of the listed LookupError."""
 

@@ -32,6 +32,7 @@ from worker.archive.table import (
     TABLE,
     fields_to_json,
 )
+from worker.store import attempt_log
 from worker.store.signatures import error_type, signature
 from worker.store.trace_context import trace_ids
 
@@ -78,6 +79,12 @@ def _attempts(value: bytes | None) -> int | None:
     return number if number <= MAX_ATTEMPTS else None
 
 
+def _attempt_log(value: bytes | None) -> Jsonb | None:
+    """The ``attempt_log`` column: the field's attempts (well-formed ones only), NULL when there are none."""
+    attempts = attempt_log.parse(_text(value)) if value is not None else []
+    return Jsonb(attempts) if attempts else None
+
+
 def dead_at(dead_id: str) -> datetime:
     """When the entry died: the milliseconds of its id."""
     return datetime.fromtimestamp(int(dead_id.partition("-")[0]) / 1000, tz=UTC)
@@ -108,6 +115,7 @@ def dead_row(queue: str, partition: int, dead_id: str, fields: Sequence[tuple[by
         "trace": None if trace is None else _text(trace),
         "trace_id": trace_id or None,
         "span_id": span_id or None,
+        "attempt_log": _attempt_log(named.get(attempt_log.FIELD.encode())),
         "fields": Jsonb(fields_to_json(fields)),
     }
     return tuple(row[name] for name in ROW_COLUMNS)

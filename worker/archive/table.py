@@ -93,6 +93,13 @@ COLUMNS: tuple[Column, ...] = (
     Column("trace", "text", "as on the entry", "entry"),
     Column("trace_id", "text", "the trace of the span that created the job (its ``traceparent``'s)", "entry"),
     Column("span_id", "text", "that span (the parent of the job's first attempt)", "entry"),
+    Column(
+        "attempt_log",
+        "jsonb",
+        "the attempts' errors, oldest first: [{at, duration_s, worker, error}], the last 10 "
+        "(``worker.store.attempt_log``; NULL when the entry carries none)",
+        "entry",
+    ),
     Column("fields", "jsonb NOT NULL", "every field as on the wire (see :func:`fields_to_json`)", "entry"),
     Column("status", f"text NOT NULL DEFAULT '{STATUS_DEAD}' {_STATUS_CHECK}", "dead | replayed | discarded", "move"),
     Column("replayed_at", "timestamptz", "when it was replayed", "move"),

@@ -8,7 +8,9 @@ already decided waits and is tried again; the handler does not run again. A fail
 XACK), a dead letter another (XADD ``jobs:dead`` + XACK). Every way to
 ``jobs:dead`` (exhausted, permanent, malformed, unknown_kind, poison) goes
 through :meth:`Outcomes.dead_letter`, which writes the entry, the log line
-and the observers' report in one place.
+and the observers' report in one place; :mod:`worker.loop.burial` builds what
+the moves carry (a dead entry's fields, a retry's member with its
+``attempt_log``).
 
 The attempt's ``process`` span, when the worker traces, is marked here too
 (:mod:`worker.loop.tracing`; the runner records the exception): the outcome,
@@ -27,13 +29,13 @@ import logging
 import random
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any
 
 import redis.asyncio as aioredis
 
 from worker.archive.dead_log import outcome_record
 from worker.kinds import Job, KindSpec
+from worker.loop.burial import Burial, dead_fields, log_fields, poison_log_fields, retry_member
 from worker.loop.episode import Episode
 from worker.loop.observe import Observer
 from worker.loop.tracing import link_field, mark_dead, retrying
@@ -53,48 +55,9 @@ from worker.store.vocabulary import (
     RECORDED_RETRYING,
     RECORDED_SUCCEEDED,
 )
-from worker.store.wire import job_id_of, text
+from worker.store.wire import text
 
 log = logging.getLogger("worker")
-
-
-@dataclass(frozen=True)
-class Burial:
-    """An entry on its way to ``jobs:dead``: what its dead entry adds, and what the log line says.
-
-    ``job`` is the parsed job, when there is one. Without it, ``kind`` is
-    None when only the dead entry knows it (poison: never parsed here), or
-    what the malformed entry named ("" for nothing). ``happened`` completes
-    the log line's "Job <kind> <id> ...", e.g. "failed on attempt 2 of 2
-    after 3.1 ms".
-    """
-
-    entry_id: str
-    reason: str
-    attempts: int
-    error: str
-    happened: str
-    traceback: str = ""
-    job: Job | None = None
-    kind: str | None = ""
-    duration_s: float = 0.0
-    min_idle_ms: int = 0
-    kept: dict[str, str] | None = None
-    """Fields the dead entry holds instead of the entry's own (an oversized entry, cut down)."""
-
-
-def log_fields(job: Job, outcome: str, duration_s: float, reason: str | None = None) -> dict[str, Any]:
-    """The job's facts for a log record's ``extra`` (JSON logs carry them as fields)."""
-    return {
-        "kind": job.kind,
-        "job_id": job.job_id,
-        "attempt": job.attempts + 1,
-        "outcome": outcome,
-        "duration_ms": round(duration_s * 1000, 3),
-        "reason": reason,
-        "request_id": job.fields.get("request_id"),
-        "trace": job.fields.get("trace"),
-    }
 
 
 class Outcomes:
@@ -210,7 +173,10 @@ class Outcomes:
 
     async def _retry(self, job: Job, decision: Retry, error: str, of: str, duration_s: float) -> None:
         run_at = time.time() + decision.delay_s
-        member = wire.encode_member({**job.fields, "attempts": str(decision.attempts), **retrying(error, decision)})
+        fields = retry_member(
+            job, decision.attempts, error=error, duration_s=duration_s, worker=self.name, at=now_iso()
+        )
+        member = wire.encode_member(fields | retrying(error, decision))
         await self.episode.land(self._key(job.entry_id), lambda: self.scripts.retry(job.entry_id, run_at, member))
         if decision.delay_s < 1.0:
             self.promote_soon(decision.delay_s)
@@ -271,15 +237,7 @@ class Outcomes:
         Returns the dead entry's id, or None when the entry was no longer
         pending (another worker recorded its outcome, or claimed it since).
         """
-        fields = {
-            **(burial.kept or {}),
-            "attempts": str(burial.attempts),
-            "error": burial.error,
-            "traceback": burial.traceback,
-            "reason": burial.reason,
-            "failed_at": now_iso(),
-            "worker": self.name,
-        } | link_field()
+        fields = dead_fields(burial, worker=self.name, at=now_iso()) | link_field()
         buried = await self.episode.land(
             self._key(burial.entry_id),
             lambda: self.scripts.bury(
@@ -316,14 +274,7 @@ class Outcomes:
     async def _poison_fields(self, dead_id: str, burial: Burial) -> dict[str, Any]:
         """The log fields of an entry never parsed here, read back from its dead entry (a rare path)."""
         found: Any = await self.redis.xrange(self.keys.dead, dead_id, dead_id)
-        fields = {text(k): text(v) for k, v in (found[0][1] if found else {}).items()}
-        return {
-            "kind": fields.get("kind", "?"),
-            "job_id": job_id_of(fields, "?"),
-            "attempt": burial.attempts,
-            "outcome": OUTCOME_DEAD,
-            "reason": burial.reason,
-        }
+        return poison_log_fields({text(k): text(v) for k, v in (found[0][1] if found else {}).items()}, burial)
 
     async def record_replay(self, job: Job, outcome: dict[str, Any]) -> None:
         """For a replayed job, record ``outcome`` in its batch's ``replay:<batch>`` hash."""

@@ -24,8 +24,9 @@ from typing import Any
 from worker.kinds import Job, Registry
 from worker.store.vocabulary import REASON_MALFORMED, REASON_OVERSIZED, REASON_UNKNOWN_KIND
 
-#: Fields the dead-letter script adds; replay drops them again.
-DEAD_FIELDS = ("error", "traceback", "reason", "failed_at", "worker")
+#: Fields a failure adds (the dead-letter script; ``attempt_log`` also a retry); replay drops them again,
+#: so a replayed job starts a fresh attempt log (the earlier one stays on the dead entry of ``replay_of``).
+DEAD_FIELDS = ("error", "traceback", "reason", "failed_at", "worker", "attempt_log")
 #: What an oversized entry keeps of each field (name and value): its first KiB.
 KEPT_BYTES = 1024
 #: The field of an oversized dead entry holding, for each field cut, its size and SHA-256 (JSON).

@@ -1,0 +1,105 @@
+"""What a dead letter holds and what its log line says: the fields the bury move adds to an entry.
+
+:class:`worker.loop.outcomes.Outcomes` decides an entry's outcome (succeed,
+retry, dead-letter) and makes the moves; this module builds what they carry:
+a dead entry's fields (:func:`dead_fields`, the failed job's ``attempt_log``
+with the final attempt appended, see :mod:`worker.store.attempt_log`), a
+retry's delayed member (:func:`retry_member`, encoded by the caller), and a job's facts for a log
+record (:func:`log_fields`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from worker.kinds import Job
+from worker.store import attempt_log
+from worker.store.vocabulary import OUTCOME_DEAD
+from worker.store.wire import job_id_of
+
+
+@dataclass(frozen=True)
+class Burial:
+    """An entry on its way to ``jobs:dead``: what its dead entry adds, and what the log line says.
+
+    ``job`` is the parsed job, when there is one. Without it, ``kind`` is
+    None when only the dead entry knows it (poison: never parsed here), or
+    what the malformed entry named ("" for nothing). ``happened`` completes
+    the log line's "Job <kind> <id> ...", e.g. "failed on attempt 2 of 2
+    after 3.1 ms".
+    """
+
+    entry_id: str
+    reason: str
+    attempts: int
+    error: str
+    happened: str
+    traceback: str = ""
+    job: Job | None = None
+    kind: str | None = ""
+    duration_s: float = 0.0
+    min_idle_ms: int = 0
+    kept: dict[str, str] | None = None
+    """Fields the dead entry holds instead of the entry's own (an oversized entry, cut down)."""
+
+
+def log_fields(job: Job, outcome: str, duration_s: float, reason: str | None = None) -> dict[str, Any]:
+    """The job's facts for a log record's ``extra`` (JSON logs carry them as fields)."""
+    return {
+        "kind": job.kind,
+        "job_id": job.job_id,
+        "attempt": job.attempts + 1,
+        "outcome": outcome,
+        "duration_ms": round(duration_s * 1000, 3),
+        "reason": reason,
+        "request_id": job.fields.get("request_id"),
+        "trace": job.fields.get("trace"),
+    }
+
+
+def retry_member(job: Job, attempts: int, *, error: str, duration_s: float, worker: str, at: str) -> dict[str, str]:
+    """The fields of a job's next attempt (the delayed member, once encoded): its own, ``attempts`` and the
+    attempt log brought up to date."""
+    log = attempt_log.appended(
+        job.fields.get(attempt_log.FIELD), at=at, duration_s=duration_s, worker=worker, error=error
+    )
+    return {**job.fields, "attempts": str(attempts), attempt_log.FIELD: log}
+
+
+def dead_fields(burial: Burial, *, worker: str, at: str) -> dict[str, str]:
+    """The fields the bury move writes over (or, for a cut-down entry, instead of) the entry's own.
+
+    A job that ran (``burial.job``) gets its ``attempt_log`` with this last
+    attempt appended; an entry never run here (poison, malformed) keeps
+    whatever log it carries.
+    """
+    fields = {
+        **(burial.kept or {}),
+        "attempts": str(burial.attempts),
+        "error": burial.error,
+        "traceback": burial.traceback,
+        "reason": burial.reason,
+        "failed_at": at,
+        "worker": worker,
+    }
+    if burial.job is not None:
+        fields[attempt_log.FIELD] = attempt_log.appended(
+            burial.job.fields.get(attempt_log.FIELD),
+            at=at,
+            duration_s=burial.duration_s,
+            worker=worker,
+            error=burial.error,
+        )
+    return fields
+
+
+def poison_log_fields(dead: dict[str, str], burial: Burial) -> dict[str, Any]:
+    """The log fields of an entry never parsed here, from its dead entry's fields ``dead`` (read back)."""
+    return {
+        "kind": dead.get("kind", "?"),
+        "job_id": job_id_of(dead, "?"),
+        "attempt": burial.attempts,
+        "outcome": OUTCOME_DEAD,
+        "reason": burial.reason,
+    }
