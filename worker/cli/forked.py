@@ -16,17 +16,15 @@ re-creates its locks at a fork).
 from __future__ import annotations
 
 import atexit
-import contextlib
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 
-from worker.cli.exits import EXIT_FAILED, EXIT_OK, one_line_errors
+from worker.cli.exits import EXIT_FAILED, one_line_errors
 from worker.embedded.servers import die_with_parent
-from worker.kinds import Registry
-from worker.settings import Settings
 
 #: How often :meth:`ForkedChild.wait` looks at the child while waiting.
 POLL_S = 0.01
@@ -63,11 +61,10 @@ class ForkedChild:
         self.send_signal(signal.SIGKILL)
 
 
-def fork_worker(
-    settings: Settings, redis_url: str, database_url: str, registry: Registry, *, burst: bool
-) -> ForkedChild:
-    """Fork a process that serves one worker with ``settings`` (its own name and metrics port) and exits
-    with the worker's exit code, never returning into the supervisor's code."""
+def fork_worker(life: Callable[[], int]) -> ForkedChild:
+    """Fork a process that runs ``life()`` (one worker, served by :mod:`worker.cli.serve`) and exits with
+    its exit code, never returning into the supervisor's code. The supervisor passes ``life`` in, so that
+    this module needs nothing of the serving side."""
     sys.stdout.flush()
     sys.stderr.flush()
     pid = os.fork()
@@ -78,7 +75,7 @@ def fork_worker(
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, signal.SIG_DFL)  # the supervisor's handlers; the worker sets its own
         die_with_parent()
-        code = one_line_errors(lambda: serve_here(settings, redis_url, database_url, registry, burst))
+        code = one_line_errors(life)
     finally:
         # Exit as a process started on its own would (its atexit handlers run: logging's flush, an
         # application's), without unwinding into the supervisor's code below this frame.
@@ -86,12 +83,3 @@ def fork_worker(
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
-
-
-def serve_here(settings: Settings, redis_url: str, database_url: str, registry: Registry, burst: bool) -> int:
-    """The forked child's life: one worker until it stops (a SIGINT before the loop runs is a stop too)."""
-    from worker.cli.serve import run_loop, serve
-
-    with contextlib.suppress(KeyboardInterrupt):
-        run_loop(serve(settings, redis_url, database_url, registry=registry, burst=burst))
-    return EXIT_OK

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import signal
 from collections.abc import Coroutine
@@ -133,8 +134,19 @@ def run(settings: Settings, *, registry: Registry = REGISTRY, burst: bool = Fals
             if settings.processes > 1:
                 from worker.cli.supervisor import Supervisor
 
-                return Supervisor(settings, redis_url, database_url, burst=burst, registry=registry).run()
+                child = functools.partial(serve_forked_child, registry=registry)
+                return Supervisor(settings, redis_url, database_url, child, burst=burst).run()
             run_loop(serve(settings, redis_url, database_url, registry=registry, burst=burst))
     except KeyboardInterrupt:
         pass
+    return EXIT_OK
+
+
+def serve_forked_child(
+    settings: Settings, redis_url: str, database_url: str, burst: bool, *, registry: Registry
+) -> int:
+    """A forked child's life (:mod:`worker.cli.forked`): one worker until it stops (a SIGINT before the
+    loop runs is a stop too)."""
+    with contextlib.suppress(KeyboardInterrupt):
+        run_loop(serve(settings, redis_url, database_url, registry=registry, burst=burst))
     return EXIT_OK

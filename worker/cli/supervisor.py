@@ -35,7 +35,7 @@ import subprocess
 import threading
 import time
 import urllib.request
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import FrameType
 
@@ -46,7 +46,6 @@ from prometheus_client.registry import Collector
 
 from worker.cli.forked import ForkedChild, fork_worker
 from worker.embedded.servers import free_port
-from worker.kinds import REGISTRY, Registry
 from worker.observability.endpoint import MetricsEndpoint
 from worker.settings import Settings
 from worker.store.reconnect import backoff_s
@@ -85,8 +84,10 @@ class Supervisor:
     settings: Settings
     redis_url: str
     database_url: str
+    #: A child's life once forked: serve one worker with (settings, redis URL, database URL, burst) until it
+    #: stops, returning its exit code (:func:`worker.cli.serve.serve_forked_child`, with the registry).
+    serve_child: Callable[[Settings, str, str, bool], int]
     burst: bool = False
-    registry: Registry = field(default_factory=lambda: REGISTRY)
     restarts: int = 0
     stopping: threading.Event = field(default_factory=threading.Event)
     children: list[Child] = field(default_factory=list)
@@ -111,7 +112,7 @@ class Supervisor:
 
     def start(self, child: Child) -> None:
         settings = self.child_settings(child)
-        child.proc = fork_worker(settings, self.redis_url, self.database_url, self.registry, burst=self.burst)
+        child.proc = fork_worker(lambda: self.serve_child(settings, self.redis_url, self.database_url, self.burst))
         child.started_at = time.monotonic()
         child.restart_at = None
         log.info("Started worker process %d (pid %d) as consumer %s.", child.index, child.proc.pid, child.name)
