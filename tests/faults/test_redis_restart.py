@@ -27,7 +27,17 @@ JOBS = 10_000
 OUTAGE_S = 2.0
 """How long Redis stays away: long enough that the workers' reconnect backoff grows."""
 DURABLE = ("--appendonly", "yes", "--appendfsync", "always")
-LOST = "Lost the connection to Redis"
+#: What a worker says when it notices Redis is gone, and what it says once it is back: its read loop, or,
+#: when every slot was keeping a decided outcome (so no read ran while Redis was away), its episode.
+RECOVERY = {
+    "Lost the connection to Redis": "Reconnected to Redis",
+    "Redis refuses writes": "Redis accepts writes again",
+}
+
+
+def noticed(log: str) -> list[str]:
+    """The recovery lines a worker's ``log`` owes: one for each way it noticed that Redis was gone."""
+    return [back for lost, back in RECOVERY.items() if lost in log]
 
 
 def acknowledged(client: redis.Redis, keys: Keys, job_ids: list[str]) -> set[str]:
@@ -67,10 +77,10 @@ def test_redis_restart_mid_run(tmp_path: Path, prefix: str, workers: Workers) ->
         stopped = time.monotonic()
         client.close()
         shutil.copytree(data, copy)
-        # A worker whose slots are all busy retrying their outcome (with backoff) may not read, and so
-        # not log the loss, before Redis is back; one worker noticing is enough to go on.
+        # A worker whose slots all keep a decided outcome says so by its episode, not by a read; one worker
+        # noticing is enough to go on.
         wait_for(
-            lambda: any(LOST in workers.log(p) for p in procs),
+            lambda: any(noticed(workers.log(p)) for p in procs),
             timeout_s=30,
             what="a worker to notice that Redis is gone",
         )
@@ -98,11 +108,11 @@ def test_redis_restart_mid_run(tmp_path: Path, prefix: str, workers: Workers) ->
         assert acked, "nothing was acknowledged before the restart: the test restarted too early"
         rerun = sorted(j for j in acked if runs_after[j] != runs_before.get(j))
         assert not rerun, f"{len(rerun)} jobs acknowledged before the restart ran again, e.g. {rerun[:5]}"
-        noticed = [p for p in procs if LOST in workers.log(p)]
-        assert noticed
-        # A worker whose peer ran the rest may still be in its reconnect backoff (up to 5 s): wait for its line.
+        owed = {p: noticed(workers.log(p)) for p in procs}
+        assert any(owed.values())
+        # A worker whose peer ran the rest may still be in its reconnect backoff (up to 5 s): wait for its lines.
         wait_for(
-            lambda: all("Reconnected to Redis" in workers.log(p) for p in noticed),
+            lambda: all(back in workers.log(p) for p, lines in owed.items() for back in lines),
             timeout_s=30,
             what="every worker that lost Redis to reconnect",
         )
