@@ -54,15 +54,15 @@ return {redis.call('ZRANGEBYSCORE', KEYS[1], ARGV[1], '+inf'), redis.call('HGETA
 def health(settings: Settings) -> int:
     """Healthy: Redis answers, the group exists, a heartbeat of this worker is fresh. Degraded (exit 0):
     Redis refuses writes."""
-    if not settings.prefix:
-        print(
-            "warning: QUEUE_PREFIX is empty, so the roles of `python -m worker acl` cannot be scoped to this "
-            "queue's keys; set QUEUE_PREFIX (e.g. myapp:)",
-            file=sys.stderr,
-        )
     keys = Keys(settings.prefix)
     try:
         client = connect(settings, socket_timeout=3, socket_connect_timeout=3, protocol=2)
+        if not settings.prefix:  # said once Redis answered: a missing or unreachable server stays one line
+            print(
+                "warning: QUEUE_PREFIX is empty, so the roles of `python -m worker acl` cannot be scoped to this "
+                "queue's keys; set QUEUE_PREFIX (e.g. myapp:)",
+                file=sys.stderr,
+            )
         count = recorded_count(client, settings.prefix) or settings.partitions
         for part in keys_for(settings.prefix, count):
             try:
