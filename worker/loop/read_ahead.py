@@ -8,6 +8,8 @@ topped up while the slots are busy.
 
 The buffer covers a round trip at the current rate, twice over, and at least
 5 ms of work: the rate (entries read per second, over windows of a tenth of a
+second, or of :data:`WINDOW_ENTRIES` entries when they come sooner, so that a
+backlog is read ahead from its first milliseconds, not after a tenth of a
 second) times the larger of two reads' time and 5 ms, rounded down. Slow jobs
 (under 200 a second) make no read-ahead at all, which keeps what a worker holds and has not started close to nothing
 where it matters: an entry read ahead is pending and ours, so it must start
@@ -19,6 +21,8 @@ from __future__ import annotations
 
 #: The rate is measured over windows this long (seconds).
 WINDOW_S = 0.1
+#: ... or this many entries, when they are read sooner.
+WINDOW_ENTRIES = 256
 #: The buffer covers this many round trips at the current rate...
 ROUND_TRIPS = 2.0
 #: ... and at least this long (seconds) at the current rate.
@@ -50,7 +54,7 @@ class ReadAhead:
             self._since = now
         self._count += got
         elapsed = now - self._since
-        if elapsed < WINDOW_S:
+        if elapsed < WINDOW_S and (self._count < WINDOW_ENTRIES or elapsed <= 0):
             return
         rate = self._count / elapsed
         self._since, self._count = now, 0
