@@ -340,6 +340,29 @@ def test_fast_jobs_are_read_ahead_and_start_oldest_first_without_overfilling() -
     assert max(count for count, _block in part.reads) <= 4 + 50
 
 
+def test_a_backlog_is_read_ahead_from_its_first_milliseconds() -> None:
+    """The rate window closes after WINDOW_ENTRIES entries when they come sooner than WINDOW_S, so a burst
+    of 20,000 fast jobs (0.2 s) is not worked half through before anything is read ahead."""
+    ahead = ReadAhead(ceiling=100)
+    t = 10.0
+    for _ in range(40):  # reads of 8 entries, each 0.1 ms apart, round trips of 0.05 ms
+        ahead.note(8, t, t + 0.00005)
+        t += 0.0001
+        if ahead.target:
+            break
+    assert t - 10.0 <= 0.0035  # within 3.5 ms: after 256 entries, not after 0.1 s
+    assert ahead.target == 100  # 80,000 entries/s x 5 ms covers more than the ceiling
+
+
+def test_a_slow_trickle_closes_its_window_by_time() -> None:
+    ahead = ReadAhead(ceiling=100)
+    ahead.note(1, 0.0, 0.001)
+    ahead.note(1, 0.05, 0.051)
+    assert ahead.target == 0  # 2 entries, 0.05 s: the window is still open
+    ahead.note(1, 0.2, 0.201)
+    assert ahead.target == 0  # 3 entries in 0.2 s = 15/s: nothing worth holding ahead
+
+
 def test_slow_jobs_are_not_read_ahead() -> None:
     runs = Runs(job_s=0.05)
     part = MemoryPartition(0, entries=24)
