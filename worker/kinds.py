@@ -24,19 +24,8 @@ if TYPE_CHECKING:
     from worker.app import WorkerApp
 
 from worker.errors import KindAlreadyRegistered, SettingsError, UnknownKind
+from worker.job import Job
 from worker.retry import RetryPolicy
-
-
-@dataclass(frozen=True)
-class Job:
-    """What a handler receives: the parsed entry. ``fields`` holds every field as text."""
-
-    kind: str
-    job_id: str
-    attempts: int
-    entry_id: str
-    fields: dict[str, str]
-
 
 Handler = Callable[[Job], Awaitable[Any] | Any]
 

@@ -99,10 +99,26 @@ def test_delayed_member_round_trips_with_sorted_compact_json() -> None:
 
 
 def test_the_parsed_job_is_the_job_its_constructor_makes(registry: Registry) -> None:
-    """parse_entry builds a Job without its __init__ (the hot path): the same fields, equal, still frozen."""
-    job = parse({b"kind": b"send_email", b"job_id": b"j1", b"attempts": b"1"}, registry)
-    made = Job(kind="send_email", job_id="j1", attempts=1, entry_id="1-0", fields=job.fields)  # type: ignore[attr-defined]
-    assert job == made and vars(job) == vars(made)
-    assert [f.name for f in dataclasses.fields(Job)] == list(vars(job))
+    """parse_entry builds a Job from the entry's bytes (the hot path): equal to the one the constructor
+    makes, its fields decoded on first use, still immutable."""
+    raw = {b"kind": b"send_email", b"job_id": b"j1", b"attempts": b"1", b"email": "zoë@example.cz".encode()}
+    job = parse(raw, registry)
+    assert isinstance(job, Job)
+    assert job.field("email") == "zoë@example.cz" and job.field("absent", "-") == "-"
+    fields = {"kind": "send_email", "job_id": "j1", "attempts": "1", "email": "zoë@example.cz"}
+    made = Job(kind="send_email", job_id="j1", attempts=1, entry_id="1-0", fields=fields)
+    assert job == made and repr(job) == repr(made)
+    assert job.fields == fields and job.fields is job.fields  # decoded once
+    assert job != Job(kind="send_email", job_id="j1", attempts=2, entry_id="1-0", fields=fields)
     with pytest.raises(dataclasses.FrozenInstanceError):
-        job.kind = "other"  # type: ignore[attr-defined,misc]
+        job.kind = "other"  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        hash(job)
+
+
+def test_a_character_cut_across_two_fields_is_not_text(registry: Registry) -> None:
+    """The text check joins the fields; a newline between them keeps a character split over two values
+    (valid when glued together) from passing."""
+    e_acute = "é".encode()
+    bad = parse({b"kind": b"send_email", b"a": e_acute[:1], b"b": e_acute[1:]}, registry)
+    assert isinstance(bad, wire.Malformed) and "not UTF-8" in bad.error

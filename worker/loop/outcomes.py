@@ -96,7 +96,7 @@ class Outcomes:
     def succeeded(self, job: Job, duration_s: float) -> None:
         """Queue the acknowledgement of a job whose handler returned (sent with the next read)."""
         self.acks.append(job.entry_id)
-        batch = job.fields.get("replay_batch")
+        batch = job.field("replay_batch")  # one field: the others stay undecoded unless the handler read them
         if batch:
             outcome = json.dumps({"status": RECORDED_SUCCEEDED, "at": now_iso()})
             self.replay_outcomes.append((batch, job.fields.get("replay_of", job.entry_id), outcome))
