@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from typing import Protocol
 
 from worker.store.vocabulary import OUTCOME_SUCCEEDED
@@ -23,7 +24,39 @@ class Observer(Protocol):
     def job_started(self, kind: str, wait_s: float) -> None:
         """A job's handler is about to run; ``wait_s``: start time minus the entry's time on ``jobs``."""
 
-    def job_finished(self, kind: str, outcome: str, duration_s: float, reason: str | None) -> None: ...
+    def job_finished(self, kind: str, outcome: str, duration_s: float, reason: str | None) -> None:
+        """A job was retried or dead-lettered (successes come in :meth:`jobs_succeeded`)."""
+
+    def jobs_succeeded(self, kinds: Sequence[str], durations_s: Sequence[float]) -> None:
+        """Jobs whose handlers returned since the last report: each one's kind and run time, in step."""
+
+
+class Successes:
+    """The successes since the loop last read, handed to the observers together (:meth:`hand_over`).
+
+    A success is the report every job makes, up to 100,000 a second. Each
+    appends its kind and run time here; the observers get the two lists at the
+    next read (about a hundred jobs under load, one when the queue is quiet:
+    a success frees a slot, which wakes the loop to read), one call each,
+    instead of a call per observer and job. The lists are reused: an
+    observer counts what it needs from them and keeps no reference.
+    """
+
+    __slots__ = ("durations_s", "kinds", "observers")
+
+    def __init__(self, observers: Iterable[Observer]) -> None:
+        self.kinds: list[str] = []
+        self.durations_s: list[float] = []
+        self.observers = list(observers)
+
+    def hand_over(self) -> None:
+        """Report what gathered to every observer, and start again."""
+        if not self.kinds:
+            return
+        for observer in self.observers:
+            observer.jobs_succeeded(self.kinds, self.durations_s)
+        self.kinds.clear()
+        self.durations_s.clear()
 
 
 class Tally:
@@ -39,9 +72,16 @@ class Tally:
         """The summary line counts outcomes only."""
 
     def job_finished(self, kind: str, outcome: str, duration_s: float, reason: str | None) -> None:
-        self.counts[(kind, outcome)] += 1
         if outcome == OUTCOME_SUCCEEDED:
-            self.last_success[kind] = time.time()
+            self.jobs_succeeded((kind,), (duration_s,))
+        else:
+            self.counts[(kind, outcome)] += 1
+
+    def jobs_succeeded(self, kinds: Sequence[str], durations_s: Sequence[float]) -> None:
+        now, counts, last_success = time.time(), self.counts, self.last_success
+        for kind, count in Counter(kinds).items():
+            counts[(kind, OUTCOME_SUCCEEDED)] += count
+            last_success[kind] = now
 
     def take(self) -> tuple[Counter[tuple[str, str]], float]:
         counts, self.counts = self.counts, Counter()

@@ -37,7 +37,7 @@ from worker.archive.dead_log import outcome_record
 from worker.kinds import Job, KindSpec
 from worker.loop.burial import Burial, dead_fields, log_fields, poison_log_fields, retry_member
 from worker.loop.episode import Episode
-from worker.loop.observe import Observer
+from worker.loop.observe import Observer, Successes
 from worker.loop.tracing import link_field, mark_dead, retrying
 from worker.retry import Retry, decide
 from worker.settings import Settings
@@ -90,6 +90,10 @@ class Outcomes:
         self.rng = rng or random.Random()
         self.acks: list[str] = []
         self.replay_outcomes: list[tuple[str, str, str]] = []
+        self.successes = Successes(self.observers)
+        """The successes not yet reported, handed over with their acknowledgements (:meth:`take_acks`)."""
+        self.debug = log.isEnabledFor(logging.DEBUG)
+        """A success's DEBUG line is on: asked again at each hand-over, not at each job."""
 
     # ---------------------------------------------------------- successes
 
@@ -100,9 +104,10 @@ class Outcomes:
         if batch:
             outcome = json.dumps({"status": RECORDED_SUCCEEDED, "at": now_iso()})
             self.replay_outcomes.append((batch, job.fields.get("replay_of", job.entry_id), outcome))
-        for observer in self.observers:
-            observer.job_finished(job.kind, OUTCOME_SUCCEEDED, duration_s, None)
-        if log.isEnabledFor(logging.DEBUG):
+        successes = self.successes
+        successes.kinds.append(job.kind)
+        successes.durations_s.append(duration_s)
+        if self.debug:
             log.debug(
                 "Job %s %s succeeded in %.1f ms.",
                 job.kind,
@@ -112,9 +117,15 @@ class Outcomes:
             )
 
     def take_acks(self) -> list[str]:
-        """The acknowledgements gathered so far, for the loop to send (give them back if it cannot)."""
+        """The acknowledgements gathered so far, for the loop to send (give them back if it cannot); their
+        successes go to the observers now."""
+        self._hand_over()
         acks, self.acks = self.acks, []
         return acks
+
+    def _hand_over(self) -> None:
+        self.successes.hand_over()
+        self.debug = log.isEnabledFor(logging.DEBUG)
 
     def give_back_acks(self, acks: list[str]) -> None:
         self.acks[:0] = acks
@@ -128,7 +139,8 @@ class Outcomes:
         await self.episode.land(f"{self.keys.partition}/{what}", self.flush)
 
     async def flush(self) -> None:
-        """Send the acknowledgements and replay outcomes gathered so far."""
+        """Send the acknowledgements and replay outcomes gathered so far (their successes go to the observers)."""
+        self._hand_over()
         acks, outcomes = self.acks, self.replay_outcomes
         if not acks and not outcomes:
             return

@@ -14,5 +14,11 @@ def resp_command(head: tuple[str, ...], *args: str) -> bytes:
 
 
 def pairs(flat: list[bytes]) -> dict[bytes, bytes]:
-    """A flat [field, value, ...] list (a script's reply) as a dict."""
-    return dict(zip(flat[::2], flat[1::2], strict=True))
+    """A flat [field, value, ...] list (a script's reply, an entry's fields) as a dict.
+
+    Once for every entry read: one iterator zipped with itself takes half the
+    time of zipping two slices (which copies the list twice)."""
+    if len(flat) & 1:
+        raise ValueError(f"a flat list of fields and values has an even length, got {len(flat)} items")
+    it = iter(flat)
+    return dict(zip(it, it, strict=False))  # the same iterator twice: the length is checked above

@@ -23,7 +23,7 @@ import contextlib
 import logging
 import time
 from bisect import bisect_left
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import redis.exceptions
@@ -89,20 +89,31 @@ class FlowCounter:
 
     def job_finished(self, kind: str, outcome: str, duration_s: float, reason: str | None) -> None:
         """A job finished: count its outcome and, when its handler ran, its run time."""
+        if outcome == OUTCOME_SUCCEEDED:
+            self.jobs_succeeded((kind,), (duration_s,))
+            return
         if outcome == OUTCOME_DEAD and kind not in self.kinds:
             kind = UNDECLARED
         row = self.runs.get(kind)
         if row is None:
             row = self.runs[kind] = [0] * _ROW
-        if outcome == OUTCOME_SUCCEEDED:
-            row[_SUCCEEDED] += 1
-        elif outcome == OUTCOME_RETRIED:
+        if outcome == OUTCOME_RETRIED:
             row[_RETRIED] += 1
         else:
             row[_DEAD] += 1
             if reason not in REASONS_AFTER_A_RUN:
                 return  # never ran: malformed, unknown kind, or poison found by reclaim
         row[bisect_left(BOUNDS_S, duration_s)] += 1
+
+    def jobs_succeeded(self, kinds: Sequence[str], durations_s: Sequence[float]) -> None:
+        """Jobs succeeded: count each and its run time."""
+        runs = self.runs
+        for kind, duration_s in zip(kinds, durations_s, strict=True):
+            row = runs.get(kind)
+            if row is None:
+                row = runs[kind] = [0] * _ROW
+            row[_SUCCEEDED] += 1
+            row[bisect_left(BOUNDS_S, duration_s)] += 1
 
     # --------------------------------------------------------------- flush
 

@@ -59,7 +59,7 @@ import contextlib
 import logging
 import time
 from bisect import bisect_left
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from itertools import accumulate
 from typing import TYPE_CHECKING
 
@@ -153,7 +153,10 @@ class JobCollector(Collector):
         self.wait_sum[kind] = self.wait_sum.get(kind, 0.0) + wait_s
 
     def job_finished(self, kind: str, outcome: str, duration_s: float, reason: str | None) -> None:
-        """The loop's report of one finished job (:class:`worker.loop.observe.Observer`)."""
+        """The loop's report of one retried or dead job (:class:`worker.loop.observe.Observer`)."""
+        if outcome == OUTCOME_SUCCEEDED:
+            self.jobs_succeeded((kind,), (duration_s,))
+            return
         if outcome == OUTCOME_DEAD:
             key = (kind, reason or "")
             self.dead[key] = self.dead.get(key, 0) + 1
@@ -164,11 +167,20 @@ class JobCollector(Collector):
             buckets = self.buckets[kind] = [0] * (len(DURATION_BUCKETS_S) + 1)
         buckets[bisect_left(DURATION_BUCKETS_S, duration_s)] += 1
         self.duration_sum[kind] = self.duration_sum.get(kind, 0.0) + duration_s
-        if outcome == OUTCOME_SUCCEEDED:
-            self.succeeded[kind] = self.succeeded.get(kind, 0) + 1
-            self.last_success[kind] = time.time()
-        elif outcome == OUTCOME_RETRIED:
+        if outcome == OUTCOME_RETRIED:
             self.retried[kind] = self.retried.get(kind, 0) + 1
+
+    def jobs_succeeded(self, kinds: Sequence[str], durations_s: Sequence[float]) -> None:
+        """The loop's report of the jobs that succeeded since its last read (:class:`worker.loop.observe.Successes`)."""
+        now, all_buckets, duration_sum, succeeded = time.time(), self.buckets, self.duration_sum, self.succeeded
+        for kind, duration_s in zip(kinds, durations_s, strict=True):
+            buckets = all_buckets.get(kind)
+            if buckets is None:
+                buckets = all_buckets[kind] = [0] * (len(DURATION_BUCKETS_S) + 1)
+            buckets[bisect_left(DURATION_BUCKETS_S, duration_s)] += 1
+            duration_sum[kind] = duration_sum.get(kind, 0.0) + duration_s
+            succeeded[kind] = succeeded.get(kind, 0) + 1
+            self.last_success[kind] = now
 
     def describe(self) -> Iterable[Metric]:
         return []
@@ -306,6 +318,11 @@ class Metrics:
         does not declare (an unknown kind, a malformed entry's, poison's) counts under ``kind="other"``, so
         whoever writes to the stream cannot grow the label values without bound."""
         self.jobs.job_finished(kind if kind in self.declared else OTHER_KIND, outcome, duration_s, reason)
+
+    def jobs_succeeded(self, kinds: Sequence[str], durations_s: Sequence[float]) -> None:
+        """The loop's report of the jobs that succeeded since its last read. Only a declared kind's job
+        runs, so no kind here needs ``kind="other"``."""
+        self.jobs.jobs_succeeded(kinds, durations_s)
 
     def watch_outcomes(self, waiting: Callable[[], int]) -> None:
         """Read ``waiting()`` (the worker's :attr:`worker.loop.episode.Episode.waiting`) at each scrape."""
