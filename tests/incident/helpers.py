@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 from typing import Any
 
 import worker
 from tests.helpers import wait_for
+from worker.store.keys import Keys
 
 KINDS = "tests.incident.kinds_incident"
 
@@ -26,6 +28,18 @@ def runs(client: Any, prefix: str, kind: str) -> dict[str, int]:
 def starts(client: Any, prefix: str, kind: str) -> list[float]:
     """When each job of ``kind`` started (epoch seconds), sorted."""
     return sorted(float(v) for v in client.hvals(f"{prefix}test:started:{kind}"))
+
+
+def parked_job_ids(client: Any, prefix: str, kind: str) -> list[str]:
+    """The job ids of ``kind`` waiting in ``parked`` (one partition), in their order; a member is the kind,
+    its place and its fields as a JSON array of names and values, NUL apart."""
+    ids = []
+    for member in client.zrange(Keys(prefix).parked, 0, -1):
+        parked_kind, _place, fields = member.split(b"\0", 2)
+        if parked_kind.decode() == kind:
+            flat = json.loads(fields)
+            ids.append(dict(zip(flat[::2], flat[1::2], strict=True))["job_id"])
+    return ids
 
 
 def stop(proc: subprocess.Popen[str]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -125,17 +126,42 @@ def test_health_reports_healthy_only_with_a_fresh_heartbeat(
     assert down.stdout.startswith("unhealthy: Redis does not answer")
 
 
+def descendants_until_exit(proc: subprocess.Popen[bytes], timeout_s: float = 60) -> dict[psutil.Process, str]:
+    """Every process ``proc`` started (its children and theirs), with its name, seen while it ran: polled
+    until it exits. Only these are the worker's: other test runs on the machine start servers of their own."""
+    seen: dict[psutil.Process, str] = {}
+    parent = psutil.Process(proc.pid)
+    deadline = time.monotonic() + timeout_s
+    while proc.poll() is None and time.monotonic() < deadline:
+        for child in parent.children(recursive=True) if parent.is_running() else ():
+            if child not in seen:
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    seen[child] = child.name()
+        time.sleep(0.005)  # the sampling interval, not a wait for an event: the loop ends when the worker exits
+    return seen
+
+
 def test_without_redis_url_the_worker_starts_and_stops_its_own_server(tmp_path: Path) -> None:
     # No server URL at all (ARCHIVE_URL neither): the development path starts the embedded servers.
     env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "DATABASE_URL", "ARCHIVE_URL")}
     env.update({"PYTHONPATH": str(ROOT), "WORKER_DATA_DIR": str(tmp_path), "WORKER_KINDS": KINDS})
-    before = {p.pid for p in psutil.process_iter(["name"]) if p.info["name"] == "valkey-server"}
-    done = subprocess.run(
-        [sys.executable, "-m", "worker", "--burst"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
-    )
-    assert done.returncode == 0, done.stderr
-    assert "started the embedded Valkey at redis://127.0.0.1:" in done.stderr
-    assert "Burst mode: the queue is drained" in done.stderr
-    after = {p.pid for p in psutil.process_iter(["name"]) if p.info["name"] == "valkey-server"}
-    assert after <= before  # nothing left behind
+    log = tmp_path / "worker.log"
+    with (
+        log.open("w") as out,
+        subprocess.Popen(
+            [sys.executable, "-m", "worker", "--burst"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=out
+        ) as proc,
+    ):
+        try:
+            started = descendants_until_exit(proc)
+            proc.wait(10)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    stderr = log.read_text()
+    assert proc.returncode == 0, stderr
+    assert "started the embedded Valkey at redis://127.0.0.1:" in stderr
+    assert "Burst mode: the queue is drained" in stderr
+    assert "valkey-server" in started.values(), f"the worker's own Valkey was never seen among {started}"
+    assert not [child.pid for child in started if child.is_running()]  # nothing left behind
     assert not (tmp_path / "stack.json").exists()
