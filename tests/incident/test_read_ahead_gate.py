@@ -166,8 +166,9 @@ def test_a_throttle_holds_the_start_rate_of_jobs_read_ahead(
     print(f"throttle {RATE}/s: {len(before) / 0.5:.0f}/s before, {rate:.1f}/s over {WINDOW_S:.0f} s after")
     assert len(before) / 0.5 > 4 * RATE, "the backlog was not fast before the throttle"
     # Each start took a token: the bucket's size, then its refill over the window (and the millisecond the
-    # gate took the throttle in), bound them exactly; one entry read ahead that skipped the bucket shows.
-    most = int(RATE * BURST_S + RATE * (WINDOW_S + 0.001))
+    # gate took the throttle in), bound them; 2 % of slack for the two clocks (the bucket's is Redis's TIME,
+    # the starts' the worker's), far under what entries read ahead that skipped the bucket add (~600/s).
+    most = int((RATE * BURST_S + RATE * (WINDOW_S + 0.001)) * 1.02)
     assert len(in_window) <= most, f"{len(in_window)} alpha jobs started in {WINDOW_S} s, the bucket allows {most}"
     assert rate >= 0.8 * RATE, f"start rate {rate:.1f}/s is well below {RATE}/s"
 
