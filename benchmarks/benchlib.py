@@ -134,6 +134,21 @@ class WorkerRun:
         return self.cpu_s / self.jobs * 1e6
 
     @property
+    def cpu_to_last_us_per_job(self) -> float:
+        """The worker's CPU from its spawn to its N-th job's finish, a job: what a peer stopped at its
+        N-th job (``PROBE_EXIT``) is measured to, without what ours spends after it (the burst's drain,
+        closing, the interpreter's exit). Read off the samples (every few ms) straddling the last job's
+        finish, the process's exit as the final one, interpolated in time."""
+        points = [(at, cpu) for at, cpu, _server in self.samples] + [(self.exited, self.cpu_s)]
+        before = [(at, cpu) for at, cpu in points if at <= self.last]
+        after = [(at, cpu) for at, cpu in points if at > self.last]
+        if not before:
+            return self.cpu_us_per_job
+        (t0, cpu0), (t1, cpu1) = before[-1], after[0]
+        cpu = cpu0 + (cpu1 - cpu0) * (self.last - t0) / max(t1 - t0, 1e-9)
+        return cpu / self.jobs * 1e6
+
+    @property
     def redis_cpu_us_per_job(self) -> float:
         return self.redis_cpu_s / self.jobs * 1e6
 
