@@ -11,13 +11,14 @@ import json
 
 import pandas as pd
 import psycopg
+import pytest
 import redis
 
 import opslib
 from opslib.panel.html import entry_html
 from tests.helpers import Workers
 from worker.archive.table import migrate_url
-from worker.store import attempt_log
+from worker.store import attempt_log, wire
 from worker.store.enqueue import enqueue
 from worker.store.keys import Keys
 
@@ -138,3 +139,36 @@ def test_a_log_is_bounded_in_length_and_reads_what_is_not_a_log_as_none() -> Non
     assert all(len(item["error"]) == attempt_log.ERROR_CHARS for item in parsed)
     assert json.loads(log) == parsed
     assert [attempt_log.parse(bad) for bad in ("", "not json", '{"a": 1}', "[1, 2]")] == [[], [], [], []]
+
+
+def test_the_field_stays_under_its_byte_bound_however_long_the_errors_and_names() -> None:
+    """Escaped control characters (6 bytes each in JSON) and a very long worker name: the oldest attempts
+    go, the latest stays, and the field never takes a job more than ``attempt_log.ROOM`` past its size."""
+    field = None
+    for n in range(40):
+        error = f"E{n}:" + "\x01" * 2000
+        field = attempt_log.appended(
+            field, at="2026-12-01T00:00:00+00:00", duration_s=1.5, worker="w" * 5000, error=error
+        )
+        assert len(field.encode()) <= attempt_log.MAX_BYTES
+    logged = attempt_log.parse(field)
+    assert logged[-1]["error"].startswith("E39:") and 1 <= len(logged) < attempt_log.KEPT_ATTEMPTS
+    assert all(len(item["worker"]) == attempt_log.WORKER_CHARS for item in logged)
+
+
+def test_a_job_enqueued_just_under_max_job_bytes_still_retries_until_its_policy_says_dead(
+    r: redis.Redis, keys: Keys, prefix: str, workers: Workers, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each retry adds its attempt to the job; the worker leaves room for that, so a job at the limit is
+    retried to exhaustion, not dead-lettered as oversized on its second delivery."""
+    limit = 4096
+    monkeypatch.setenv("MAX_JOB_BYTES", str(limit))
+    base = {"kind": "fail_fifteen_retries", "job_id": "at-the-limit", "attempts": "0", "order_id": ""}
+    fields = {"job_id": "at-the-limit", "order_id": "x" * (limit - wire.job_bytes(base))}
+    enqueue(r, "fail_fifteen_retries", fields, prefix=prefix)
+    [(_id, entry)] = r.xrange(keys.jobs)
+    assert wire.job_bytes({k.decode(): v.decode() for k, v in entry.items()}) == limit
+    workers.burst(KINDS, MAX_JOB_BYTES=str(limit))
+    [dead] = dead_fields(r, keys).values()
+    assert (dead["reason"], dead["attempts"]) == ("exhausted", "16"), dead["error"]
+    assert len(attempt_log.parse(dead["attempt_log"])) == attempt_log.KEPT_ATTEMPTS

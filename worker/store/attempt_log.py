@@ -25,6 +25,14 @@ KEPT_ATTEMPTS = 10
 """The log keeps this many attempts, the latest."""
 ERROR_CHARS = 500
 """Each attempt's error is cut to this many characters (the dead entry's ``error`` keeps the last one whole)."""
+WORKER_CHARS = 200
+"""Each attempt's worker name is cut to this many characters."""
+MAX_BYTES = 8192
+"""The field's most UTF-8 bytes: the oldest attempts go first to stay under it. The latest always fits (its
+error and worker cut as above, every character escaped at worst: about 4.3 KB)."""
+ROOM = MAX_BYTES + len(FIELD) + 9
+"""What a retry may add to a job: this field and the digits of ``attempts``. The worker reads an entry as
+oversized only beyond ``MAX_JOB_BYTES`` plus this, so a job enqueued just under the limit can still retry."""
 KEYS = ("at", "duration_s", "worker", "error")
 
 
@@ -44,8 +52,15 @@ def parse(value: str | None) -> list[dict[str, Any]]:
 
 def appended(previous: str | None, *, at: str, duration_s: float, worker: str, error: str) -> str:
     """``previous`` (an ``attempt_log`` field, or None) with one more attempt, as the field's compact JSON."""
-    if len(error) > ERROR_CHARS:
-        error = error[: ERROR_CHARS - 1] + "…"
-    attempt = {"at": at, "duration_s": round(duration_s, 6), "worker": worker, "error": error}
+    attempt = {"at": at, "duration_s": round(duration_s, 6), "worker": _cut(worker, WORKER_CHARS)}
+    attempt["error"] = _cut(error, ERROR_CHARS)
     attempts = [*parse(previous), attempt][-KEPT_ATTEMPTS:]
-    return json.dumps(attempts, separators=(",", ":"), ensure_ascii=False)
+    while True:
+        field = json.dumps(attempts, separators=(",", ":"), ensure_ascii=False)
+        if len(attempts) == 1 or len(field.encode()) <= MAX_BYTES:
+            return field
+        attempts = attempts[1:]
+
+
+def _cut(text: str, chars: int) -> str:
+    return text if len(text) <= chars else text[: chars - 1] + "…"

@@ -22,6 +22,7 @@ from itertools import chain
 from typing import Any
 
 from worker.kinds import Job, Registry
+from worker.store import attempt_log
 from worker.store.vocabulary import REASON_MALFORMED, REASON_OVERSIZED, REASON_UNKNOWN_KIND
 
 #: Fields a failure adds (the dead-letter script; ``attempt_log`` also a retry); replay drops them again,
@@ -65,7 +66,7 @@ def parse_entry(
     names, values = b"\n".join(raw), b"\n".join(raw.values())
     total = len(names) + len(values) - 2 * (len(raw) - 1) if raw else 0
     if total > max_field_bytes or total > max_job_bytes:
-        if total > max_job_bytes:
+        if total > max_job_bytes + attempt_log.ROOM:  # a retry's attempt log may take a job over the limit
             return _oversized(entry_id, raw, total, max_job_bytes)
         if max(map(len, chain(raw, raw.values()))) > max_field_bytes:
             return _too_big(entry_id, raw, max_field_bytes)
@@ -148,7 +149,8 @@ def _too_big(entry_id: str, raw: dict[bytes, bytes], max_field_bytes: int) -> Ma
 def _oversized(entry_id: str, raw: dict[bytes, bytes], total: int, max_job_bytes: int) -> Malformed:
     kept = cut_down(raw)
     error = (
-        f"Oversized: the entry is {total} bytes, over MAX_JOB_BYTES={max_job_bytes}; each field is kept to its "
+        f"Oversized: the entry is {total} bytes, over MAX_JOB_BYTES={max_job_bytes} and the {attempt_log.ROOM} "
+        f"bytes a retry may add; each field is kept to its "
         f"first {KEPT_BYTES} bytes, with the size and SHA-256 of each field cut in {CUT_FIELD!r}"
     )
     return Malformed(entry_id, REASON_OVERSIZED, error, kept.get("kind", ""), kept)
