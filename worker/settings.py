@@ -453,7 +453,8 @@ class Settings:
         "MAX_JOB_BYTES",
         "1048576",
         positive_int,
-        "enqueue refuses a larger job; the worker dead-letters a larger entry as oversized, each field cut to 1 KiB",
+        "enqueue refuses a larger job; the worker dead-letters an entry larger than this and the 8 KiB a retry's "
+        "`attempt_log` may add as oversized, each field cut to 1 KiB",
     )
     traceback_bytes: int = setting(
         "TRACEBACK_BYTES", "8192", positive_int, "tracebacks stored on dead entries are cut to this size"
