@@ -24,10 +24,11 @@ once each.
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
@@ -113,16 +114,27 @@ def landed(workers: Workers, proc: Any, text: str, watch: PendingWatch, called: 
     return logged + 0.001
 
 
+@contextmanager
+def landing(
+    r: redis.Redis, workers: Workers, prefix: str, redis_url: str, name: str, change: Callable[[], object], text: str
+) -> Iterator[tuple[Any, PendingWatch, float, float]]:
+    """A worker reading a fast backlog ahead, ``change()`` made while it does, and the worker's line ``text``
+    saying its gate took it: yields the worker, the pending watch, when the change was made and when held."""
+    proc = fast_backlog(r, workers, prefix, name)
+    with watching(redis_url, prefix, name) as watch:
+        reads_ahead(watch)
+        called = time.time()
+        change()
+        yield proc, watch, called, landed(workers, proc, text, watch, called)
+
+
 def test_a_pause_holds_the_jobs_read_ahead_and_resume_runs_them_once(
     r: redis.Redis, workers: Workers, prefix: str, redis_url: str
 ) -> None:
     at = {"client": r, "prefix": prefix}
-    proc = fast_backlog(r, workers, prefix, "ahead-pause")
-    with watching(redis_url, prefix, "ahead-pause") as watch:
-        reads_ahead(watch)
-        called = time.time()
-        opslib.pause("alpha", reason="read-ahead check", **at)
-        held = landed(workers, proc, "Kind alpha is paused", watch, called)
+    pause = functools.partial(opslib.pause, "alpha", reason="read-ahead check", **at)
+    with landing(r, workers, prefix, redis_url, "ahead-pause", pause, "Kind alpha is paused") as landed_at:
+        proc, watch, _called, held = landed_at
 
         def settled() -> bool:
             done, parked = runs(r, prefix, "alpha"), parked_job_ids(r, prefix, "alpha")
@@ -153,12 +165,9 @@ def test_a_throttle_holds_the_start_rate_of_jobs_read_ahead(
     r: redis.Redis, workers: Workers, prefix: str, redis_url: str
 ) -> None:
     at = {"client": r, "prefix": prefix}
-    proc = fast_backlog(r, workers, prefix, "ahead-throttle")
-    with watching(redis_url, prefix, "ahead-throttle") as watch:
-        reads_ahead(watch)
-        called = time.time()
-        opslib.throttle("alpha", RATE, reason="read-ahead check", **at)
-        held = landed(workers, proc, f"alpha {RATE}/s", watch, called)
+    throttle = functools.partial(opslib.throttle, "alpha", RATE, reason="read-ahead check", **at)
+    with landing(r, workers, prefix, redis_url, "ahead-throttle", throttle, f"alpha {RATE}/s") as landed_at:
+        proc, _watch, called, held = landed_at
     before = [t for t in starts(r, prefix, "alpha") if called - 0.5 <= t < called]
     wait_for(lambda: time.time() > held + WINDOW_S, WINDOW_S + 1, "the window to pass")
     in_window = [t for t in starts(r, prefix, "alpha") if held <= t < held + WINDOW_S]
