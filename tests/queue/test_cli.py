@@ -134,9 +134,8 @@ def descendants_until_exit(proc: subprocess.Popen[bytes], timeout_s: float = 60)
     deadline = time.monotonic() + timeout_s
     while proc.poll() is None and time.monotonic() < deadline:
         for child in parent.children(recursive=True) if parent.is_running() else ():
-            if child not in seen:
-                with contextlib.suppress(psutil.NoSuchProcess):
-                    seen[child] = child.name()
+            with contextlib.suppress(psutil.NoSuchProcess):
+                seen[child] = child.name()  # read again each time: a child first seen between fork and exec is "python"
         time.sleep(0.005)  # the sampling interval, not a wait for an event: the loop ends when the worker exits
     return seen
 
