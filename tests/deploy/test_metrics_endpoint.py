@@ -79,3 +79,34 @@ def test_an_idle_connection_is_closed_and_a_slow_request_times_out() -> None:
         assert httpx.post(f"http://127.0.0.1:{port}/metrics", timeout=5, trust_env=False).status_code == 405
     finally:
         endpoint.close()
+
+
+def test_a_connection_dropped_to_admit_a_new_one_is_not_handed_over_in_the_same_batch() -> None:
+    """One select can report the listener (a new client, past max_connections: the oldest idle connection is
+    dropped) and that oldest connection (its request began) together. Driven by hand, without the watcher
+    thread, listener first: the dropped connection is skipped, and the endpoint goes on serving."""
+    registry = CollectorRegistry()
+    Counter("probe", "A counter to serve.", registry=registry).inc()
+    endpoint = MetricsEndpoint(registry, "127.0.0.1", 0, max_connections=1)
+    try:
+        with socket.create_connection(endpoint.address, timeout=5) as oldest:
+            wait_for(lambda: endpoint._accept() or endpoint.idle, 5, "the first connection to be accepted")
+            oldest.sendall(b"GET /metrics HTTP/1.1\r\n\r\n")
+            with socket.create_connection(endpoint.address, timeout=5) as newer:
+                ready: list[tuple[object, int]] = []
+
+                def both_ready() -> bool:
+                    ready[:] = endpoint.selector.select(timeout=0.1)
+                    return len(ready) == 2
+
+                wait_for(both_ready, 5, "the listener and the oldest connection to be ready together")
+                ready.sort(key=lambda item: item[0].fileobj is not endpoint.listener)  # type: ignore[attr-defined]
+                endpoint._serve(ready)  # type: ignore[arg-type]
+                with contextlib.suppress(ConnectionResetError):  # closed with its request unread: a reset
+                    assert oldest.recv(1) == b""  # dropped to admit the newer one, never answered
+                assert list(endpoint.idle) and newer.fileno() != -1
+                endpoint.start()
+                newer.sendall(b"GET /metrics HTTP/1.1\r\n\r\n")
+                assert b"probe_total 1.0" in newer.recv(65536) + newer.recv(65536)
+    finally:
+        endpoint.close()

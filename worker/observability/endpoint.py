@@ -69,23 +69,35 @@ class MetricsEndpoint:
     def close(self) -> None:
         """Stop accepting, close every connection and wait for the threads (a second or so at most)."""
         self.stopping.set()
-        self.thread.join(timeout=5)
+        if self.thread.ident is None:  # never started: no thread watches the sockets to close them
+            self._close_sockets()
+        else:
+            self.thread.join(timeout=5)
         self.pool.shutdown(wait=True, cancel_futures=True)
 
     def _watch(self) -> None:
         try:
             while not self.stopping.is_set():
-                for key, _events in self.selector.select(timeout=0.5):
-                    if key.fileobj is self.listener:
-                        self._accept()
-                    else:
-                        self._hand_over(key.fileobj)  # type: ignore[arg-type]
+                self._serve(self.selector.select(timeout=0.5))
                 self._expire(time.monotonic() - self.idle_timeout_s)
         finally:
-            for conn in list(self.idle):
-                self._drop(conn)
-            self.selector.close()
-            self.listener.close()
+            self._close_sockets()
+
+    def _close_sockets(self) -> None:
+        for conn in list(self.idle):
+            self._drop(conn)
+        self.selector.close()
+        self.listener.close()
+
+    def _serve(self, ready: list[tuple[selectors.SelectorKey, int]]) -> None:
+        """One select's events: accept on the listener; hand over each connection whose request began,
+        unless accepting dropped it earlier in the same batch (the oldest idle one, to admit a new one past
+        ``max_connections``): its socket is closed, and unregistering it again would end this thread."""
+        for key, _events in ready:
+            if key.fileobj is self.listener:
+                self._accept()
+            elif key.fileobj in self.idle:
+                self._hand_over(key.fileobj)
 
     def _accept(self) -> None:
         with contextlib.suppress(BlockingIOError, InterruptedError):
