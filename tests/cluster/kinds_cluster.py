@@ -8,19 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator
 
-from worker import Job, RetryPolicy, job_kind, lifespan
-from worker.app import WorkerApp
-
-state: dict[str, object] = {}
-
-
-@lifespan()
-async def remember(app: WorkerApp) -> AsyncIterator[None]:
-    state["redis"] = app.redis
-    state["prefix"] = app.settings.prefix
-    yield
+from tests.kinds_app_state import state
+from worker import Job, RetryPolicy, job_kind
 
 
 def key(name: str) -> str:

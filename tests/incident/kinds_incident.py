@@ -9,19 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
 
-from worker import Job, job_kind, lifespan
-from worker.app import WorkerApp
-
-state: dict[str, object] = {}
-
-
-@lifespan()
-async def remember(app: WorkerApp) -> AsyncIterator[None]:
-    state["redis"] = app.redis
-    state["prefix"] = app.settings.prefix
-    yield
+from tests.kinds_app_state import state
+from worker import Job, job_kind
 
 
 async def record(job: Job) -> None:
