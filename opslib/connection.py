@@ -29,7 +29,7 @@ from redis.retry import Retry
 from opslib.errors import OpslibError
 from worker.archive.table import TABLE as ARCHIVE_TABLE
 from worker.errors import SettingsError
-from worker.redact import redact
+from worker.redact import one_line, redact
 from worker.settings import Settings
 from worker.store.connection import ClusterStateError, connect, is_cluster
 from worker.store.dev_stack import configured_or_running
@@ -121,7 +121,7 @@ def connect_postgres(
     try:
         return psycopg.connect(url, connect_timeout=5, autocommit=autocommit)
     except psycopg.Error as exc:
-        raise OpslibError(" ".join(failure(redact(url), exc).split())) from None  # one line
+        raise OpslibError(one_line(failure(redact(url), exc))) from None
 
 
 @contextlib.contextmanager

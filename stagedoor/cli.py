@@ -18,7 +18,7 @@ from stagedoor.schema import migrate_url
 from stagedoor.settings import StagedoorSettings
 from worker.embedded.servers import EmbeddedServerError, embedded_stack
 from worker.errors import SettingsError
-from worker.redact import redact
+from worker.redact import one_line, redact
 from worker.settings import Settings, settings_help
 
 
@@ -53,7 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(redact(f"error: {exc}"), file=sys.stderr)
         return 2
     except (EmbeddedServerError, psycopg.OperationalError) as exc:
-        print(redact(f"error: {exc}"), file=sys.stderr)
+        print(redact(f"error: {one_line(exc)}"), file=sys.stderr)
         return 1
     print("migrated")
     return 0

@@ -42,3 +42,9 @@ def redact(text: str) -> str:
     """``text`` with the secrets of every URL or connection string in it replaced by ``***``."""
     text = _USERINFO.sub(_hide_userinfo, text)
     return _SECRET_PARAM.sub(lambda m: f"{m.group('name')}{MASK}", text)
+
+
+def one_line(message: object) -> str:
+    """``message`` (an exception or text) on one line: a driver's text may hold newlines and tabs (libpq's
+    "Is the server running...?" hint), and an error the CLI or a log shows is one line."""
+    return " ".join(str(message).split())

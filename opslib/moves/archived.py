@@ -33,6 +33,7 @@ from opslib.errors import OpslibError
 from worker.archive.dead_log import EVENT_DISCARDED, EVENT_REPLAYED, next_id, parse_record
 from worker.archive.rows import LOG_LOCK, TAKE_LOG_LOCK, record_statements, runs
 from worker.archive.table import STATUS_DEAD, STATUS_DISCARDED, STATUS_REPLAYED, TABLE, fields_from_json
+from worker.redact import one_line
 from worker.store.keys import Keys
 from worker.store.scripts import Scripts
 from worker.store.trace_context import TRACE_FIELDS, TRACE_LINK, add_links
@@ -99,11 +100,6 @@ class Archive:
         if self._own is not None:
             self._own.close()
             self._own = None
-
-
-def one_line(exc: BaseException) -> str:
-    """A server's message on one line (psycopg's span several)."""
-    return " ".join(str(exc).split())
 
 
 @contextlib.contextmanager

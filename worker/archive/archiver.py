@@ -52,6 +52,7 @@ from worker.archive.dead_log import next_id, parse_record
 from worker.archive.rows import INSERT_ROW, LOG_LOCK, TRY_LOG_LOCK, Statement, dead_row, record_statements, runs
 from worker.archive.schema_check import NotMigrated, check_async
 from worker.archive.table import MIGRATE_COMMAND, WANTED, migrate_async
+from worker.redact import one_line
 from worker.settings import Settings
 from worker.store.consumers import forget_dead_consumers
 from worker.store.keys import ARCHIVE_GROUP, Keys
@@ -219,7 +220,7 @@ class Archiver:
             return 0.0
         except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
             await self._lost()
-            raise ArchiveUnavailable(f"PostgreSQL of the archive: {' '.join(str(exc).split())}") from None
+            raise ArchiveUnavailable(f"PostgreSQL of the archive: {one_line(exc)}") from None
         except psycopg.Error:
             await self._lost()
             raise
@@ -372,7 +373,7 @@ class Archiver:
                     await conn.close()
                     raise NotMigrated(
                         f"ARCHIVE_MIGRATE=on, but the archive's PostgreSQL role may not run DDL "
-                        f"({' '.join(str(exc).split())}); run `{MIGRATE_COMMAND}` as a role that may, "
+                        f"({one_line(exc)}); run `{MIGRATE_COMMAND}` as a role that may, "
                         "and start the workers with ARCHIVE_MIGRATE=off"
                     ) from None
                 except BaseException:
@@ -381,7 +382,7 @@ class Archiver:
                 self._migrated = True
         except psycopg.OperationalError as exc:
             await self._lost()
-            raise ArchiveUnavailable(" ".join(str(exc).split())) from None
+            raise ArchiveUnavailable(one_line(exc)) from None
         self.conn = conn
         return conn
 

@@ -26,7 +26,7 @@ from worker.embedded.servers import embedded_stack
 from worker.errors import SettingsError
 from worker.kinds import REGISTRY
 from worker.observability import logs
-from worker.redact import redact
+from worker.redact import one_line, redact
 from worker.settings import Settings, settings_help
 from worker.store.connection import connect
 from worker.store.enqueue import enqueue
@@ -154,8 +154,7 @@ def cmd_migrate(settings: Settings) -> int:
         ):
             migrate_url(url)
     except psycopg.OperationalError as exc:
-        message = " ".join(str(exc).split())
-        print(redact(f"error: the archive's PostgreSQL does not answer: {message}"), file=sys.stderr)
+        print(redact(f"error: the archive's PostgreSQL does not answer: {one_line(exc)}"), file=sys.stderr)
         return EXIT_FAILED
     print("migrated")
     return EXIT_OK
