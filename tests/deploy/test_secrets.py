@@ -223,3 +223,26 @@ def test_enqueue_health_and_opslib_read_urls_from_files(
     assert opslib_main(["stats"]) == 0
     stats = capfd.readouterr().out.split()
     assert stats[stats.index("stream_length") + 1] == "1"  # the job enqueued above
+
+
+@pytest.mark.parametrize("command", [["-m", "worker", "--burst"], ["-m", "stagedoor", "migrate"]])
+def test_an_applications_postgresql_away_at_start_is_one_line_without_the_password(
+    redis_url: str, prefix: str, tmp_path: Path, command: list[str]
+) -> None:
+    """Stagedoor's lifespan checks its tables at start; its DATABASE_URL not answering is one line (libpq's
+    two-line text folded), exit 1, neither traceback nor password."""
+    env = {k: v for k, v in os.environ.items() if not k.endswith(("_URL", "_URL_FILE"))}
+    env.update(
+        PYTHONPATH=str(ROOT),
+        QUEUE_PREFIX=prefix,
+        REDIS_URL=redis_url,
+        DATABASE_URL=POSTGRES_SHAPES["unreachable host"],
+        ARCHIVE_URL="off",
+        WORKER_KINDS="stagedoor.kinds",
+        WORKER_DATA_DIR=str(tmp_path),
+    )
+    done = subprocess.run([sys.executable, *command], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr and not shown_secret(done.stdout + done.stderr)
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith("error: ") and "Connection refused" in line and "Is the server running" in line, line

@@ -195,6 +195,14 @@ def test_an_analyst_reads_everything_and_is_refused_a_move_in_one_line(
     assert cli.returncode != 0 and "Traceback" not in cli.stderr
     assert re.search(r"Redis refused the '[a-z|]+' command", cli.stderr) and "operator role" in cli.stderr
 
+    # Enqueueing as the analyst: one line naming the command and the role (not "try again later").
+    enqueued = subprocess.run(
+        [sys.executable, "-m", "worker", "enqueue", "ok"],
+        cwd=ROOT, env={**env, "WORKER_KINDS": KINDS}, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert enqueued.returncode == 1 and "Traceback" not in enqueued.stderr
+    assert enqueued.stderr.startswith("error: Redis refused the '") and "needs the worker role" in enqueued.stderr
+
     # A worker given the analyst's user: one line naming the command and the role, never a traceback.
     started = time.monotonic()
     proc = workers.start(KINDS, "--burst", REDIS_URL=url)

@@ -10,7 +10,7 @@ import redis
 
 from worker.embedded.servers import EmbeddedServerError
 from worker.errors import SettingsError, WorkerError
-from worker.redact import redact
+from worker.redact import one_line, redact
 from worker.store.roles import refused
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -36,3 +36,15 @@ def one_line_errors(call: Callable[[], int]) -> int:
     except redis.exceptions.RedisClusterException as exc:
         print(redact(f"error: the Redis Cluster cannot serve the queue: {exc}"), file=sys.stderr)
         return EXIT_FAILED
+    except Exception as exc:
+        if not _database_refused(exc):
+            raise
+        print(redact(f"error: cannot use PostgreSQL: {one_line(exc)}"), file=sys.stderr)
+        return EXIT_FAILED
+
+
+def _database_refused(exc: Exception) -> bool:
+    """A psycopg ``OperationalError`` (a lifespan's PostgreSQL away at start, a wrong password...). psycopg is
+    looked up, not imported: a worker without PostgreSQL never loads it, and then no error can be one."""
+    psycopg = sys.modules.get("psycopg")
+    return psycopg is not None and isinstance(exc, psycopg.OperationalError)

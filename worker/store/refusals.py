@@ -18,6 +18,7 @@ import redis.exceptions
 
 from worker.errors import QueueRefused
 from worker.store.reconnect import CONNECTION_ERRORS
+from worker.store.roles import refused
 
 #: Redis's error code -> what it means, for log lines and errors.
 REASONS = {
@@ -66,11 +67,14 @@ def passes(exc: BaseException) -> bool:
 @contextmanager
 def refused_as_queue_refused(what: str) -> Iterator[None]:
     """Turn a refusal inside the block into :class:`~worker.errors.QueueRefused`: "Redis refuses writes
-    (OOM: out of memory ...); ``what``", one line naming the reason. Other errors pass unchanged."""
+    (OOM: out of memory ...); ``what``", one line naming the reason (for a missing permission, the command
+    and the role that has it). Other errors pass unchanged."""
     try:
         yield
     except redis.exceptions.ResponseError as exc:
         code = refusal_code(exc)
         if code is None:
             raise
+        if isinstance(exc, redis.exceptions.NoPermissionError):  # a missing permission: say which role has it
+            raise QueueRefused(code, f"{refused(exc, 'worker')}; {what}") from exc
         raise QueueRefused(code, f"Redis refuses writes ({code}: {REASONS[code]}); {what}") from exc
