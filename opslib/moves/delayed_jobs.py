@@ -164,8 +164,8 @@ class CancelDelayed(DelayedMove):
     verb, action, done, would = "cancel_delayed", "cancel delayed jobs", CANCELLED, WOULD_CANCEL
     needs = NEEDS_WRITE.format(action="cancel_delayed", more=", XADD to jobs:dead:log")
 
-    at: str = ""
-    record: bool = False
+    at: str
+    record: bool
 
     def call(self, scripts: Scripts, member: bytes, pipe: Any, batch: str) -> Any:
         by, reason = self.operator.by, self.operator.reason or ""
