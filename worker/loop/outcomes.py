@@ -13,7 +13,7 @@ the moves carry (a dead entry's fields, a retry's member with its
 ``attempt_log``).
 
 The attempt's ``process`` span, when the worker traces, is marked here too
-(:mod:`worker.loop.tracing`; the runner records the exception): the outcome,
+(:mod:`worker.loop.tracing`; the executor records the exception): the outcome,
 and its context as ``trace_link`` on the retried job and the dead letter.
 
 A job that carries ``replay_batch`` (a replay put it back) also records its
