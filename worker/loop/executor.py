@@ -29,18 +29,16 @@ import logging
 import time
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING
 
 from worker.errors import JobTimeout
 from worker.kinds import Job, KindSpec, Registry
 from worker.loop.gate import Gate
 from worker.loop.observe import Observer
+from worker.loop.outcomes import Outcomes
+from worker.loop.partition_reader import PartitionReader
 from worker.loop.slots import Raw
 from worker.loop.tracing import record_failure
 from worker.store import wire
-
-if TYPE_CHECKING:
-    from worker.loop.partition_reader import PartitionReader
 
 log = logging.getLogger("worker")
 
@@ -76,7 +74,7 @@ class Executor:
         ``alone``: the entry was delivered before (reclaimed from a dead process)
         and runs with nothing beside it; its acknowledgement is sent at once.
         """
-        outcomes = part.outcomes
+        outcomes: Outcomes = part.outcomes
         try:
             job = wire.parse_entry(entry_id, raw, self.registry, self._max_field_bytes, self._max_job_bytes)
             if isinstance(job, wire.Malformed):

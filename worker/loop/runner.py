@@ -82,19 +82,7 @@ class Worker:
         self._rng = random.Random()
         block_ms = min(settings.block_ms, 50) if burst else settings.block_ms
         observing = [self.tally, *observers]
-        self.parts: list[PartitionReader] = []
-        for keys in partition_keys(settings):
-            scripts = Scripts(redis_client, keys, wait_replicas=settings.wait_replicas)
-            outcomes = Outcomes(
-                redis_client,
-                scripts,
-                settings,
-                observing,
-                promote_soon=functools.partial(self._promote_soon, scripts),
-                episode=self.episode,
-                rng=self._rng,
-            )
-            self.parts.append(PartitionReader(redis_client, outcomes, self.name, block_ms))
+        self.parts = [self._partition(keys, observing, block_ms) for keys in partition_keys(settings)]
         self.gate = Gate(redis_client, self.keys, self.parts[0].keys, registry)
         self.executor = Executor(
             registry,
@@ -118,6 +106,20 @@ class Worker:
             rng=self._rng,
             read_ahead=ReadAhead(settings.prefetch, settings.reclaim_idle_ms),
         )
+
+    def _partition(self, keys: Keys, observing: list[Observer], block_ms: int) -> PartitionReader:
+        """One partition's reader, with its scripts and the :class:`Outcomes` that record what its entries became."""
+        scripts = Scripts(self.redis, keys, wait_replicas=self.settings.wait_replicas)
+        outcomes = Outcomes(
+            self.redis,
+            scripts,
+            self.settings,
+            observing,
+            promote_soon=functools.partial(self._promote_soon, scripts),
+            episode=self.episode,
+            rng=self._rng,
+        )
+        return PartitionReader(self.redis, outcomes, self.name, block_ms)
 
     def _promote_soon(self, scripts: Scripts, delay_s: float) -> None:
         self.upkeep.promote_soon(scripts, delay_s)
@@ -153,6 +155,10 @@ class Worker:
             await self._goodbye()
             self.executor.shutdown()
             self.upkeep.log_summary()
+
+    def outcomes_waiting(self) -> int:
+        """Outcomes decided but kept until Redis takes them again (the metrics' gauge)."""
+        return self.episode.waiting
 
     def stop(self) -> None:
         """Stop reading; running jobs get ``SHUTDOWN_GRACE_S`` to finish."""
