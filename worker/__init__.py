@@ -11,7 +11,7 @@ own and names them in ``WORKER_KINDS``::
 
     $ WORKER_KINDS=myapp.kinds QUEUE_PREFIX={jobs}: python -m worker
 
-Public names (listed in the README's "Public names"): :func:`job_kind`, :class:`RetryPolicy`, :class:`Job`,
+Public names (docs/worker.md): :func:`job_kind`, :class:`RetryPolicy`, :class:`Job`,
 :func:`connect` (the client the settings call for: single server or cluster),
 :func:`enqueue` (and :func:`enqueue_async`; :func:`enqueue_many` and
 :func:`enqueue_many_async` for a batch of :class:`NewJob`; each raises :class:`QueueRefused` when Redis

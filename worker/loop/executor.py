@@ -33,11 +33,11 @@ from concurrent.futures import ThreadPoolExecutor
 from worker.errors import JobTimeout
 from worker.kinds import Job, KindSpec, Registry
 from worker.loop.gate import Gate
-from worker.loop.observe import Observer
 from worker.loop.outcomes import Outcomes
 from worker.loop.partition_reader import PartitionReader
 from worker.loop.slots import Raw
 from worker.loop.tracing import record_failure
+from worker.observability.observer import Observer, overrides
 from worker.store import wire
 
 log = logging.getLogger("worker")
@@ -47,8 +47,8 @@ class Executor:
     """Runs one entry of a partition through its handler and records the outcome (:meth:`run`): an entry
     in, its outcome recorded (or kept until Redis takes it), nothing raised.
 
-    ``observers`` hear each job start (the tally, which counts outcomes only,
-    need not be among them); ``field_limits``: ``MAX_FIELD_BYTES`` and
+    ``observers`` hear each job start (those that override
+    ``job_started``); ``field_limits``: ``MAX_FIELD_BYTES`` and
     ``MAX_JOB_BYTES``.
     """
 
@@ -63,7 +63,8 @@ class Executor:
     ) -> None:
         self.registry = registry
         self.gate = gate
-        self._job_started = [observer.job_started for observer in observers]  # bound once, for every job
+        # Bound once, for every job; only the observers that count starts (the tally does not).
+        self._job_started = [observer.job_started for observer in overrides(observers, "job_started")]
         self._max_field_bytes, self._max_job_bytes = field_limits
         self.threads = ThreadPoolExecutor(threads, thread_name_prefix="job")
         """Where synchronous handlers run (their ``job`` threads)."""

@@ -37,8 +37,9 @@ from worker.archive.dead_log import outcome_record
 from worker.kinds import Job, KindSpec
 from worker.loop.burial import Burial, dead_fields, dead_log_line, log_fields, poison_log_line, retry_member
 from worker.loop.episode import Episode
-from worker.loop.observe import Observer, Successes
+from worker.loop.observe import Successes
 from worker.loop.tracing import link_field, mark_dead, retrying
+from worker.observability.observer import Observer
 from worker.retry import Retry, decide
 from worker.settings import Settings
 from worker.store import wire

@@ -32,7 +32,7 @@ from worker.loop.declare import declare_chore
 from worker.loop.episode import Episode
 from worker.loop.executor import Executor
 from worker.loop.gate import Gate
-from worker.loop.observe import Observer, Tally
+from worker.loop.observe import Tally
 from worker.loop.outcomes import Outcomes
 from worker.loop.partition_reader import PartitionReader, give_back
 from worker.loop.read_ahead import ReadAhead
@@ -40,6 +40,7 @@ from worker.loop.rotation import Rotation
 from worker.loop.slots import Slots
 from worker.loop.tracing import traced
 from worker.loop.upkeep import Upkeep
+from worker.observability.observer import Observer
 from worker.settings import Settings
 from worker.store.keys import GROUP, Keys
 from worker.store.partitions import partition_keys
@@ -87,7 +88,7 @@ class Worker:
         self.executor = Executor(
             registry,
             self.gate,
-            observing[1:],
+            observing,
             threads=settings.concurrency,
             field_limits=(settings.max_field_bytes, settings.max_job_bytes),
         )

@@ -1,6 +1,6 @@
 """The job wire format: parsing entries at the loop's edge and encoding jobs.
 
-A job is a flat map of strings (DESIGN.md): ``kind``, ``job_id`` or
+A job is a flat map of strings (docs/worker.md, "Jobs and dead entries"): ``kind``, ``job_id`` or
 ``outbox_id``, ``attempts``, the payload's fields, ``request_id``, ``trace``,
 and the W3C trace fields ``traceparent``, ``tracestate``, ``trace_link``
 (:mod:`worker.store.trace_context`).
