@@ -61,7 +61,8 @@ class Executor:
         threads: int,
         field_limits: tuple[int, int],
     ) -> None:
-        self.registry = registry
+        self.kinds = registry.kinds
+        """The kinds this worker runs, by name (the registry's own mapping)."""
         self.gate = gate
         # Bound once, for every job; only the observers that count starts (the tally does not).
         self._job_started = [observer.job_started for observer in overrides(observers, "job_started")]
@@ -77,11 +78,11 @@ class Executor:
         """
         outcomes: Outcomes = part.outcomes
         try:
-            job = wire.parse_entry(entry_id, raw, self.registry, self._max_field_bytes, self._max_job_bytes)
+            job = wire.parse_entry(entry_id, raw, self.kinds, self._max_field_bytes, self._max_job_bytes)
             if isinstance(job, wire.Malformed):
                 await outcomes.malformed(job)
                 return
-            spec = self.registry.kinds[job.kind]
+            spec = self.kinds[job.kind]
             if job.kind in self.gate.held and not await self.gate.admit(part, job):
                 return
             if self._job_started:
