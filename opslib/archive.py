@@ -51,6 +51,7 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -67,6 +68,7 @@ from opslib.archive_frames import (
 from opslib.checks import check_kind, check_limit, check_window
 from opslib.connection import pg_session, queue_keys, readable_archive_url
 from opslib.errors import OpslibError
+from opslib.export import with_exported
 from opslib.moves.archived import apply_pending_log
 from opslib.search import ARCHIVE_SEARCH, check_search
 from opslib.signatures import check_signature
@@ -126,6 +128,7 @@ def archive(
     signature: str | None = None,
     search: str | None = None,
     limit: int | None = None,
+    include_exported: str | Path | None = None,
     conn: Any = None,
     prefix: str | None = None,
     client: Any = None,
@@ -140,7 +143,7 @@ def archive(
     traceback, ids or payload contain the text (any case); ``limit`` keeps
     the most recent ``limit`` of what is left. The moves not yet in the rows
     (``jobs:dead:log``) are applied first, so a replay or discard just made shows at once
-    (``client=``: the Redis to read it from).
+    (``client=``: the Redis to read it from). ``include_exported``: an export folder, read too (opslib.export).
 
     >>> opslib.archive("send_email", since=pd.Timedelta("7D"), status="dead").groupby("signature").size()
     """
@@ -171,6 +174,8 @@ def archive(
         f"ORDER BY dead_at DESC, length(dead_id) DESC, dead_id DESC{' LIMIT %(limit)s' if last else ''}"
     )
     rows = read_archive(conn, query, {**params, "limit": last})
+    if include_exported is not None:
+        return archive_to_frame(with_exported(rows, include_exported, queue, {**params, "kind": kind}, last))
     if kind is not None and not rows:
         check_kind(kind, [], lambda: archive_kinds(conn, queue), holder="the archive holds")
     return archive_to_frame(reversed(rows))
