@@ -18,6 +18,7 @@ from datetime import UTC, datetime, timedelta
 import psycopg
 import pytest
 
+from benchmarks.archive_growth import PREVIOUS_DDL
 from tests.queue.test_pg_roles import Roles, roles  # noqa: F401  (the fixture, with the documented grants)
 from worker.archive.months import AHEAD_MONTHS, month_start, partition_name
 from worker.archive.retention import Retention
@@ -28,20 +29,6 @@ from worker.settings import Settings, retention
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 SEVEN_MONTHS_AGO = datetime(2026, 5, 10, tzinfo=UTC)
 TWO_YEARS_AGO = datetime(2024, 11, 20, tzinfo=UTC)
-
-#: ``dead_letters`` and ``operator_actions`` as the release before this one made them (unpartitioned).
-PREVIOUS_DDL = (
-    "CREATE TABLE dead_letters ("
-    + ", ".join(f"{c.name} {c.sql}" for c in COLUMNS)
-    + ", PRIMARY KEY (queue, partition, dead_id));"
-    + "CREATE INDEX dead_letters_kind_dead_at ON dead_letters (queue, kind, dead_at);"
-    + "CREATE INDEX dead_letters_dead_at ON dead_letters (queue, dead_at) INCLUDE (kind);"
-    + """CREATE TABLE operator_actions (queue text NOT NULL, id text NOT NULL, at timestamptz NOT NULL,
-    by text NOT NULL DEFAULT '', action text NOT NULL, kind text NOT NULL DEFAULT '',
-    entries integer NOT NULL DEFAULT 0, reason text NOT NULL DEFAULT '', batch text NOT NULL DEFAULT '',
-    detail jsonb NOT NULL DEFAULT '{}', PRIMARY KEY (queue, id));
-    CREATE INDEX operator_actions_at ON operator_actions (queue, at);"""
-)
 
 ADD_ROWS = """
 INSERT INTO dead_letters (queue, dead_id, dead_at, kind, status, fields)
