@@ -9,7 +9,8 @@ previous release made it (unpartitioned, :data:`PREVIOUS_DDL`) filled with
 ``benchmarks/archive_reads.py``: 5 kinds, 2 KB tracebacks, a tenth replayed, a
 twentieth discarded); then ``python -m worker migrate``'s conversion, timed;
 one day of ``opslib.archive()``, 30 days of ``opslib.history()``; the
-``archive-months`` chore with a retention that leaves the oldest month wholly
+oldest month exported to Parquet and verified (``python -m opslib export``);
+the ``archive-months`` chore with a retention that leaves that month wholly
 past (the month is dropped), timed, and the dead tuples left in the kept
 partitions. Prints one line per figure.
 """
@@ -20,6 +21,7 @@ import argparse
 import asyncio
 import os
 import sys
+import tempfile
 import time
 import uuid
 from datetime import UTC, datetime
@@ -32,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import opslib
 from benchmarks.archive_reads import FILL, KINDS, TRACEBACK
+from opslib.export import export_month
 from worker.archive.months import month_start
 from worker.archive.retention import Retention
 from worker.archive.table import COLUMNS, migrate
@@ -96,6 +99,13 @@ def run(database_url: str, rows: int) -> None:
             age_s = int((now - month_start(oldest, 1)).total_seconds())
             ages = ",".join(f"{status}={age_s}s" for status in ("dead", "replayed", "discarded"))
             chore = Retention(Settings.from_env({"QUEUE_PREFIX": "", "ARCHIVE_RETENTION": ages}), lambda: url)
+            with tempfile.TemporaryDirectory() as folder:
+                manifest = timed(
+                    f"export {oldest:%Y-%m} to Parquet, verified",
+                    lambda: export_month(f"{oldest:%Y-%m}", folder, conn=conn, prefix=""),
+                )
+                size = (Path(folder) / manifest["file"]).stat().st_size  # type: ignore[index]
+                print(f"  rows: {manifest['rows']:,}, {size / 1e6:.0f} MB")  # type: ignore[index]
             kept_before = conn.execute(
                 "SELECT count(*) FROM dead_letters WHERE dead_at >= %s", (month_start(oldest, 1),)
             ).fetchone()

@@ -99,9 +99,8 @@ def export_month(month: str, out: str | Path, *, conn: Any = None, prefix: str |
         ):
             cur.execute(query, params)
             while batch := cur.fetchmany(BATCH):
-                writer.write_table(
-                    pa.Table.from_pylist([dict(zip(schema.names, r, strict=True)) for r in batch], schema)
-                )
+                columns = [pa.array(c, f.type) for c, f in zip(zip(*batch, strict=True), schema, strict=True)]
+                writer.write_table(pa.Table.from_arrays(columns, schema=schema))
                 rows += len(batch)
     except psycopg.Error as exc:
         partial.unlink(missing_ok=True)
