@@ -86,7 +86,10 @@ def would_pause(kind: str, reason: str | None) -> str:
 def run(args: argparse.Namespace, out: TextIO) -> int:
     """Run one of :data:`COMMANDS`; raises :class:`OpslibError` on bad input (nothing changed)."""
     if args.command == "kinds":
-        print(frame_text(kinds()[KINDS_SHOWN]), file=out)
+        frame = kinds()
+        print(frame_text(frame[KINDS_SHOWN]), file=out)
+        for note in frame.attrs["notes"]:
+            print(f"note: {note}", file=out)
     elif args.command == "actions":
         print(frame_text(actions(since=args.since, kind=args.kind)[ACTIONS_SHOWN], index=False), file=out)
     elif args.command == "pause" and args.dry_run:
