@@ -23,7 +23,6 @@ import os
 import sys
 import tempfile
 import time
-import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -33,7 +32,7 @@ import psycopg
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import opslib
-from benchmarks.archive_reads import FILL, KINDS, TRACEBACK
+from benchmarks.archive_reads import FILL, KINDS, TRACEBACK, own_schema
 from opslib.export import export_month
 from worker.archive.months import month_start
 from worker.archive.retention import Retention
@@ -72,55 +71,47 @@ def timed(label: str, call: object) -> object:
 
 
 def run(database_url: str, rows: int) -> None:
-    schema = f"bench_{uuid.uuid4().hex[:8]}"
-    url = f"{database_url}{'&' if '?' in database_url else '?'}options=-csearch_path%3D{schema}"
-    with psycopg.connect(database_url, autocommit=True) as conn:
-        conn.execute(f'CREATE SCHEMA "{schema}"')
-    try:
-        with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute(PREVIOUS_DDL)
-            spacing = pd.Timedelta(days=DAYS).to_pytimedelta() / rows
-            params = {"traceback": TRACEBACK, "spacing": spacing, "kinds": list(KINDS), "rows": rows}
-            timed(f"fill {rows:,} rows, unpartitioned (INSERT ... SELECT)", lambda: conn.execute(FILL, params))
-            conn.execute("VACUUM ANALYZE dead_letters")
-            elapsed = time.perf_counter()
-            migrate(conn)
-            elapsed = time.perf_counter() - elapsed
-            print(f"migrate, converting {rows:,} rows: {elapsed:.1f} s ({elapsed / rows * 1e6:.1f} s per million rows)")
-            conn.execute("VACUUM ANALYZE dead_letters")
-            day = timed("archive(since=1 day)", lambda: opslib.archive(since="1d", conn=conn, prefix=""))
-            print(f"  rows: {len(day):,}")  # type: ignore[arg-type]
-            timed(
-                "history(freq='1h', since=30 days)",
-                lambda: opslib.history(freq="1h", since="30d", conn=conn, prefix=""),
+    with own_schema(database_url) as url, psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(PREVIOUS_DDL)
+        spacing = pd.Timedelta(days=DAYS).to_pytimedelta() / rows
+        params = {"traceback": TRACEBACK, "spacing": spacing, "kinds": list(KINDS), "rows": rows}
+        timed(f"fill {rows:,} rows, unpartitioned (INSERT ... SELECT)", lambda: conn.execute(FILL, params))
+        conn.execute("VACUUM ANALYZE dead_letters")
+        elapsed = time.perf_counter()
+        migrate(conn)
+        elapsed = time.perf_counter() - elapsed
+        print(f"migrate, converting {rows:,} rows: {elapsed:.1f} s ({elapsed / rows * 1e6:.1f} s per million rows)")
+        conn.execute("VACUUM ANALYZE dead_letters")
+        day = timed("archive(since=1 day)", lambda: opslib.archive(since="1d", conn=conn, prefix=""))
+        print(f"  rows: {len(day):,}")  # type: ignore[arg-type]
+        timed(
+            "history(freq='1h', since=30 days)",
+            lambda: opslib.history(freq="1h", since="30d", conn=conn, prefix=""),
+        )
+        now = datetime.now(UTC)
+        oldest = month_start(now, -2)  # the month the 60 days begin in, wholly past once the next one began
+        with tempfile.TemporaryDirectory() as folder:
+            manifest = timed(
+                f"export {oldest:%Y-%m} to Parquet, verified",
+                lambda: export_month(f"{oldest:%Y-%m}", folder, conn=conn, prefix=""),
             )
-            now = datetime.now(UTC)
-            oldest = month_start(now, -2)  # the month the 60 days begin in, wholly past once the next one began
-            with tempfile.TemporaryDirectory() as folder:
-                manifest = timed(
-                    f"export {oldest:%Y-%m} to Parquet, verified",
-                    lambda: export_month(f"{oldest:%Y-%m}", folder, conn=conn, prefix=""),
-                )
-                size = (Path(folder) / manifest["file"]).stat().st_size  # type: ignore[index]
-                print(f"  rows: {manifest['rows']:,}, {size / 1e6:.0f} MB")  # type: ignore[index]
-            # The age that leaves the month wholly past, taken at the prune (the export took time): 1 s to spare.
-            age_s = int((datetime.now(UTC) - month_start(oldest, 1)).total_seconds()) - 1
-            ages = ",".join(f"{status}={age_s}s" for status in ("dead", "replayed", "discarded"))
-            chore = Retention(Settings.from_env({"QUEUE_PREFIX": "", "ARCHIVE_RETENTION": ages}), lambda: url)
-            kept_before = conn.execute(
-                "SELECT count(*) FROM dead_letters WHERE dead_at >= %s", (month_start(oldest, 1),)
-            ).fetchone()
-            timed(f"prune {oldest:%Y-%m} (archive-months chore, one run)", lambda: asyncio.run(chore.run()))
-            kept_after = conn.execute("SELECT count(*) FROM dead_letters").fetchone()
-            conn.execute("SELECT pg_stat_force_next_flush()")
-            print(
-                f"  partitions dropped {chore.dropped}, rows deleted in batches {chore.deleted}, rows kept "
-                f"{kept_after[0] if kept_after else '?'} of {kept_before[0] if kept_before else '?'}, "
-                f"dead tuples in the kept partitions {conn.execute(DEAD_TUPLES).fetchone()[0]}"  # type: ignore[index]
-            )
-    finally:
-        with psycopg.connect(database_url, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+            size = (Path(folder) / manifest["file"]).stat().st_size  # type: ignore[index]
+            print(f"  rows: {manifest['rows']:,}, {size / 1e6:.0f} MB")  # type: ignore[index]
+        # The age that leaves the month wholly past, taken at the prune (the export took time): 1 s to spare.
+        age_s = int((datetime.now(UTC) - month_start(oldest, 1)).total_seconds()) - 1
+        ages = ",".join(f"{status}={age_s}s" for status in ("dead", "replayed", "discarded"))
+        chore = Retention(Settings.from_env({"QUEUE_PREFIX": "", "ARCHIVE_RETENTION": ages}), lambda: url)
+        kept_before = conn.execute(
+            "SELECT count(*) FROM dead_letters WHERE dead_at >= %s", (month_start(oldest, 1),)
+        ).fetchone()
+        timed(f"prune {oldest:%Y-%m} (archive-months chore, one run)", lambda: asyncio.run(chore.run()))
+        kept_after = conn.execute("SELECT count(*) FROM dead_letters").fetchone()
+        conn.execute("SELECT pg_stat_force_next_flush()")
+        print(
+            f"  partitions dropped {chore.dropped}, rows deleted in batches {chore.deleted}, rows kept "
+            f"{kept_after[0] if kept_after else '?'} of {kept_before[0] if kept_before else '?'}, "
+            f"dead tuples in the kept partitions {conn.execute(DEAD_TUPLES).fetchone()[0]}"  # type: ignore[index]
+        )
 
 
 def main() -> None:

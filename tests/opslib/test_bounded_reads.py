@@ -102,3 +102,18 @@ def test_delayed_shows_the_soonest_up_to_the_cap_and_says_how_many_there_are(
     ]
     assert all(0 < n <= 100 for _, n in recording.reads), recording.reads
     assert opslib.delayed("send_email", client=recording, prefix=prefix).attrs["notes"] != []
+
+
+def test_find_searches_the_first_entries_of_a_backlog_and_says_how_many_of_how_many(
+    r: redis.Redis, keys: Keys, prefix: str, recording: Any, small_cap: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ARCHIVE_URL", "off")
+    fill(r, keys, waiting=1200, delayed=0)
+    assert opslib.find("w999", client=recording, prefix=prefix)["where"].tolist() == ["waiting"]
+    beyond = opslib.find("w1100", client=recording, prefix=prefix)
+    assert beyond.empty
+    assert (
+        f"jobs ({keys.jobs}): searched the first 1,000 of 1,200 (opslib reads at most 1,000 per structure)"
+        in beyond.attrs["notes"]
+    )
+    assert all(0 < n <= 100 for _, n in recording.reads), recording.reads
