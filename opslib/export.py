@@ -23,13 +23,16 @@ with SQL we do not need.
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import inspect
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pandas as pd
 import psycopg
@@ -37,9 +40,11 @@ import psycopg
 from opslib.archive_frames import ARCHIVE_SELECT
 from opslib.connection import pg_session, queue_keys, readable_archive_url
 from opslib.errors import OpslibError
+from opslib.session import Servers
 from worker.archive.months import month_start
 from worker.archive.table import COLUMNS, TABLE
 
+R = TypeVar("R")
 BATCH = 20_000
 """Rows fetched from PostgreSQL and written to the file at a time (memory stays bounded by a batch)."""
 
@@ -185,7 +190,7 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def with_exported(
+def merged(
     newest_first: Sequence[Sequence[Any]], out: str | Path, queue: str, where: dict[str, Any], limit: int | None
 ) -> list[Sequence[Any]]:
     """``archive()``'s rows from PostgreSQL (newest first) and the exported months' of ``where`` together,
@@ -199,3 +204,28 @@ def with_exported(
     rows = [*newest_first, *(row for row in exported if (row[part], row[dead_id]) not in held)]
     rows.sort(key=lambda row: (row[at], len(row[dead_id]), row[dead_id]))
     return rows[-limit:] if limit else rows
+
+
+@dataclass(frozen=True)
+class ArchiveSources(Servers):
+    """The servers of an ``archive()`` call and the folder of exported months it reads too (None: none)."""
+
+    exported: str | Path | None = None
+
+
+def with_exported(function: Callable[..., R]) -> Callable[..., R]:
+    """``function`` (which takes ``servers``) also taking ``include_exported=``, handed down inside its
+    ``servers`` as :class:`ArchiveSources` (under :func:`~opslib.session.with_servers`)."""
+    own = inspect.signature(function)
+
+    @functools.wraps(function)
+    def call(*args: Any, servers: Servers, include_exported: str | Path | None = None, **given: Any) -> R:
+        sources = ArchiveSources(servers.client, servers.prefix, servers.conn, include_exported)
+        return function(*args, servers=sources, **given)
+
+    shown = inspect.Parameter(
+        "include_exported", inspect.Parameter.KEYWORD_ONLY, default=None, annotation="str | Path | None"
+    )
+    parameters = list(own.parameters.values())
+    call.__signature__ = own.replace(parameters=[*parameters[:-1], shown, parameters[-1]])  # type: ignore[attr-defined]
+    return call

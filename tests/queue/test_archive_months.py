@@ -24,7 +24,8 @@ from worker.archive.months import AHEAD_MONTHS, month_start, partition_name
 from worker.archive.retention import Retention
 from worker.archive.table import COLUMNS, migrate
 from worker.errors import SettingsError
-from worker.settings import Settings, retention
+from worker.setting_parsers import retention
+from worker.settings import Settings
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 SEVEN_MONTHS_AGO = datetime(2026, 5, 10, tzinfo=UTC)

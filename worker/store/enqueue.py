@@ -36,7 +36,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from worker.settings import Settings, declared
+from worker.settings import Settings
+from worker.settings_framework import declared
 from worker.store.connection import is_cluster
 from worker.store.durable import WAIT_TIMEOUT_MS, write_and_wait, write_and_wait_async
 from worker.store.keys import Keys, partition_of, queue_partitions
