@@ -104,11 +104,32 @@ def confirm_and_move(
 
 
 def show_dead(taken: pd.DataFrame, out: TextIO) -> None:
-    """The first dead letters of a plan: id, kind and the start of the error."""
+    """The first dead letters of a plan: id, kind and the start of the error (and, for a patched replay,
+    what each would become)."""
     dead = dead_letters()
-    for dead_id in taken["dead_id"].head(SHOWN):
+    changes = taken["changes"] if "changes" in taken else pd.Series("", index=taken.index)
+    for dead_id, change in zip(taken["dead_id"].head(SHOWN), changes.head(SHOWN), strict=True):
         about = f"  {dead.at[dead_id, 'kind']}  {dead.at[dead_id, 'error'][:90]}" if dead_id in dead.index else ""
-        print(f"  {dead_id}{about}", file=out)
+        print(f"  {dead_id}{about}{'  set ' + change if change else ''}", file=out)
+
+
+def add_set_option(parser: argparse.ArgumentParser) -> None:
+    """``replay``'s ``--set FIELD=VALUE`` (edit and replay: :mod:`opslib.moves.patch`)."""
+    parser.add_argument(
+        "--set",
+        action="append",
+        type=assignment,
+        metavar="FIELD=VALUE",
+        help="set this field on every replayed job (repeatable; 'v' re-runs the upcasters)",
+    )
+
+
+def assignment(text: str) -> tuple[str, str]:
+    """A ``--set FIELD=VALUE`` argument as (field, value); argparse's one-line error otherwise."""
+    name, equals, value = text.partition("=")
+    if not equals or not name:
+        raise argparse.ArgumentTypeError(f"--set takes FIELD=VALUE (e.g. --set to=ada@example.org), got {text!r}")
+    return name, value
 
 
 def show_delayed(taken: pd.DataFrame, out: TextIO) -> None:
@@ -133,16 +154,18 @@ DELAYED_JOBS = Listing(
 def replay_move(args: argparse.Namespace) -> CliMove:
     """``replay ID ...`` or ``replay --kind K ...``."""
 
+    patch = dict(getattr(args, "set", None) or [])
+
     def plan() -> pd.DataFrame:
         if args.kind:
             selection = {"signature": args.signature, "error_contains": args.error_contains, "since": args.since}
-            return replay_kind(args.kind, **selection, dry_run=True)
-        return replay(args.ids, dry_run=True)
+            return replay_kind(args.kind, **selection, dry_run=True, patch=patch)
+        return replay(args.ids, dry_run=True, patch=patch)
 
     return CliMove(
-        question=lambda n: f"Replay {plural(n, 'dead letter')}?",
+        question=lambda n: f"Replay {plural(n, 'dead letter')}{' with ' + ', '.join(patch) + ' set' if patch else ''}?",
         plan=plan,
-        move=lambda taken: replay(taken, reason=args.reason, by=args.by),
+        move=lambda taken: replay(taken, reason=args.reason, by=args.by, patch=patch),
         would=REPLAY_WOULD_REPLAY,
         done=REPLAY_REPLAYED,
         planned="would replay",

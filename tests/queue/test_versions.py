@@ -9,6 +9,7 @@ import time
 import pytest
 import redis
 
+import opslib
 from tests.helpers import Workers, wait_for
 from worker.job import Job
 from worker.kinds import Registry, job_kind
@@ -181,6 +182,9 @@ def test_with_only_old_workers_new_payloads_and_kinds_wait_then_run_when_a_new_w
 
     wait_for(lambda: waiting(2), 30, "every job handed back to wait, twice")  # they keep waiting
     assert r.xlen(keys.dead) == 0 and ran(r, keys) == {}
+    table = opslib.kinds(client=r, prefix=keys.prefix)
+    assert table.loc["send_email", ["version", "awaiting", "awaiting_versions"]].tolist() == [1, 20, "v2: 20"]
+    assert table.loc["send_sms", ["workers", "awaiting", "awaiting_versions"]].tolist() == [0, 1, "v1: 1"]
     workers.start(NEW, **QUICK)
     wait_for(lambda: len(ran(r, keys)) == len(ids), 30, "the new worker running them")
     assert {record["worker"] for record in ran(r, keys).values()} == {"new"}

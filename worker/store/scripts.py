@@ -34,7 +34,7 @@ import redis.cluster
 
 from worker.store.durable import write_and_wait, write_and_wait_async
 from worker.store.keys import ARCHIVE_GROUP, GROUP, REPLAY_OUTCOME_TTL_S, Keys
-from worker.store.trace_context import TRACE_LINK
+from worker.store.trace_context import TRACE_LINK, TRACEPARENT
 from worker.store.vocabulary import RECORDED_QUEUED
 from worker.store.wire import encode_member
 
@@ -184,10 +184,12 @@ class Scripts:
         client: Any = None,
         context: Mapping[str, str] | None = None,
     ) -> Any:
-        """``context``: the replay's trace fields, which replace the entry's (and its ``trace_link`` goes)."""
+        """``context``: fields that replace the entry's: the replay's trace fields (with which its
+        ``trace_link`` goes) and a patch's (``opslib.replay(..., patch=)``)."""
         args: list[Any] = [dead_id, batch, REPLAY_OUTCOME_TTL_S, RECORDED_QUEUED, at, int(record), by, *drop]
         if context:
-            args += [TRACE_LINK, "=", *(x for pair in context.items() for x in pair)]
+            args += [*([TRACE_LINK] if TRACEPARENT in context else []), "="]
+            args += [x for pair in context.items() for x in pair]
         return self._call(
             "replay", [self.keys.dead, self.keys.jobs, self.keys.replay(batch), self.keys.dead_log], args, client
         )
