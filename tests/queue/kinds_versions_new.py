@@ -3,11 +3,7 @@ and a kind the old deploy lacks, ``send_sms``. Each records who ran each job and
 
 from __future__ import annotations
 
-import json
-
-import redis.asyncio as aioredis
-
-from tests.kinds_app_state import state
+from tests.queue.helpers_versions import record_run
 from worker import Job, job_kind
 
 
@@ -18,22 +14,11 @@ def email_to_to(fields: dict[str, str]) -> dict[str, str]:
     return out
 
 
-async def _record(job: Job, address: str) -> None:
-    client: aioredis.Redis = state["redis"]  # type: ignore[assignment]
-    record = {
-        "worker": "new",
-        "v": job.fields.get("v", ""),
-        "address": address,
-        "handed_back": job.fields.get("handed_back", "0"),
-    }
-    await client.hset(f"{state['prefix']}test:ran", job.job_id, json.dumps(record))
-
-
 @job_kind("send_email", version=2, upcast={1: email_to_to})
 async def send_email(job: Job) -> None:
-    await _record(job, job.fields["to"])
+    await record_run(job, "new", job.fields["to"])
 
 
 @job_kind("send_sms")
 async def send_sms(job: Job) -> None:
-    await _record(job, job.fields["phone"])
+    await record_run(job, "new", job.fields["phone"])
