@@ -8,12 +8,15 @@ import time
 
 import pytest
 import redis
+import redis.asyncio as aioredis
 
 import opslib
 from tests.helpers import Workers, wait_for
 from worker.job import Job
 from worker.kinds import Registry, job_kind
 from worker.loop.handback import DEAD, HAND_BACK, RUN, WAIT, placement
+from worker.observability.metrics import Metrics
+from worker.settings import Settings
 from worker.store.enqueue import NewJob, enqueue, enqueue_many
 from worker.store.keys import GROUP, Keys
 from worker.store.scripts import Scripts
@@ -200,3 +203,17 @@ def test_a_job_delayed_before_the_deploy_runs_after_it_through_the_upcaster(
     wait_for(lambda: job_id in ran(r, keys), 30, "the delayed version-1 job run")
     assert ran(r, keys)[job_id] == {"worker": "new", "v": "2", "address": "late@old.example", "handed_back": "0"}
     assert r.xlen(keys.dead) == 0
+
+
+def test_hand_backs_are_counted_by_kind_and_where_they_went() -> None:
+    registry = Registry()
+    job_kind("send_email", registry=registry)(_stamped_handler)
+    metrics = Metrics(Settings.from_env({"QUEUE_PREFIX": "m:"}), aioredis.Redis(), registry)
+    for kind, waiting in (("send_email", True), ("send_email", True), ("send_email", False), ("typo", False)):
+        metrics.job_handed_back(kind, waiting)
+
+    def count(kind: str, to: str) -> float | None:
+        labels = {"queue": "m:", "kind": kind, "to": to}
+        return metrics.registry.get_sample_value("worker_jobs_handed_back_total", labels)
+
+    assert (count("send_email", "wait"), count("send_email", "worker"), count("other", "worker")) == (2, 1, 1)

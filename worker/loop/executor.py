@@ -70,7 +70,8 @@ class Executor:
         self.kinds = registry.kinds
         """The kinds this worker runs, by name (the registry's own mapping)."""
         self.gate = gate
-        self.hand_back = HandBack(fleet)
+        observers = list(observers)
+        self.hand_back = HandBack(fleet, observers)
         """Upcasts older payloads; hands back what this worker cannot run (``fleet``: what live workers run)."""
         # Bound once, for every job; only the observers that count starts (the tally does not).
         self._job_started = [observer.job_started for observer in overrides(observers, "job_started")]

@@ -25,12 +25,14 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from worker.app import Chore
 from worker.kinds import Job, KindSpec
 from worker.loop.partition_reader import PartitionReader
 from worker.loop.slots import Raw
+from worker.observability.observer import Observer, overrides
 from worker.store import wire
 from worker.store.heartbeats import HEARTBEAT_INTERVAL_S, live_workers_async
 from worker.store.keys import Keys
@@ -97,8 +99,9 @@ class Fleet:
 class HandBack:
     """Fits each parsed entry to this worker (:meth:`fit`, :meth:`lacking`), handing back what it cannot run."""
 
-    def __init__(self, fleet: Fleet | None) -> None:
+    def __init__(self, fleet: Fleet | None, observers: Iterable[Observer] = ()) -> None:
         self.fleet = fleet
+        self.observers = overrides(observers, "job_handed_back")
 
     async def fit(self, part: PartitionReader, spec: KindSpec, job: Job, raw: Raw) -> Job | None:
         """``job`` as its handler reads it (upcast), or None: handed back, or its outcome recorded (a bad
@@ -155,6 +158,8 @@ class HandBack:
             copy.setdefault(WAITING_SINCE_FIELD, repr(time.time()))
             run_at = time.time() + WAIT_S
         if await part.scripts.hand_back(entry_id, part.consumer, run_at, copy):
+            for observer in self.observers:
+                observer.job_handed_back(kind, run_at is not None)
             log.debug(
                 "Job %s %s (version %d) handed back: %s.",
                 kind,
