@@ -18,8 +18,10 @@ from typing import TextIO
 import pandas as pd
 
 from opslib.display import frame_text, plural
+from opslib.errors import OpslibError
 from opslib.moves.delayed_jobs import CANCELLED, MISSING, QUEUED, cancel_delayed, run_now
 from opslib.moves.discard import discard, discard_kind
+from opslib.moves.patch import assignment_of
 from opslib.moves.replay import replay, replay_kind
 from opslib.queries import dead_letters, delayed
 from worker.store.vocabulary import DISCARD_DISCARDED, DISCARD_WOULD_DISCARD, REPLAY_REPLAYED, REPLAY_WOULD_REPLAY
@@ -126,10 +128,10 @@ def add_set_option(parser: argparse.ArgumentParser) -> None:
 
 def assignment(text: str) -> tuple[str, str]:
     """A ``--set FIELD=VALUE`` argument as (field, value); argparse's one-line error otherwise."""
-    name, equals, value = text.partition("=")
-    if not equals or not name:
-        raise argparse.ArgumentTypeError(f"--set takes FIELD=VALUE (e.g. --set to=ada@example.org), got {text!r}")
-    return name, value
+    try:
+        return assignment_of(text)
+    except OpslibError as exc:
+        raise argparse.ArgumentTypeError(f"--set: {exc}") from None
 
 
 def show_delayed(taken: pd.DataFrame, out: TextIO) -> None:

@@ -40,6 +40,19 @@ def checked_patch(patch: Mapping[str, object] | None) -> dict[str, str]:
     return out
 
 
+def assignment_of(text: str) -> tuple[str, str]:
+    """``FIELD=VALUE`` as (field, value), or one line saying what is wrong."""
+    name, equals, value = text.strip().partition("=")
+    if not equals or not name.strip():
+        raise OpslibError(f"a patch is FIELD=VALUE (e.g. to=ada@example.org), got {text.strip()!r}")
+    return name.strip(), value
+
+
+def parsed_patch(text: str) -> dict[str, str]:
+    """The panel's patch box, ``FIELD=VALUE; FIELD=VALUE`` (empty: no patch), as the fields to set."""
+    return checked_patch(dict(assignment_of(part) for part in text.split(";") if part.strip()))
+
+
 def changes(fields: Mapping[str, str], patch: Mapping[str, str]) -> str:
     """What ``patch`` changes in an entry's ``fields``: ``name: 'old' -> 'new'``, joined by ``; ``."""
     said = [

@@ -12,6 +12,7 @@ import redis
 
 import opslib
 from opslib.cli import main
+from opslib.panel.widgets import DeadLetterPanel
 from tests.helpers import queue_state
 from tests.opslib.helpers import bury
 from worker.store.keys import Keys
@@ -84,4 +85,25 @@ def test_the_cli_replays_with_set_and_lists_each_change(
     with pytest.raises(SystemExit) as exited:
         main(["replay", dead_id, "--set", "email"])
     assert exited.value.code == 2
-    assert "--set takes FIELD=VALUE (e.g. --set to=ada@example.org), got 'email'" in capsys.readouterr().err
+    assert "--set: a patch is FIELD=VALUE (e.g. to=ada@example.org), got 'email'" in capsys.readouterr().err
+
+
+def test_the_panel_replays_a_selection_with_a_patch(r: redis.Redis, keys: Keys, at: dict[str, Any]) -> None:
+    ids = [bury(r, keys, {"kind": "send_email", "email": f"x{n}@typo<b>"}, MAIL_ERROR) for n in range(3)]
+    panel = DeadLetterPanel(client=r, prefix=keys.prefix)
+    panel.kind.value = "send_email"
+    panel.entries.value = tuple(value for _label, value in panel.entries.options[:2])  # two of three, selected
+    panel.patch.value = "email=ada@example.org; v=1"
+    panel.replay_button.click()
+    assert "Replay 2 selected dead letters</b>" in panel.question.value
+    assert "setting <code>email, v</code>?" in panel.question.value
+    panel.confirm.click()
+    assert "Replayed <b>2</b> of 2" in panel.result.value
+    jobs = replayed_fields(r, keys)
+    assert len(jobs) == 2 and {job["email"] for job in jobs.values()} == {"ada@example.org"}
+    assert set(jobs) < set(ids) and panel.patch.value == ""
+    panel.patch.value = "attempts=0"
+    panel.entries.value = (panel.entries.options[0][1],)
+    panel.replay_button.click()
+    assert "patch cannot set &#x27;attempts&#x27;" in panel.message.value  # one line, escaped, nothing moved
+    assert len(replayed_fields(r, keys)) == 2
