@@ -22,7 +22,6 @@ import logging
 import random
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
 
 import redis.asyncio as aioredis
 import redis.exceptions
@@ -41,6 +40,7 @@ from worker.loop.read_ahead import ReadAhead
 from worker.loop.rotation import Rotation
 from worker.loop.slots import Raw, Slots
 from worker.loop.tracing import record_failure, traced
+from worker.loop.unfinished import HandlerThreads, give_back_unfinished
 from worker.loop.upkeep import Upkeep
 from worker.settings import Settings
 from worker.store import wire
@@ -83,8 +83,8 @@ class Worker:
         self._traced, run = traced(self.run_entry, self.keys.jobs)  # with an OpenTelemetry SDK, each in its span
         self.episode = Episode()
         """Redis refusing writes: decided outcomes kept until they land (:mod:`worker.loop.episode`)."""
-        self.slots = Slots(settings.concurrency, run, self.episode.troubles)
-        self._threads = ThreadPoolExecutor(settings.concurrency, thread_name_prefix="job")
+        self.slots = Slots(settings.concurrency, run, self.episode.troubles, self.stopping)
+        self._threads = HandlerThreads(settings.concurrency, thread_name_prefix="job")
         self._rng = random.Random()
         block_ms = min(settings.block_ms, 50) if burst else settings.block_ms
         observing = [self.tally, *observers]
@@ -210,7 +210,8 @@ class Worker:
     async def _drain(self) -> None:
         """On stop: what was read ahead runs as slots free (else it is given back), running jobs and outcomes
         kept through an episode get ``SHUTDOWN_GRACE_S``, then the acknowledgements are sent, until the same
-        deadline. What is left stays pending for reclaim (as a dead process's entries do), said in one line."""
+        deadline. A job cancelled there is given back for the next reclaim (:mod:`worker.loop.unfinished`); what
+        is left stays pending for reclaim once idle (as a dead process's entries do), said in one line."""
         grace_s = self.settings.shutdown_grace_s
         deadline = time.monotonic() + grace_s
         await give_back(self.parts, await self.slots.run_out_ahead(deadline))  # what was read ahead
@@ -221,6 +222,8 @@ class Worker:
             timeout = max(0.0, deadline - time.monotonic())
             _done, left = await asyncio.wait(list(inflight.values()), timeout=timeout)
         kept, reason = self.episode.waiting, self.episode.reason
+        # Read before they free their slots; none while outcomes wait for Redis (decided jobs must not run again).
+        cancelled = {} if kept else {slot: task for slot, task in inflight.items() if task in left}
         for task in left:
             task.cancel()
         if left:
@@ -233,11 +236,12 @@ class Worker:
                 if not isinstance(exc, (TimeoutError, redis.exceptions.RedisError, *CONNECTION_ERRORS)):
                     raise
                 unsent += len(part.outcomes.acks)
-        if left or unsent:
+        given = await give_back_unfinished(self.parts, cancelled, self._threads)
+        if len(left) > given or unsent:
             log.warning(
                 "%d jobs did not finish within SHUTDOWN_GRACE_S=%g s, and %d outcomes and %d acknowledgements "
                 "were not recorded%s: their entries are left pending, for reclaim to run again.",
-                len(left) - kept,
+                len(left) - kept - given,
                 grace_s,
                 kept,
                 unsent,
