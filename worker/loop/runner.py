@@ -40,7 +40,7 @@ from worker.loop.read_ahead import ReadAhead
 from worker.loop.rotation import Rotation
 from worker.loop.slots import Raw, Slots
 from worker.loop.tracing import record_failure, traced
-from worker.loop.unfinished import HandlerThreads, give_back_unfinished
+from worker.loop.unfinished import HandlerThreads, cancel, give_back_unfinished
 from worker.loop.upkeep import Upkeep
 from worker.settings import Settings
 from worker.store import wire
@@ -210,8 +210,8 @@ class Worker:
     async def _drain(self) -> None:
         """On stop: what was read ahead runs as slots free (else it is given back), running jobs and outcomes
         kept through an episode get ``SHUTDOWN_GRACE_S``, then the acknowledgements are sent, until the same
-        deadline. A job cancelled there is given back for the next reclaim (:mod:`worker.loop.unfinished`); what
-        is left stays pending for reclaim once idle (as a dead process's entries do), said in one line."""
+        deadline. Cancelled jobs are given back (:mod:`worker.loop.unfinished`); what is left stays pending for
+        reclaim once idle (as a dead process's entries do), said in one line."""
         grace_s = self.settings.shutdown_grace_s
         deadline = time.monotonic() + grace_s
         await give_back(self.parts, await self.slots.run_out_ahead(deadline))  # what was read ahead
@@ -222,12 +222,7 @@ class Worker:
             timeout = max(0.0, deadline - time.monotonic())
             _done, left = await asyncio.wait(list(inflight.values()), timeout=timeout)
         kept, reason = self.episode.waiting, self.episode.reason
-        # Read before they free their slots; none while outcomes wait for Redis (decided jobs must not run again).
-        cancelled = {} if kept else {slot: task for slot, task in inflight.items() if task in left}
-        for task in left:
-            task.cancel()
-        if left:
-            await asyncio.wait(left, timeout=1.0)
+        cancelled = await cancel(inflight, left, give_back=not kept)  # decided outcomes waiting: none given back
         unsent = 0
         for part in self.parts:
             try:

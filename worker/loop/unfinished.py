@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -35,6 +35,20 @@ log = logging.getLogger("worker")
 T = TypeVar("T")
 Slot = tuple[int, str]
 """A running entry: its partition's index and its id (the key of ``Slots.inflight``)."""
+
+
+async def cancel(
+    inflight: Mapping[Slot, asyncio.Task[None]], left: Collection[asyncio.Task[None]], *, give_back: bool
+) -> dict[Slot, asyncio.Task[None]]:
+    """Cancel the jobs ``left`` running at the end of the grace and wait a second for them to end; return
+    those to give back (read before the cancel: a task frees its slot as it ends). With ``give_back`` False
+    (outcomes the worker decided wait for Redis: their jobs must not run again), none."""
+    cancelled = {slot: task for slot, task in inflight.items() if task in left} if give_back else {}
+    for task in left:
+        task.cancel()
+    if left:
+        await asyncio.wait(left, timeout=1.0)
+    return cancelled
 
 
 class HandlerThreads(ThreadPoolExecutor):
