@@ -13,7 +13,7 @@ import redis.asyncio as aioredis
 from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.queue import backlog_scenario
+from tests.queue import helpers_backlog as backlog_scenario
 from worker.kinds import Registry
 from worker.observability import backlog
 from worker.observability.metrics import Metrics
