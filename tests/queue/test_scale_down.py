@@ -68,3 +68,15 @@ def test_a_scale_down_reruns_nothing_that_finished_and_leaves_nothing_waiting(
     assert all(started[j] >= 2 for j in LONG)  # cancelled on replica-a, run again to the end elsewhere
     wait_for(lambda: r.xpending(keys.jobs, GROUP)["pending"] == 0, timeout_s=10, what="nothing pending")
     stop(more[1], workers)
+
+
+def test_a_job_still_running_in_a_thread_is_not_given_back(r: redis.Redis, keys: Keys, workers: Workers) -> None:
+    """A cancel does not stop a thread: its entry stays pending (no second attempt beside the first)."""
+    r.xgroup_create(keys.jobs, GROUP, id="0", mkstream=True)
+    enqueue_many(r, [NewJob("counted_in_thread", {"job_id": "t1", "s": "3"})], prefix=keys.prefix)
+    proc = workers.start(KINDS, **{**ENV, "RECLAIM_IDLE_MS": "600000"})
+    wait_for(lambda: r.xpending(keys.jobs, GROUP)["pending"] == 1, what="the thread's job to start")
+    stop(proc, workers)
+    (pending,) = r.xpending_range(keys.jobs, GROUP, min="-", max="+", count=10)
+    assert pending["time_since_delivered"] < 600_000  # not given back: reclaimed only once idle
+    assert "1 cancelled jobs are still running (thread handlers" in workers.log(proc)
