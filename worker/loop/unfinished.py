@@ -33,6 +33,9 @@ from worker.loop.partition_reader import PartitionReader
 log = logging.getLogger("worker")
 
 T = TypeVar("T")
+#: How long cancelled handlers get to unwind (a second was too short on a loaded machine: a handler
+#: awaiting Redis had not ended, so its entry was not given back). Within the pods' termination grace.
+UNWIND_S = 5.0
 Slot = tuple[int, str]
 """A running entry: its partition's index and its id (the key of ``Slots.inflight``)."""
 
@@ -40,14 +43,14 @@ Slot = tuple[int, str]
 async def cancel(
     inflight: Mapping[Slot, asyncio.Task[None]], left: Collection[asyncio.Task[None]], *, give_back: bool
 ) -> dict[Slot, asyncio.Task[None]]:
-    """Cancel the jobs ``left`` running at the end of the grace and wait a second for them to end; return
-    those to give back (read before the cancel: a task frees its slot as it ends). With ``give_back`` False
-    (outcomes the worker decided wait for Redis: their jobs must not run again), none."""
+    """Cancel the jobs ``left`` running at the end of the grace and wait up to :data:`UNWIND_S` for them to
+    end; return those to give back (read before the cancel: a task frees its slot as it ends). With
+    ``give_back`` False (outcomes the worker decided wait for Redis: their jobs must not run again), none."""
     cancelled = {slot: task for slot, task in inflight.items() if task in left} if give_back else {}
     for task in left:
         task.cancel()
     if left:
-        await asyncio.wait(left, timeout=1.0)
+        await asyncio.wait(left, timeout=UNWIND_S)
     return cancelled
 
 
