@@ -59,11 +59,7 @@ class PanelWidgets:
         self.reason = w.Text(
             description="Reason", placeholder="why these jobs must never run (required)", layout=w.Layout(width="40%")
         )
-        self.patch = w.Text(
-            description="Set",
-            placeholder="field=value; ... (a replay sets them: edit and replay)",
-            layout=w.Layout(width="40%"),
-        )
+        self.patch = w.Text(description="Set", placeholder="field=value; ...", layout=w.Layout(width="30%"))
         self.csv_button = w.Button(description="CSV…", icon="download", tooltip="the entries an action would take")
         self.question = w.HTML()
         self.confirm = w.Button(description="Confirm replay", button_style="danger")
