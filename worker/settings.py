@@ -30,7 +30,7 @@ from urllib.parse import parse_qs, urlparse
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from worker.errors import SettingsError
-from worker.redact import redact
+from worker.redact import add_patterns, parse_patterns, redact, remember_secret
 
 Parser = Callable[[str, str], Any]
 
@@ -243,6 +243,8 @@ def from_env(cls: type[S], env: Mapping[str, str] | None = None, overrides: Mapp
             raw, path = raw_value(spec, env)
             if path:
                 files[name] = path
+        if spec.secret:
+            remember_secret(raw)  # hidden wherever it shows up, the handlers' errors included
         values[name] = spec.parse(spec.file_env if name in files else spec.env, raw)
     if any(f.name == SECRET_FILES for f in dataclasses.fields(cls)):  # type: ignore[arg-type]
         values[SECRET_FILES] = files
@@ -261,7 +263,9 @@ def current(settings: Any, name: str) -> str:
     if not path:
         return str(getattr(settings, name))
     spec = declared(type(settings))[name]
-    return str(spec.parse(spec.file_env, read_secret_file(spec.file_env, path)))
+    value = read_secret_file(spec.file_env, path)
+    remember_secret(value)
+    return str(spec.parse(spec.file_env, value))
 
 
 def settings_repr(settings: Any) -> str:
@@ -498,6 +502,9 @@ class Settings:
         choice("DEBUG", "INFO", "WARNING", "ERROR", case=str.upper),
         "DEBUG, INFO, WARNING or ERROR",
     )
+    redact_patterns: tuple[re.Pattern[str], ...] = setting(
+        "REDACT_PATTERNS", "", parse_patterns, "space-separated regular expressions of more secrets to hide"
+    )
     data_dir: str = setting("WORKER_DATA_DIR", ".data", as_is, "where the embedded servers keep their files")
     secret_files: dict[str, str] = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
@@ -515,6 +522,8 @@ class Settings:
         left unread: for a caller such as ``enqueue`` that needs a single value and must not fail on another."""
         spec = declared(cls)[field]
         raw, path = raw_value(spec, os.environ if env is None else env)
+        if spec.secret:
+            remember_secret(raw)
         return spec.parse(spec.file_env if path else spec.env, raw)
 
     def __post_init__(self) -> None:
@@ -529,6 +538,7 @@ class Settings:
             )
         if self.require_tls:
             check_tls(self)
+        add_patterns(self.redact_patterns)
 
     def current(self, name: str) -> str:
         """The secret setting ``name`` (``redis_url``, ``database_url``, ``archive_url``) as it is
