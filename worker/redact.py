@@ -108,19 +108,18 @@ def redact(text: str) -> str:
 
 
 def remember_secret(value: str) -> None:
-    """Hide ``value``'s secret wherever it appears from now on: a URL's password (or a userinfo without a
-    colon) and its query's password-like parameters, as written and percent-decoded; any other value
-    whole (a token read from a file)."""
+    """Hide ``value``'s secret wherever it appears from now on: a URL's password and its query's
+    password-like parameters, as written and percent-decoded; a bare token (no ``:``, ``/`` nor ``@``, e.g.
+    read from a file) whole. A user name, a host or a colon-less userinfo is not a secret everywhere."""
     found: list[str] = []
-    if "@" in value or "://" in value or "?" in value:
+    if any(mark in value for mark in ":/@?"):
         try:
             parts = urlsplit(value)
         except ValueError:
-            parts = None
-        if parts is not None:
-            userinfo = parts.netloc.rpartition("@")[0]
-            found.append(userinfo.partition(":")[2] if ":" in userinfo else userinfo)
-            found += [v for k, v in parse_qsl(parts.query) if re.search(_NAMES, k, re.IGNORECASE)]
+            return
+        userinfo = parts.netloc.rpartition("@")[0]
+        found.append(userinfo.partition(":")[2])
+        found += [v for k, v in parse_qsl(parts.query) if re.search(_NAMES, k, re.IGNORECASE)]
     else:
         found.append(value.strip())
     for secret in found:

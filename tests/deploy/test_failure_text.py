@@ -34,9 +34,11 @@ from opslib.runbook import run_runbook
 from tests.deploy.kinds_leaky import HUGE_CHARS, TOKENS
 from tests.helpers import ROOT, Workers
 from worker import enqueue
+from worker.errors import SettingsError
 from worker.observability.logs import MESSAGE_BYTES, TRACEBACK_BYTES
 from worker.printable import UNSAFE
 from worker.redact import capture, redact
+from worker.settings import Settings
 from worker.store.failures import ERROR_BYTES
 from worker.store.keys import Keys
 
@@ -91,6 +93,16 @@ def leaky(
     }
 
 
+def read_frames(found: str) -> dict[str, pd.DataFrame]:
+    """The frames opslib reads of the queue (and its archive), with ``find(found)``."""
+    return {
+        "dead_letters()": opslib.dead_letters(),
+        "failure_groups()": opslib.failure_groups(),
+        "archive()": opslib.archive(),
+        "find()": opslib.find(found),
+    }
+
+
 def test_no_secret_of_a_failure_is_readable_anywhere(
     leaky: dict[str, Any], prefix: str, archive_url: str, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
@@ -105,12 +117,7 @@ def test_no_secret_of_a_failure_is_readable_anywhere(
     places["span events"] = json.dumps([span["events"] for span in leaky["spans"]])
     assert [e["name"] for e in leaky["spans"][-1]["events"]] == ["exception", "dead_letter"]
 
-    frames = {
-        "dead_letters()": opslib.dead_letters(),
-        "failure_groups()": opslib.failure_groups(),
-        "archive()": opslib.archive(),
-        "find()": opslib.find("@SUM(1+1)"),
-    }
+    frames = read_frames("@SUM(1+1)")
     for name, frame in frames.items():
         places[name] = frame.to_csv() + frame_text(frame) + frame_html(frame)
     leak_ids = [entry_id.decode() for entry_id, fields in dead if fields[b"kind"] == b"leak"]
@@ -144,12 +151,7 @@ def test_no_control_reaches_a_printer_and_no_cell_is_a_formula(
 ) -> None:
     dead = {fields[b"job_id"].decode(): entry_id.decode() for entry_id, fields in leaky["dead"]}
     printed: dict[str, str] = {"text log": leaky["text_log"], "JSON log": leaky["json_log"]}
-    frames = {
-        "dead_letters()": opslib.dead_letters(),
-        "failure_groups()": opslib.failure_groups(),
-        "archive()": opslib.archive(),
-        "find()": opslib.find("h1"),
-    }
+    frames = read_frames("h1")
     for name, frame in frames.items():
         printed[name] = frame_text(frame) + frame_html(frame)
     for job_id in ("h1", "j\x1b[31m\u202e\nforged", "+unknown"):
@@ -292,3 +294,19 @@ def test_capture_cuts_with_a_marker_and_a_digest_and_keeps_a_short_text() -> Non
     assert len(tail.encode()) <= 256 and tail.endswith("Error: password=***") and "S3cr3tPw" not in tail
     assert len(capture("é" * 5000, 100).encode()) <= 100  # cut on a character, never inside one
     assert TRACEBACK_BYTES >= 8192
+
+
+def test_the_configured_secrets_are_hidden_alone_and_the_names_are_not() -> None:
+    Settings.from_env(
+        {"REDIS_URL": "redis://app:Zq9vLw2x@h:6379/0", "DATABASE_URL": "postgresql://postgres@h/db?password=Pg7K%2Fx2"}
+    )
+    assert redact("refused Zq9vLw2x, Pg7K/x2 and Pg7K%2Fx2 for app on postgres") == (
+        "refused ***, *** and *** for app on postgres"
+    )
+
+
+def test_redact_patterns_hide_the_applications_own_shapes_and_a_bad_one_is_one_line() -> None:
+    Settings.from_env({"REDACT_PATTERNS": r"sk_live_[A-Za-z0-9]+ order-key=(\S+)"})
+    assert redact("charge sk_live_4eC39HqLyj failed, order-key=ab12 kept") == "charge *** failed, order-key=*** kept"
+    with pytest.raises(SettingsError, match=r"REDACT_PATTERNS holds '\(unclosed', not a regular expression"):
+        Settings.from_env({"REDACT_PATTERNS": "ok_[0-9]+ (unclosed"})
