@@ -9,7 +9,7 @@ Hands batches of 8 prebuilt entries (the fields ``enqueue`` writes) to
 the next batch, on uvloop; the acknowledgements gathered are dropped, never
 sent. What a job costs here is what the loop pays for it in CPU beyond the
 read and the acknowledgement's round trip: the figure to cut when tuning
-``run_entry``, the parse, the observers and the outcome's bookkeeping.
+:meth:`Executor.run`, the parse, the observers and the outcome's bookkeeping.
 ``--metrics`` adds the metrics observer (``METRICS_PORT`` set), ``--flow`` the
 flow counters' (on unless ``FLOW_RETENTION=0``). ``--flow-cost`` runs without
 and with the flow counters in turn (``make bench`` does) and prints both and

@@ -4,7 +4,7 @@ Two kinds of numbers, collected two ways:
 
 * **This process's work** — job outcomes per kind, job durations, the last
   success of each kind, and the scheduler's ticks. :class:`Metrics` is the
-  loop's :class:`~worker.loop.observe.Observer` (``job_finished``) and the
+  loop's :class:`~worker.observability.observer.Observer` (``job_finished``) and the
   scheduler's (``tick_enqueued`` / ``tick_skipped``). Every worker exports its
   own counts: add them up across replicas with ``sum``.
 * **The queue's state** — dead-stream length and evictions, pending, pending
@@ -73,6 +73,7 @@ from worker.app import Chore
 from worker.archive.archiver import ArchiveCollector, Archiver, read_partitions_backlog
 from worker.kinds import Registry
 from worker.observability.endpoint import MetricsEndpoint
+from worker.observability.observer import Observer
 from worker.observability.queue_state import QueueState, read_partitions_state_async, stat_fields
 from worker.settings import Settings
 from worker.store.keys import Keys
@@ -121,7 +122,7 @@ class QueueCollector(Collector):
             yield metric
 
 
-class JobCollector(Collector):
+class JobCollector(Collector, Observer):
     """This process's job outcomes per kind, kept as plain numbers and turned into metrics at scrape time.
 
     :meth:`job_finished` runs on the loop's success path, up to 15,000 times a
@@ -145,7 +146,7 @@ class JobCollector(Collector):
         self.wait_sum: dict[str, float] = {}
 
     def job_started(self, kind: str, wait_s: float) -> None:
-        """The loop's report of a job about to run (:class:`worker.loop.observe.Observer`): about 0.3 µs."""
+        """The loop's report of a job about to run (:class:`worker.observability.observer.Observer`): about 0.3 µs."""
         waits = self.waits.get(kind)
         if waits is None:
             waits = self.waits[kind] = [0] * (len(WAIT_BUCKETS_S) + 1)
@@ -153,7 +154,7 @@ class JobCollector(Collector):
         self.wait_sum[kind] = self.wait_sum.get(kind, 0.0) + wait_s
 
     def job_finished(self, kind: str, outcome: str, duration_s: float, reason: str | None) -> None:
-        """The loop's report of one retried or dead job (:class:`worker.loop.observe.Observer`)."""
+        """The loop's report of one retried or dead job (:class:`worker.observability.observer.Observer`)."""
         if outcome == OUTCOME_SUCCEEDED:
             self.jobs_succeeded((kind,), (duration_s,))
             return
@@ -248,7 +249,7 @@ def histogram(
     return family
 
 
-class Metrics:
+class Metrics(Observer):
     """The metrics of one worker process, in a registry of its own."""
 
     def __init__(
@@ -310,11 +311,11 @@ class Metrics:
     # ------------------------------------------------------------ observers
 
     def job_started(self, kind: str, wait_s: float) -> None:
-        """The loop's report of a job about to run (:class:`worker.loop.observe.Observer`)."""
+        """The loop's report of a job about to run (:class:`worker.observability.observer.Observer`)."""
         self.jobs.job_started(kind, wait_s)
 
     def job_finished(self, kind: str, outcome: str, duration_s: float, reason: str | None) -> None:
-        """The loop's report of one finished job (:class:`worker.loop.observe.Observer`). A kind this worker
+        """The loop's report of one finished job (:class:`worker.observability.observer.Observer`). A kind this worker
         does not declare (an unknown kind, a malformed entry's, poison's) counts under ``kind="other"``, so
         whoever writes to the stream cannot grow the label values without bound."""
         self.jobs.job_finished(kind if kind in self.declared else OTHER_KIND, outcome, duration_s, reason)
