@@ -214,7 +214,9 @@ def readable(frame: pd.DataFrame) -> pd.DataFrame:
         if shown[name].dtype == "str" or shown[name].dtype == object:
             shown[name] = [printable(v, lines=key in MULTILINE) if isinstance(v, str) else v for v in shown[name]]
     if not isinstance(shown.columns, pd.MultiIndex):  # a payload field's name is a column: it is shown too
-        shown.columns = pd.Index([printable(c) if isinstance(c, str) else c for c in shown.columns])
+        names = [printable(c) if isinstance(c, str) else c for c in shown.columns]
+        if names != list(shown.columns):
+            shown.columns = pd.Index(names, name=shown.columns.name)
     return shown
 
 

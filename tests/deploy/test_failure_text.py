@@ -29,6 +29,7 @@ import redis
 import opslib
 from opslib.cli import main as opslib_main
 from opslib.display import frame_html, frame_text
+from opslib.panel.filters import entry_label
 from opslib.panel.html import csv_link_html, entry_html, groups_html, table_html
 from opslib.runbook import run_runbook
 from tests.deploy.kinds_leaky import HUGE_CHARS, TOKENS
@@ -159,6 +160,7 @@ def test_no_control_reaches_a_printer_and_no_cell_is_a_formula(
         printed[f"show {job_id!r}"] = str(letter) + letter._repr_html_()
         printed[f"panel entry {job_id!r}"] = entry_html(dead[job_id], frames["dead_letters()"].loc[dead[job_id]])
     printed["panel tables"] = table_html(frames["dead_letters()"]) + groups_html(frames["failure_groups()"])
+    printed["panel entry list"] = "\n".join(entry_label(i, row) for i, row in frames["dead_letters()"].iterrows())
     for args in (["dead"], ["groups"], ["archive"], ["kinds"], ["show", dead["h1"]], ["show", dead["+unknown"]]):
         opslib_main(args, stdin=io.StringIO(""))
         out, err = capfd.readouterr()
