@@ -66,6 +66,9 @@ _SECRET_PARAM = re.compile(
     re.IGNORECASE,
 )
 
+_PARAM_WORDS = ("pass", "pwd", "secret", "token", "key")
+"""A text holds none of these words: it has no parameter for :data:`_SECRET_PARAM` to hide."""
+
 _secrets: set[str] = set()
 _patterns: list[re.Pattern[str]] = []
 
@@ -97,11 +100,16 @@ def redact(text: str) -> str:
     for secret in sorted(_secrets, key=len, reverse=True):
         if secret in text:
             text = text.replace(secret, MASK)
-    text = _USERINFO.sub(_hide_userinfo, text)
-    text = _LOOSE_USERINFO.sub(lambda m: f"{m.group('lead') or ''}{m.group('user')}:{MASK}@", text)
-    text = _AUTH_HEADER.sub(lambda m: f"{m.group('name')}{m.group('scheme') or ''}{MASK}", text)
-    text = _BEARER.sub(lambda m: f"{m.group('scheme')}{MASK}", text)
-    text = _SECRET_PARAM.sub(_hide_value, text)
+    lowered = text.lower()  # each pattern runs only where its word can be: most errors hold none of them
+    if "@" in text:
+        text = _USERINFO.sub(_hide_userinfo, text)
+        text = _LOOSE_USERINFO.sub(lambda m: f"{m.group('lead') or ''}{m.group('user')}:{MASK}@", text)
+    if "authorization" in lowered:
+        text = _AUTH_HEADER.sub(lambda m: f"{m.group('name')}{m.group('scheme') or ''}{MASK}", text)
+    if "bearer" in lowered or "basic" in lowered:
+        text = _BEARER.sub(lambda m: f"{m.group('scheme')}{MASK}", text)
+    if any(word in lowered for word in _PARAM_WORDS):
+        text = _SECRET_PARAM.sub(_hide_value, text)
     for pattern in _patterns:
         text = pattern.sub(_hide_pattern, text)
     return text
