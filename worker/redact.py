@@ -57,7 +57,8 @@ _AUTH_HEADER = re.compile(
     r"(?P<scheme>(?:bearer|basic|token|digest|negotiate|apikey|key)\s+)?(?P<value>[^\s'\"\\,;})\]]+)",
     re.IGNORECASE,
 )
-_BEARER = re.compile(r"\b(?P<scheme>bearer\s+|Basic\s+(?=[A-Za-z0-9+/=]{8}))(?P<value>[A-Za-z0-9\-._~+/]+=*)", re.I)
+# "Bearer" in any case; "Basic" as a header writes it, before 8 base64 characters at least (not "basic auth").
+_BEARER = re.compile(r"\b(?P<scheme>(?i:bearer)\s+|Basic\s+(?=[A-Za-z0-9+/=]{8}))(?P<value>[A-Za-z0-9\-._~+/]+=*)")
 _NAMES = r"(?:password|passwd|passphrase|pwd|secret|token|api[_-]?key|access[_-]?key|private[_-]?key)"
 # name=value, name: value, "name": "value", 'name': 'value', \"name\": \"value\" (JSON inside a string).
 _SECRET_PARAM = re.compile(
