@@ -3,7 +3,8 @@
 What a handler raised is redacted and bounded here, when the failure is
 recorded, before it is stored, logged, grouped or traced
 (:func:`worker.redact.capture`): the error is cut to :data:`ERROR_BYTES` with
-a marker and a digest of the whole message, the traceback to
+a marker and a digest of the whole message (the same digest as the
+traceback's exception line), the traceback to
 ``TRACEBACK_BYTES`` (its end kept), and its exception lines carry the bounded
 message, so a 20 MB message is read once (``str(exc)`` returns the message
 without copying it) and never copied whole.
@@ -27,8 +28,8 @@ def now_iso() -> str:
 
 def describe_error(exc: BaseException) -> str:
     """``Type: message``, the dead entry's ``error`` field: redacted, within :data:`ERROR_BYTES`."""
-    message = str(exc)
-    return capture(f"{type(exc).__name__}: {message}" if message else type(exc).__name__, ERROR_BYTES)
+    message, name = str(exc), type(exc).__name__
+    return f"{name}: {capture(message, ERROR_BYTES - len(name) - 2)}" if message else name  # never a copy of all
 
 
 def bounded_traceback(exc: BaseException, limit_bytes: int) -> str:
