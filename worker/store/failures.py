@@ -7,7 +7,8 @@ a marker and a digest of the whole message (the same digest as the
 traceback's exception line), the traceback to
 ``TRACEBACK_BYTES`` (its end kept), and its exception lines carry the bounded
 message, so a 20 MB message is read once (``str(exc)`` returns the message
-without copying it) and never copied whole.
+without copying it; the digest encodes it once) and never stored, logged or
+sent whole.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ def now_iso() -> str:
 def describe_error(exc: BaseException) -> str:
     """``Type: message``, the dead entry's ``error`` field: redacted, within :data:`ERROR_BYTES`."""
     message, name = str(exc), type(exc).__name__
-    return f"{name}: {capture(message, ERROR_BYTES - len(name) - 2)}" if message else name  # never a copy of all
+    return f"{name}: {capture(message, ERROR_BYTES - len(name) - 2)}" if message else name  # no copy of the whole
 
 
 def bounded_traceback(exc: BaseException, limit_bytes: int) -> str:
