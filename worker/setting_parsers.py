@@ -108,6 +108,26 @@ def archive_url(name: str, raw: str) -> str:
         raise SettingsError(f"{exc}; or off (no archive), or empty (the database of DATABASE_URL)") from None
 
 
+RETENTION_KEYS = ("dead", "replayed", "discarded", "actions")
+"""What ``ARCHIVE_RETENTION`` names: the archive's rows of each status, and the operators' audit."""
+_AGE_UNITS = {"d": 86_400, "h": 3_600, "m": 60, "s": 1}
+
+
+def retention(name: str, raw: str) -> tuple[tuple[str, int], ...]:
+    """``status=age`` pairs (``dead=365d,replayed=30d``; ages in d, h, m or s) as (key, seconds); empty: ()."""
+    ages: dict[str, int] = {}
+    for pair in filter(None, (part.strip() for part in raw.split(","))):
+        key, _, age = (word.strip() for word in pair.partition("="))
+        match = re.fullmatch(r"([0-9]+)([dhms])", age)
+        if key not in RETENTION_KEYS or not match or key in ages:
+            raise SettingsError(
+                f"{name}={raw!r}: {pair!r} is not one of {', '.join(RETENTION_KEYS)} (each once) = an age "
+                "in d, h, m or s; e.g. dead=365d,replayed=30d,discarded=30d"
+            )
+        ages[key] = int(match[1]) * _AGE_UNITS[match[2]]
+    return tuple(ages.items())
+
+
 def optional_int_at_least(minimum: int) -> Parser:
     """Like :func:`int_at_least`; empty gives 0 (meaning: the documented default)."""
 

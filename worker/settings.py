@@ -45,6 +45,7 @@ from worker.setting_parsers import (
     positive_float,
     positive_int,
     readable_file,
+    retention,
     time_zone,
     url,
     worker_name,
@@ -220,6 +221,13 @@ class Settings:
         "on: a worker creates the archive's table at start; off: it checks that the table exists "
         "(`python -m worker migrate` creates it, as a role that may run DDL); auto: on for the embedded "
         "PostgreSQL (no ARCHIVE_URL nor DATABASE_URL), off otherwise",
+    )
+    archive_retention: tuple[tuple[str, int], ...] = setting(
+        "ARCHIVE_RETENTION",
+        "",
+        retention,
+        "how long the archive keeps rows of each status, by dead_at (and the operators' audit, actions=, by "
+        "its time), e.g. dead=365d,replayed=30d,discarded=30d; a status not named, or empty: kept for ever",
     )
     reclaim_idle_ms: int = setting(
         "RECLAIM_IDLE_MS", "60000", positive_int, "idle time after which a pending entry is reclaimed"
