@@ -196,12 +196,9 @@ class DeadLetter:
         lines = [printable(self._title())]
         for title, rows in self.sections():
             lines.append(f"\n{title}:")
-            rows = [(printable(label), printable(value, lines=True)) for label, value in rows]
+            rows = [(printable(label), printable(value)) for label, value in rows]  # a newline too: one line each
             width = max((len(label) for label, _ in rows), default=0)
-            for label, value in rows:
-                first, *more = value.split("\n") or [""]
-                lines.append(f"  {label:<{width}}  {first}".rstrip())
-                lines += [f"  {'':<{width}}  {line}".rstrip() for line in more]
+            lines += [f"  {label:<{width}}  {value}".rstrip() for label, value in rows]
         traceback = printable(self.fields.get("traceback", ""), lines=True)
         lines.append("\nTraceback:" if traceback else "\nTraceback: (none)")
         lines += [f"  {line}" for line in traceback.rstrip("\n").split("\n")] if traceback else []

@@ -70,6 +70,9 @@ _SECRET_PARAM = re.compile(
 _PARAM_WORDS = ("pass", "pwd", "secret", "token", "key")
 """A text holds none of these words: it has no parameter for :data:`_SECRET_PARAM` to hide."""
 
+Patterns = tuple[re.Pattern[str], ...]
+"""The application's own secret shapes (``REDACT_PATTERNS``)."""
+
 _secrets: set[str] = set()
 _patterns: list[re.Pattern[str]] = []
 
@@ -137,10 +140,10 @@ def remember_secret(value: str) -> None:
                 _secrets.add(form)
 
 
-def parse_patterns(name: str, raw: str) -> tuple[re.Pattern[str], ...]:
+def parse_patterns(name: str, raw: str) -> Patterns:
     """The ``REDACT_PATTERNS`` setting: regular expressions (Python syntax) separated by spaces (write a
     space inside one as ``\\s`` or ``\\x20``); a match is hidden whole, or only its first group when the
-    pattern has one."""
+    pattern has one. Reading the setting is what makes this process hide them (:func:`add_patterns`)."""
     patterns = []
     for text in raw.split():
         try:
@@ -150,6 +153,7 @@ def parse_patterns(name: str, raw: str) -> tuple[re.Pattern[str], ...]:
                 f"{name} holds {text!r}, not a regular expression ({exc}); give Python regular expressions "
                 "separated by spaces, e.g. sk_live_[A-Za-z0-9]+"
             ) from None
+    add_patterns(patterns)
     return tuple(patterns)
 
 

@@ -23,14 +23,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from re import Pattern
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 from worker.errors import SettingsError
-from worker.redact import add_patterns, parse_patterns
+from worker.redact import parse_patterns
 from worker.setting_parsers import (
     ARCHIVE_OFF,
     archive_url,
@@ -291,9 +291,7 @@ class Settings:
         choice("DEBUG", "INFO", "WARNING", "ERROR", case=str.upper),
         "DEBUG, INFO, WARNING or ERROR",
     )
-    redact_patterns: tuple[re.Pattern[str], ...] = setting(
-        "REDACT_PATTERNS", "", parse_patterns, "space-separated regular expressions of more secrets to hide"
-    )
+    redact_patterns: tuple[Pattern[str], ...] = setting("REDACT_PATTERNS", "", parse_patterns, "more secrets (regexes)")
     data_dir: str = setting("WORKER_DATA_DIR", ".data", as_is, "where the embedded servers keep their files")
     secret_files: dict[str, str] = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
@@ -325,7 +323,6 @@ class Settings:
             )
         if self.require_tls:
             check_tls(self)
-        add_patterns(self.redact_patterns)
 
     def current(self, name: str) -> str:
         """The secret setting ``name`` (``redis_url``, ``database_url``, ``archive_url``) as it is

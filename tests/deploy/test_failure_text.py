@@ -161,10 +161,12 @@ def test_no_control_reaches_a_printer_and_no_cell_is_a_formula(
         printed[f"panel entry {job_id!r}"] = entry_html(dead[job_id], frames["dead_letters()"].loc[dead[job_id]])
     printed["panel tables"] = table_html(frames["dead_letters()"]) + groups_html(frames["failure_groups()"])
     printed["panel entry list"] = "\n".join(entry_label(i, row) for i, row in frames["dead_letters()"].iterrows())
-    for args in (["dead"], ["groups"], ["archive"], ["kinds"], ["show", dead["h1"]], ["show", dead["+unknown"]]):
+    commands = (["dead"], ["groups"], ["archive"], ["kinds"], ["replay", dead["h1"], "--dry-run"])
+    for args in (*commands, ["show", dead["h1"]], ["show", dead["+unknown"]]):
         opslib_main(args, stdin=io.StringIO(""))
         out, err = capfd.readouterr()
         printed[f"python -m opslib {' '.join(args)}"] = out + err
+        assert "\nforged" not in out + err, (args, out)  # the error's newline shows as \n: no forged line
     opslib_main(["find", "h1"], stdin=io.StringIO(""))
     found, _ = capfd.readouterr()
     printed["python -m opslib find"] = found
