@@ -24,6 +24,7 @@ from opslib.moves.discard import discard, discard_kind
 from opslib.moves.patch import assignment_of
 from opslib.moves.replay import replay, replay_kind
 from opslib.queries import dead_letters, delayed
+from worker.printable import printable
 from worker.store.vocabulary import DISCARD_DISCARDED, DISCARD_WOULD_DISCARD, REPLAY_REPLAYED, REPLAY_WOULD_REPLAY
 
 SHOWN = 20
@@ -112,7 +113,8 @@ def show_dead(taken: pd.DataFrame, out: TextIO) -> None:
     changes = taken["changes"] if "changes" in taken else pd.Series("", index=taken.index)
     for dead_id, change in zip(taken["dead_id"].head(SHOWN), changes.head(SHOWN), strict=True):
         about = f"  {dead.at[dead_id, 'kind']}  {dead.at[dead_id, 'error'][:90]}" if dead_id in dead.index else ""
-        print(f"  {dead_id}{about}{'  set ' + change if change else ''}", file=out)
+        # one line each, whatever the error or the change holds
+        print(f"  {dead_id}{printable(about)}{printable('  set ' + change) if change else ''}", file=out)
 
 
 def add_set_option(parser: argparse.ArgumentParser) -> None:
