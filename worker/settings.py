@@ -107,6 +107,23 @@ def check_tls(settings: Settings) -> None:
                 )
 
 
+def check_combinations(settings: Settings) -> None:
+    """The checks no single setting can make: the hard ceiling against the cap, TLS files against the URL,
+    and ``REQUIRE_TLS`` (:func:`check_tls`)."""
+    if settings.dead_hard_maxlen and settings.dead_hard_maxlen < settings.dead_maxlen:
+        raise SettingsError(
+            f"DEAD_HARD_MAXLEN={settings.dead_hard_maxlen} is below DEAD_MAXLEN={settings.dead_maxlen}; "
+            "the hard ceiling must be at least the cap (leave it empty for 10 x DEAD_MAXLEN)"
+        )
+    tls_files = settings.redis_ca_file or settings.redis_cert_file
+    if tls_files and settings.redis_url and not settings.redis_url.startswith("rediss:"):
+        raise SettingsError(
+            "REDIS_CA_FILE or REDIS_CERT_FILE is set but REDIS_URL is not rediss://; use rediss:// for TLS"
+        )
+    if settings.require_tls:
+        check_tls(settings)
+
+
 @dataclass(frozen=True, repr=False)
 class Settings:
     """The worker's configuration; build it with :meth:`from_env`."""
@@ -188,6 +205,13 @@ class Settings:
         non_negative_int,
         "replicas that must acknowledge an enqueue and each retry or dead-letter move (WAIT) before it counts "
         "as done; 0: do not wait (asynchronous replication: a failover can lose the last writes)",
+    )
+    unknown_kind_grace_s: float = setting(
+        "UNKNOWN_KIND_GRACE_S",
+        "600",
+        positive_float,
+        "a kind that a live worker declared within this long, or whose job carries v and has waited less, waits "
+        "for a worker that runs it; past it, a kind no live worker declares is dead-lettered as unknown_kind",
     )
     max_deliveries: int = setting(
         "MAX_DELIVERIES", "3", positive_int, "deliveries after which a pending entry is dead-lettered as poison"
@@ -312,17 +336,7 @@ class Settings:
         return spec.parse(spec.file_env if path else spec.env, raw)
 
     def __post_init__(self) -> None:
-        if self.dead_hard_maxlen and self.dead_hard_maxlen < self.dead_maxlen:
-            raise SettingsError(
-                f"DEAD_HARD_MAXLEN={self.dead_hard_maxlen} is below DEAD_MAXLEN={self.dead_maxlen}; "
-                "the hard ceiling must be at least the cap (leave it empty for 10 x DEAD_MAXLEN)"
-            )
-        if (self.redis_ca_file or self.redis_cert_file) and self.redis_url and not self.redis_url.startswith("rediss:"):
-            raise SettingsError(
-                "REDIS_CA_FILE or REDIS_CERT_FILE is set but REDIS_URL is not rediss://; use rediss:// for TLS"
-            )
-        if self.require_tls:
-            check_tls(self)
+        check_combinations(self)
 
     def current(self, name: str) -> str:
         """The secret setting ``name`` (``redis_url``, ``database_url``, ``archive_url``) as it is

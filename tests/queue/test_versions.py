@@ -218,3 +218,16 @@ def test_hand_backs_are_counted_by_kind_and_where_they_went() -> None:
         return metrics.registry.get_sample_value("worker_jobs_handed_back_total", labels)
 
     assert (count("send_email", "wait"), count("send_email", "worker"), count("other", "worker")) == (2, 1, 1)
+
+
+def test_past_unknown_kind_grace_s_a_kind_nobody_declares_is_dead_lettered_as_unknown(
+    r: redis.Redis, keys: Keys, workers: Workers
+) -> None:
+    workers.start(OLD, UNKNOWN_KIND_GRACE_S="1", **QUICK)
+    wait_for(lambda: declared(r, keys, 1), 30, "the old worker declaring its kinds")
+    enqueue(r, "send_fax", {"to": "+44", "job_id": "fax"}, version=1, prefix=keys.prefix)  # nobody declares it
+    wait_for(lambda: r.zcard(keys.delayed) == 1, 30, "the job handed back to wait first (it carries v)")
+    wait_for(lambda: r.xlen(keys.dead) == 1, 30, "the job dead-lettered once the grace is past")
+    [(_id, dead)] = r.xrange(keys.dead)
+    assert (dead[b"kind"], dead[b"reason"], dead[b"handed_back"]) == (b"send_fax", b"unknown_kind", b"1")
+    assert r.zcard(keys.delayed) == 0 and ran(r, keys) == {}

@@ -10,8 +10,8 @@ parsing, :meth:`HandBack.fit` decides for each entry (:func:`placement`):
 - a version no live worker knows yet: handed back into ``delayed`` for
   :data:`WAIT_S`, to be looked at again; it waits there, never dead;
 - a kind no live worker declares: it waits while a worker declared it within
-  :data:`UNKNOWN_KIND_GRACE_S` (this worker's memory of the fleet), or while
-  the job carries ``v`` (enqueued by code that declares the kind: a kind
+  ``UNKNOWN_KIND_GRACE_S`` (a setting; this worker's memory of the fleet), or
+  while the job carries ``v`` (enqueued by code that declares the kind: a kind
   added before its first worker is up) and has waited less than the grace;
   else it is dead-lettered as ``unknown_kind`` at once, as before (a typo).
 
@@ -43,8 +43,6 @@ log = logging.getLogger("worker")
 
 #: How long an entry no live worker can run waits in ``delayed`` before a worker looks at it again.
 WAIT_S = 5.0
-#: A kind declared by a worker seen within this long is not dead-lettered as unknown: its entries wait.
-UNKNOWN_KIND_GRACE_S = 600.0
 
 RUN, HAND_BACK, WAIT, DEAD = "run", "hand back", "wait", "dead"
 
@@ -68,11 +66,15 @@ def placement(kind: str, version: int, mine: int | None, fleet: dict[str, int], 
 
 class Fleet:
     """What the live workers run: the highest payload version of each kind, read from their declarations
-    (``kinds:<worker>``) every heartbeat, and when each kind was last seen declared."""
+    (``kinds:<worker>``) every heartbeat, and when each kind was last seen declared.
 
-    def __init__(self, redis_client: Any, keys: Keys) -> None:
+    ``grace_s`` (``UNKNOWN_KIND_GRACE_S``): a kind declared within this long is not dead-lettered as
+    unknown; its entries wait for a worker."""
+
+    def __init__(self, redis_client: Any, keys: Keys, grace_s: float) -> None:
         self.redis = redis_client
         self.keys = keys
+        self.grace_s = grace_s
         self.versions: dict[str, int] = {}
         self.seen: dict[str, float] = {}
 
@@ -93,7 +95,7 @@ class Fleet:
         self.versions = versions
 
     def recent(self, kind: str) -> bool:
-        return time.time() - self.seen.get(kind, float("-inf")) < UNKNOWN_KIND_GRACE_S
+        return time.time() - self.seen.get(kind, float("-inf")) < self.grace_s
 
 
 class HandBack:
@@ -131,8 +133,11 @@ class HandBack:
 
     def _awaited(self, kind: str, fields: dict[str, str]) -> bool:
         """Whether a worker able to run ``kind`` is to be waited for: one declared it within the grace, or
-        the job carries ``v`` (code that declares the kind enqueued it) and waits for less than the grace."""
-        if self.fleet is not None and self.fleet.recent(kind):
+        the job carries ``v`` (code that declares the kind enqueued it) and waits for less than the grace
+        (without a fleet to read, nothing is awaited)."""
+        if self.fleet is None:
+            return False
+        if self.fleet.recent(kind):
             return True
         if VERSION_FIELD not in fields:
             return False
@@ -140,7 +145,7 @@ class HandBack:
             since = float(fields.get(WAITING_SINCE_FIELD) or time.time())
         except ValueError:
             return False
-        return time.time() - since < UNKNOWN_KIND_GRACE_S
+        return time.time() - since < self.fleet.grace_s
 
     async def _give_back(
         self, part: PartitionReader, entry_id: str, what: tuple[str, int, int | None], fields: dict[str, str]

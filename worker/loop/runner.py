@@ -87,7 +87,7 @@ class Worker:
         observing = [self.tally, *observers]
         self.parts = [self._partition(keys, observing, block_ms) for keys in partition_keys(settings)]
         self.gate = Gate(redis_client, self.keys, self.parts[0].keys, registry)
-        self.fleet = Fleet(redis_client, self.keys)
+        self.fleet = Fleet(redis_client, self.keys, settings.unknown_kind_grace_s)
         self.executor = Executor(
             registry,
             self.gate,
