@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -51,6 +52,9 @@ class PartitionReader:
         partitions), or its rest after a failed read; it holds one of the worker's slots meanwhile."""
         self.failures = 0
         """Reads of this partition failed in a row (its node away); it rests with backoff meanwhile."""
+        self.read_after = 0.0
+        """Monotonic time before which this consumer reads nothing new: it handed back a copy that had
+        come round it already (:mod:`worker.loop.handback`), so that a worker able to run it reads it."""
         self._xack_head = ("XACK", self.keys.jobs, GROUP)
         self._commands: dict[tuple[int, bool], bytes] = {}
 
@@ -66,9 +70,13 @@ class PartitionReader:
         The loop writes XACK and XREADGROUP to one connection together (a
         pipeline without redis-py's per-call pipeline object, which costs more
         than the round trip at this rate). Replay outcomes, rare, are flushed
-        separately first.
+        separately first. After a hand-back of a copy that had come round
+        already, the read waits until :attr:`read_after`.
         """
         outcomes = self.outcomes
+        rest = self.read_after - time.monotonic()
+        if rest > 0:
+            await asyncio.sleep(rest)
         if outcomes.replay_outcomes:
             await outcomes.flush()
         acks = outcomes.take_acks()
