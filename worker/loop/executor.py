@@ -10,29 +10,29 @@ handler. In the order the code reads:
    a throttled kind takes a token or is deferred;
 3. the observers hear it started, with its wait (:mod:`worker.loop.observe`);
 4. perform: the handler, on the loop (async) or in the worker's threads (sync),
-   under the kind's timeout (:meth:`Executor.perform`);
+   under the kind's timeout counted from the handler's start (:meth:`Executor.perform`); an
+   attempt told to stop (its timeout, a cancel, the shutdown: :mod:`worker.loop.attempt`) ends
+   when its handler has returned, never before;
 5. the outcome (:mod:`worker.loop.outcomes`): a success is acknowledged with the
    next read; a failure is retried or dead-lettered as the kind's policy decides;
 6. the slot frees itself when :meth:`Executor.run` returns (:mod:`worker.loop.slots`).
 
 With an OpenTelemetry SDK, the whole of it runs inside the attempt's span
 (:func:`worker.loop.tracing.traced` wraps :meth:`Executor.run`); the exception
-is recorded on it here. Stopping a running job, cancelling one and running it
-in a process of its own belong here too: this is where a job is run.
+is recorded on it here.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import logging
 import time
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
 
-from worker.errors import JobTimeout
-from worker.kinds import Job, KindSpec, Registry
+from worker.kinds import KindSpec, Registry
+from worker.loop.attempt import SHUTDOWN, Attempt
 from worker.loop.gate import Gate
+from worker.loop.handler_threads import HandlerThreads
 from worker.loop.outcomes import Outcomes
 from worker.loop.partition_reader import PartitionReader
 from worker.loop.slots import Raw
@@ -67,8 +67,12 @@ class Executor:
         # Bound once, for every job; only the observers that count starts (the tally does not).
         self._job_started = [observer.job_started for observer in overrides(observers, "job_started")]
         self._max_field_bytes, self._max_job_bytes = field_limits
-        self.threads = ThreadPoolExecutor(threads, thread_name_prefix="job")
+        self.threads = HandlerThreads(threads)
         """Where synchronous handlers run (their ``job`` threads)."""
+        self.running: dict[tuple[int, str], Attempt] = {}
+        """The attempts whose handler runs, by (partition index, entry id)."""
+        self.unfinished: list[tuple[PartitionReader, str]] = []
+        """Entries whose handler a shutdown stopped: neither acknowledged nor retried, to be given back."""
 
     async def run(self, part: PartitionReader, entry_id: str, raw: Raw, alone: bool = False) -> None:
         """Run one entry of ``part`` through its handler and record the outcome. Never raises.
@@ -89,19 +93,33 @@ class Executor:
                 waited_s = time.time() - wire.entry_epoch_s(entry_id)
                 for job_started in self._job_started:
                     job_started(job.kind, waited_s)
+            key = (part.index, entry_id)
+            attempt = self.running[key] = Attempt(job, asyncio.current_task() if spec.is_async else None)
             started = time.perf_counter()
             try:
                 if spec.is_async and spec.timeout_s is None:
                     await spec.handler(job)  # the common case, without perform's frame
                 else:
-                    await self.perform(spec, job)
+                    await self.perform(spec, attempt)
+            except asyncio.CancelledError:
+                if attempt.reason is None:
+                    raise  # not a stop of ours: the worker's own task is being cancelled
+                error = attempt.ended(None)
             except (Exception, SystemExit) as exc:
-                record_failure(exc)  # on the attempt's span, when the worker traces
-                await outcomes.failed(spec, job, exc, time.perf_counter() - started)
-                return
-            part.succeeded(job, time.perf_counter() - started)
-            if alone:
-                await outcomes.flush_kept(entry_id)
+                error = exc if attempt.reason is None else attempt.ended(exc)
+            else:
+                error = None if attempt.reason is None else attempt.ended(None)
+            finally:
+                del self.running[key]
+            if attempt.reason == SHUTDOWN:
+                self.unfinished.append((part, entry_id))  # the drain gives it back
+            elif error is not None:
+                record_failure(error)  # on the attempt's span, when the worker traces
+                await outcomes.failed(spec, job, error, time.perf_counter() - started)
+            else:
+                part.succeeded(job, time.perf_counter() - started)
+                if alone:
+                    await outcomes.flush_kept(entry_id)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -109,23 +127,29 @@ class Executor:
             # episode) can get here; the entry stays pending and is reclaimed.
             log.exception("Could not record the outcome of entry %s; it stays pending.", entry_id)
 
-    async def perform(self, spec: KindSpec, job: Job) -> None:
-        """Call the handler: a coroutine on the loop, a function in a ``job`` thread (with the task's context,
-        so the attempt's span goes with it, as ``asyncio.to_thread``); past the kind's ``timeout_s``, raise
-        :class:`~worker.errors.JobTimeout` (a thread's handler is not stopped: it runs on, unawaited)."""
-        if spec.is_async:
-            call = spec.handler(job)
-        else:
-            run = contextvars.copy_context().run
-            call = asyncio.get_running_loop().run_in_executor(self.threads, run, spec.handler, job)
-        if spec.timeout_s is None:
-            await call
-            return
+    async def perform(self, spec: KindSpec, attempt: Attempt) -> None:
+        """Call the handler: a coroutine on the loop, a function in a ``job`` thread
+        (:mod:`worker.loop.handler_threads`); past the kind's ``timeout_s`` from the handler's start, the attempt
+        is told to stop (:mod:`worker.loop.attempt`), and this returns once the handler has."""
+        job = attempt.job
+        if spec.timeout_s is not None:
+            attempt.time_out(spec.timeout_s)
         try:
-            await asyncio.wait_for(call, spec.timeout_s)
-        except TimeoutError:
-            raise JobTimeout(f"{spec.name} ran longer than its timeout of {spec.timeout_s} s") from None
+            if spec.is_async:
+                await spec.handler(job)
+            else:
+                await self.threads.submit(spec.handler, job, attempt)
+        finally:
+            attempt.handler_returned()
+
+    def stop_all(self, reason: str) -> list[Attempt]:
+        """Tell every running handler to stop (``job.stopping``; a cancel for async); the attempts told."""
+        return [attempt for attempt in list(self.running.values()) if attempt.stop(reason)]
+
+    def overdue(self) -> int:
+        """Handlers told to stop that still run (each keeps its slot)."""
+        return sum(1 for attempt in self.running.values() if attempt.overdue)
 
     def shutdown(self) -> None:
-        """The worker stopped: the threads of handlers still running are left to finish on their own."""
-        self.threads.shutdown(wait=False, cancel_futures=True)
+        """The worker stopped: idle threads end; a handler still running is left to its daemon thread."""
+        self.threads.shutdown()

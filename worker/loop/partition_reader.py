@@ -91,7 +91,7 @@ class PartitionReader:
         return [(eid.decode(), pairs(flat)) for eid, flat in entries]
 
     async def give_back(self, entry_ids: list[str]) -> None:
-        """Entries read ahead that this stopping worker will not start: their idle time set to
+        """Entries this worker will not start (or run no more): their idle time set to
         RECLAIM_IDLE_MS (XCLAIM ... IDLE ... JUSTID, which leaves the delivery count alone), so that another
         worker's reclaim takes them at once instead of after RECLAIM_IDLE_MS."""
         if not entry_ids:
@@ -115,11 +115,15 @@ class PartitionReader:
         return packed
 
 
-async def give_back(parts: Sequence[PartitionReader], left: Sequence[tuple[Any, str, Any, float]]) -> None:
-    """Give back what a stopping worker read ahead and did not start (:meth:`PartitionReader.give_back`),
-    said in one line."""
+async def give_back(
+    parts: Sequence[PartitionReader],
+    left: Sequence[tuple[Any, str, Any, float]],
+    why: str = "did not start within SHUTDOWN_GRACE_S",
+) -> None:
+    """Give back entries read ahead that this worker will not start (:meth:`PartitionReader.give_back`): it is
+    stopping, or every slot is held by a handler that should have stopped; said in one line."""
     if not left:
         return
-    log.warning("%d entries read ahead did not start within SHUTDOWN_GRACE_S; giving them back.", len(left))
+    log.warning("%d entries read ahead %s; giving them back.", len(left), why)
     for part in parts:
         await part.give_back([entry_id for owner, entry_id, _raw, _at in left if owner is part])

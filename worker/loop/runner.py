@@ -95,7 +95,14 @@ class Worker:
         self._traced, run = traced(self.executor.run, self.keys.jobs)  # with an OpenTelemetry SDK, each in its span
         self.slots = Slots(settings.concurrency, run, self.episode.troubles)
         self.upkeep = Upkeep(
-            redis_client, settings, self.slots, self.parts, self.stopping, self.tally, episode=self.episode
+            redis_client,
+            settings,
+            self.slots,
+            self.parts,
+            self.stopping,
+            self.tally,
+            episode=self.episode,
+            overdue=self.executor.overdue,
         )
         self.rotation = Rotation(
             self.slots,

@@ -32,7 +32,7 @@ from worker.app import Chore
 from worker.loop.chores import CONNECTION_ERRORS, sleep_or_stop
 from worker.loop.episode import Episode
 from worker.loop.observe import Tally
-from worker.loop.partition_reader import PartitionReader
+from worker.loop.partition_reader import PartitionReader, give_back
 from worker.loop.slots import Raw, Slots, Suspect
 from worker.settings import Settings
 from worker.store.consumers import forget_dead_consumers
@@ -63,6 +63,7 @@ class Upkeep:
         tally: Tally,
         *,
         episode: Episode | None = None,
+        overdue: Callable[[], int] = lambda: 0,
     ) -> None:
         self.redis = redis_client
         self.settings = settings
@@ -73,6 +74,8 @@ class Upkeep:
         self.stopping = stopping
         self.tally = tally
         self.episode = episode or Episode()
+        self.overdue = overdue
+        """How many running handlers were told to stop and have not (:meth:`Executor.overdue`)."""
         self._side_tasks: set[asyncio.Task[None]] = set()
 
     def chores(self) -> list[Chore]:
@@ -171,7 +174,11 @@ class Upkeep:
 
     async def refresh_claims(self) -> None:
         """Reset the idle time of entries ours (running, or read ahead) for longer than a third of
-        RECLAIM_IDLE_MS."""
+        RECLAIM_IDLE_MS. While every slot is held by a handler told to stop that runs on (a hung thread),
+        what was read ahead is given back instead: another worker takes it at its next reclaim."""
+        if self.slots.ahead and self.overdue() >= self.slots.capacity:
+            why = "cannot start: every slot is held by a handler that was told to stop and runs on"
+            await give_back(self.parts, self.slots.take_ahead(), why)
         old = self.slots.claimed_before(time.monotonic() - self.settings.reclaim_idle_ms / 3000)
         for part in self.parts:
             if part.index in old:
