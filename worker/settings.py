@@ -446,6 +446,13 @@ class Settings:
     shutdown_grace_s: float = setting(
         "SHUTDOWN_GRACE_S", "30", positive_float, "on SIGTERM, how long running jobs may take to finish"
     )
+    stop_grace_s: float = setting(
+        "STOP_GRACE_S",
+        "2",
+        positive_float,
+        "a handler told to stop (its timeout, a cancel, the end of SHUTDOWN_GRACE_S) has this long to do so: "
+        'then a handler with isolation="process" is killed, and a stopping worker gives back what still runs',
+    )
     max_field_bytes: int = setting(
         "MAX_FIELD_BYTES", "65536", positive_int, "a job field larger than this is dead-lettered as malformed"
     )

@@ -7,12 +7,13 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import signal
 import time
 
 import pytest
 import redis
 
-from tests.helpers import Workers, registry_of
+from tests.helpers import Workers, registry_of, wait_for
 from worker.cli.assembly import assembled
 from worker.settings import Settings
 from worker.store.enqueue import enqueue
@@ -117,3 +118,39 @@ def test_entries_read_ahead_are_given_back_while_every_slot_holds_a_hung_handler
     with caplog.at_level(logging.WARNING, logger="worker"):
         asyncio.run(main())
     assert "3 entries read ahead cannot start: every slot is held by a handler" in caplog.text
+
+
+def test_sigterm_keeps_the_grace_whatever_the_handlers_do(r: redis.Redis, keys: Keys, workers: Workers) -> None:
+    """Four jobs mid-run at SIGTERM: one finishes within SHUTDOWN_GRACE_S (acknowledged), a plain one and
+    an async one stop when told (given back at once), a plain one ignores job.stopping (given back for a
+    reclaim after this process is gone). The worker exits 0 within the grace, STOP_GRACE_S and a second."""
+    idle_ms = 600_000
+    entries = {
+        "finishes": enqueue(r, "sync_long", {"sleep_s": "0.5"}, prefix=keys.prefix),
+        "heeds": enqueue(r, "sync_long", {"sleep_s": "30"}, prefix=keys.prefix),
+        "ignores": enqueue(r, "sync_long", {"sleep_s": "30", "ignore": "yes"}, prefix=keys.prefix),
+        "async": enqueue(r, "async_long", {"sleep_s": "30"}, prefix=keys.prefix),
+    }
+    ids = {name: job_id_of(r, keys, entry) for name, entry in entries.items()}
+    env = {"WORKER_CONCURRENCY": "4", "SHUTDOWN_GRACE_S": "1", "STOP_GRACE_S": "1", "RECLAIM_IDLE_MS": str(idle_ms)}
+    proc = workers.start(KINDS, **env)
+    wait_for(lambda: r.scard(tkey(keys, "started")) == 4, what="the four jobs to start")
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(30) == 0
+    took_s = time.monotonic() - sent
+    assert took_s < 1 + 1 + 1.5, f"the worker took {took_s:.2f} s to exit"
+    assert r.smembers(tkey(keys, "done")) == {ids["finishes"].encode()}
+    assert r.smembers(tkey(keys, "stopped")) == {ids["heeds"].encode(), ids["async"].encode()}
+    pending = {p["message_id"].decode(): p for p in r.xpending_range(keys.jobs, GROUP, "-", "+", 10)}
+    assert set(pending) == {entries["heeds"], entries["ignores"], entries["async"]}  # the finished one was acked
+    for name in ("heeds", "async"):
+        assert pending[entries[name]]["time_since_delivered"] >= idle_ms  # reclaimable at once
+    assert idle_ms - 3000 <= pending[entries["ignores"]]["time_since_delivered"] < idle_ms  # a little later
+    assert all(p["times_delivered"] == 1 for p in pending.values())
+    log = workers.log(proc)
+    assert "Gave back 2 jobs told to stop at the end of SHUTDOWN_GRACE_S=1 s" in log
+    assert f"sync_long {ids['heeds']} ({entries['heeds']})" in log
+    assert f"async_long {ids['async']} ({entries['async']})" in log
+    assert "1 jobs still ran after they were told to stop (their handler ignores job.stopping)" in log
+    assert f"sync_long {ids['ignores']} ({entries['ignores']})" in log

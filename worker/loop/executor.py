@@ -29,6 +29,7 @@ import logging
 import time
 from collections.abc import Iterable
 
+from worker.job import Job
 from worker.kinds import KindSpec, Registry
 from worker.loop.attempt import SHUTDOWN, Attempt
 from worker.loop.gate import Gate
@@ -71,7 +72,7 @@ class Executor:
         """Where synchronous handlers run (their ``job`` threads)."""
         self.running: dict[tuple[int, str], Attempt] = {}
         """The attempts whose handler runs, by (partition index, entry id)."""
-        self.unfinished: list[tuple[PartitionReader, str]] = []
+        self.unfinished: list[tuple[PartitionReader, Job]] = []
         """Entries whose handler a shutdown stopped: neither acknowledged nor retried, to be given back."""
 
     async def run(self, part: PartitionReader, entry_id: str, raw: Raw, alone: bool = False) -> None:
@@ -112,7 +113,7 @@ class Executor:
             finally:
                 del self.running[key]
             if attempt.reason == SHUTDOWN:
-                self.unfinished.append((part, entry_id))  # the drain gives it back
+                self.unfinished.append((part, job))  # the drain gives it back
             elif error is not None:
                 record_failure(error)  # on the attempt's span, when the worker traces
                 await outcomes.failed(spec, job, error, time.perf_counter() - started)

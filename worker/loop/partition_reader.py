@@ -90,14 +90,16 @@ class PartitionReader:
         entries = next(iter(reply.values())) if isinstance(reply, dict) else reply[0][1]
         return [(eid.decode(), pairs(flat)) for eid, flat in entries]
 
-    async def give_back(self, entry_ids: list[str]) -> None:
+    async def give_back(self, entry_ids: list[str], idle_ms: int | None = None) -> None:
         """Entries this worker will not start (or run no more): their idle time set to
         RECLAIM_IDLE_MS (XCLAIM ... IDLE ... JUSTID, which leaves the delivery count alone), so that another
-        worker's reclaim takes them at once instead of after RECLAIM_IDLE_MS."""
+        worker's reclaim takes them at once instead of after RECLAIM_IDLE_MS (``idle_ms``: another idle time,
+        for a later reclaim)."""
         if not entry_ids:
             return
         ids: list[Any] = list(entry_ids)
-        idle_ms = self.outcomes.settings.reclaim_idle_ms
+        if idle_ms is None:
+            idle_ms = self.outcomes.settings.reclaim_idle_ms
         try:
             await self.outcomes.redis.xclaim(self.stream, GROUP, self.consumer, 0, ids, idle=idle_ms, justid=True)
         except (redis.exceptions.RedisError, OSError):  # away, or refusing writes

@@ -27,6 +27,7 @@ import redis.exceptions
 
 from worker.app import Chore
 from worker.kinds import Registry
+from worker.loop.attempt import SHUTDOWN
 from worker.loop.chores import CONNECTION_ERRORS, run_chore
 from worker.loop.declare import declare_chore
 from worker.loop.episode import Episode
@@ -39,6 +40,7 @@ from worker.loop.read_ahead import ReadAhead
 from worker.loop.rotation import Rotation
 from worker.loop.slots import Slots
 from worker.loop.tracing import traced
+from worker.loop.unfinished import give_back_unfinished
 from worker.loop.upkeep import Upkeep
 from worker.observability.observer import Observer
 from worker.settings import Settings
@@ -93,7 +95,7 @@ class Worker:
             field_limits=(settings.max_field_bytes, settings.max_job_bytes),
         )
         self._traced, run = traced(self.executor.run, self.keys.jobs)  # with an OpenTelemetry SDK, each in its span
-        self.slots = Slots(settings.concurrency, run, self.episode.troubles)
+        self.slots = Slots(settings.concurrency, run, self.episode.troubles, self.stopping)
         self.upkeep = Upkeep(
             redis_client,
             settings,
@@ -223,8 +225,10 @@ class Worker:
 
     async def _drain(self) -> None:
         """On stop: what was read ahead runs as slots free (else it is given back), running jobs and outcomes
-        kept through an episode get ``SHUTDOWN_GRACE_S``, then the acknowledgements are sent, until the same
-        deadline. What is left stays pending for reclaim (as a dead process's entries do), said in one line."""
+        kept through an episode get ``SHUTDOWN_GRACE_S``; the handlers still running are then told to stop and
+        get ``STOP_GRACE_S``; the acknowledgements are sent, and the jobs told to stop are given back for
+        another worker (:mod:`worker.loop.unfinished`). What is left stays pending for reclaim once idle (as a
+        dead process's entries do), said in one line."""
         grace_s = self.settings.shutdown_grace_s
         deadline = time.monotonic() + grace_s
         await give_back(self.parts, await self.slots.run_out_ahead(deadline))  # what was read ahead
@@ -235,28 +239,44 @@ class Worker:
             timeout = max(0.0, deadline - time.monotonic())
             _done, left = await asyncio.wait(list(inflight.values()), timeout=timeout)
         kept, reason = self.episode.waiting, self.episode.reason
-        for task in left:
-            task.cancel()
         if left:
-            await asyncio.wait(left, timeout=1.0)
+            left = await self._stop_running(left)
+        stop_deadline = time.monotonic() + 1.0
         unsent = 0
         for part in self.parts:
             try:
-                await asyncio.wait_for(part.outcomes.flush_kept("acks"), max(0.5, deadline - time.monotonic()))
+                await asyncio.wait_for(part.outcomes.flush_kept("acks"), max(0.5, stop_deadline - time.monotonic()))
             except Exception as exc:
                 if not isinstance(exc, (TimeoutError, redis.exceptions.RedisError, *CONNECTION_ERRORS)):
                     raise
                 unsent += len(part.outcomes.acks)
-        if left or unsent:
+        given = await give_back_unfinished(self.parts, self.executor, grace_s)
+        if len(left) > given or unsent or kept:
             log.warning(
                 "%d jobs did not finish within SHUTDOWN_GRACE_S=%g s, and %d outcomes and %d acknowledgements "
                 "were not recorded%s: their entries are left pending, for reclaim to run again.",
-                len(left) - kept,
+                max(0, len(left) - given),
                 grace_s,
                 kept,
                 unsent,
                 f" (Redis refuses writes: {reason})" if reason else "",
             )
+
+    async def _stop_running(self, left: set[asyncio.Task[None]]) -> set[asyncio.Task[None]]:
+        """The grace is over: tell the handlers still running to stop, give them ``STOP_GRACE_S``; cancel what
+        runs no handler (an outcome waiting for Redis). The tasks that have not ended."""
+        stop_s = self.settings.stop_grace_s
+        told = self.executor.stop_all(SHUTDOWN)
+        log.info("Told %d running jobs to stop (job.stopping); they have STOP_GRACE_S=%g s.", len(told), stop_s)
+        _done, left = await asyncio.wait(left, timeout=stop_s)
+        inflight = self.slots.inflight
+        handling = {inflight[key] for key in self.executor.running if key in inflight}
+        for task in left:
+            if task not in handling:
+                task.cancel()
+        if left:
+            _done, left = await asyncio.wait(left, timeout=0.5)
+        return left
 
     async def _goodbye(self) -> None:
         for part in self.parts:
