@@ -69,6 +69,7 @@ from opslib.connection import pg_session, queue_keys, readable_archive_url
 from opslib.errors import OpslibError
 from opslib.moves.archived import apply_pending_log
 from opslib.search import ARCHIVE_SEARCH, check_search
+from opslib.session import Servers, with_servers
 from opslib.signatures import check_signature
 from worker.archive.table import OUTCOME_SUCCEEDED, STATUS_DEAD, STATUS_DISCARDED, STATUS_REPLAYED, TABLE
 
@@ -117,6 +118,7 @@ def where_clause(
     return " AND ".join(conditions), params
 
 
+@with_servers
 def archive(
     kind: str | None = None,
     *,
@@ -126,9 +128,7 @@ def archive(
     signature: str | None = None,
     search: str | None = None,
     limit: int | None = None,
-    conn: Any = None,
-    prefix: str | None = None,
-    client: Any = None,
+    servers: Servers,
 ) -> pd.DataFrame:
     """Every archived dead letter, oldest first, with what became of it (columns in the module docstring).
 
@@ -140,7 +140,7 @@ def archive(
     traceback, ids or payload contain the text (any case); ``limit`` keeps
     the most recent ``limit`` of what is left. The moves not yet in the rows
     (``jobs:dead:log``) are applied first, so a replay or discard just made shows at once
-    (``client=``: the Redis to read it from).
+    (``client=``: the Redis to read it from; ``conn=``, ``prefix=``: :mod:`opslib.session`).
 
     >>> opslib.archive("send_email", since=pd.Timedelta("7D"), status="dead").groupby("signature").size()
     """
@@ -152,8 +152,9 @@ def archive(
         check_signature(signature)
     if kind is not None:
         check_kind(kind, [kind])  # a non-empty string; the name is checked when nothing matches it
-    apply_pending_log(conn, client=client, prefix=prefix)  # read your own writes: the moves just made are in the rows
-    queue = queue_keys(prefix).prefix
+    conn = servers.conn
+    apply_pending_log(conn, client=servers.client, prefix=servers.prefix)  # read your own writes: the moves just made
+    queue = queue_keys(servers.prefix).prefix
     where, params = where_clause(queue, kind, died_from=start, died_before=end)
     if wanted is not None:
         where += " AND status = %(status)s"

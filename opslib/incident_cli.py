@@ -27,8 +27,8 @@ from opslib.actions import actions
 from opslib.display import frame_text, plural
 from opslib.errors import OpslibError
 from opslib.kinds import check_kind_known, kinds
-from opslib.moves.discard import check_reason
 from opslib.moves.incident import pause, resume, throttle
+from opslib.operator import check_reason
 
 COMMANDS = ("kinds", "pause", "resume", "throttle", "actions")
 KINDS_SHOWN = ["workers", "waiting", "running", "delayed", "parked", "dead", "paused", "paused_by", "throttle_per_s"]

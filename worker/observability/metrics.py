@@ -7,9 +7,9 @@ Two kinds of numbers, collected two ways:
   loop's :class:`~worker.observability.observer.Observer` (``job_finished``) and the
   scheduler's (``tick_enqueued`` / ``tick_skipped``). Every worker exports its
   own counts: add them up across replicas with ``sum``.
-* **The queue's state** — dead-stream length and evictions, pending, pending
-  idle beyond ``RECLAIM_IDLE_MS``, group lag, delayed and delayed-due, live
-  consumers, summed over the partitions, read by
+* **The queue's state** — each field of
+  :class:`~worker.observability.queue_state.QueueState` that declares a
+  metric (lag, pending, delayed, dead, parked, ...), summed over the partitions, read by
   :func:`worker.observability.queue_state.read_partitions_state_async` (the
   reader ``opslib.queue_stats`` uses too, so both show the same numbers).
   These are the same for every replica, so one worker at a time reads them
@@ -24,35 +24,11 @@ Two kinds of numbers, collected two ways:
   stale ones.
 
 Every name starts with ``METRICS_NAMESPACE`` (``worker`` by default; an
-application's deployment may set its own, e.g. ``myapp``), written ``<ns>`` here.
-
-Queue-wide, from the lock holder only (label ``queue``): gauges
-``<ns>_queue_dead_length``, ``<ns>_queue_pending``,
-``<ns>_queue_pending_idle``, ``<ns>_queue_lag``,
-``<ns>_queue_delayed``, ``<ns>_queue_delayed_due``,
-``<ns>_queue_consumers_live``, ``<ns>_queue_oldest_waiting_seconds``, and per partition
-(labels ``queue``, ``default`` today, and ``partition``) ``<ns>_backlog`` and ``<ns>_running``, what an
-autoscaler scales on (:mod:`worker.observability.backlog`); counter
-``<ns>_queue_dead_evicted_total`` (with the archive on, only the hard
-ceiling ``DEAD_HARD_MAXLEN`` evicts). With the archive on, also gauges
-``<ns>_archive_unarchived`` (dead entries and log records not yet in
-PostgreSQL) and ``<ns>_archive_oldest_unarchived_age_seconds``, and
-counter ``<ns>_archive_dead_added_total``.
-
-From every worker (labels ``queue`` and ``kind``, ``schedule`` or ``reason``; ``kind`` is one
-the worker declares, or ``other`` for every other kind a dead entry named):
-counters ``<ns>_jobs_succeeded_total``, ``<ns>_jobs_retried_total``,
-``<ns>_jobs_dead_total`` (kind, reason), ``<ns>_scheduler_ticks_enqueued_total``
-and ``<ns>_scheduler_ticks_skipped_total`` (schedule); histogram
-``<ns>_job_duration_seconds`` and ``<ns>_job_wait_seconds`` (how long
-each job waited on ``jobs`` before it started); gauges
-``<ns>_job_last_success_timestamp_seconds`` and
-``<ns>_schedule_interval_seconds`` (schedule, kind). With the archive
-on (label ``queue``): counters ``<ns>_archive_archived_total`` and
-``<ns>_archive_errors_total``. Gauge ``<ns>_outcomes_waiting``: decided
-outcomes the worker keeps while Redis refuses their move.
-
-Plus prometheus_client's ``process_*`` series (CPU, memory, start time).
+application's deployment may set its own, e.g. ``myapp``). Each series, its
+type, labels and meaning is in the metrics table of ``docs/operations.md``
+("Metrics"), which ``tests/docs/test_catalogues.py`` checks against what this
+registry exports, so a gauge declared on ``QueueState`` is one row in the
+table and nothing here. Plus prometheus_client's ``process_*`` series (CPU, memory, start time).
 """
 
 from __future__ import annotations
