@@ -16,6 +16,9 @@ finished       is on ``jobs`` and acknowledged: it succeeded, or was moved to
                ``delayed`` or ``jobs:dead`` (see the other rows)
 delayed        waits in ``delayed`` until ``run_at`` (a retry or a later run)
 dead           is in ``jobs:dead`` (``id``, ``reason``, ``error``)
+cancelled      was cancelled (``opslib.cancel``): ``status`` says ``cancelled by
+               <who>`` (it was running) or ``removed by <who>`` (it had not
+               started), ``reason`` why, ``at`` when
 archived       is in the archive only: ``status`` says replayed, discarded or dead
 =============  ==============================================================
 
@@ -39,10 +42,12 @@ from opslib.connection import partitions, redis_session
 from opslib.errors import OpslibError
 from opslib.queries import dead_letters, delayed
 from opslib.search import payload_columns
+from worker.store.cancels import marks_of
 from worker.store.keys import GROUP, Keys
 from worker.store.wire import job_id_of, text
 
 WAITING, RUNNING, FINISHED, DELAYED, DEAD, ARCHIVED = "waiting", "running", "finished", "delayed", "dead", "archived"
+CANCELLED = "cancelled"
 FIND_COLUMNS = {
     "where": TEXT,
     "kind": TEXT,
@@ -143,6 +148,9 @@ def find(value: str, *, client: redis.Redis | None = None, prefix: str | None = 
     with redis_session(client, prefix, "look for the job") as (redis_client, keys):
         for part in partitions(redis_client, keys):
             rows += on_jobs(redis_client, part, value)
+            rows += [
+                cancelled_row(value, mark, part.partition) for mark in marks_of(redis_client, part, [value]).values()
+            ]
         later = delayed(client=redis_client, prefix=keys.prefix)
         dead = dead_letters(search=value, client=redis_client, prefix=keys.prefix)
     hit = later[
@@ -176,6 +184,19 @@ def find(value: str, *, client: redis.Redis | None = None, prefix: str | None = 
     frame = find_to_frame(rows)
     frame.attrs["notes"] = notes
     return frame
+
+
+def cancelled_row(job_id: str, mark: Mapping[str, Any], partition: int) -> dict[str, Any]:
+    """The row of a cancel's mark (:mod:`worker.store.cancels`)."""
+    return {
+        "where": CANCELLED,
+        "job_id": job_id,
+        "id": mark.get("entry_id", ""),
+        "at": pd.Timestamp(mark["at"]) if mark.get("at") else pd.NaT,
+        "reason": mark.get("reason", ""),
+        "status": f"{mark.get('status', CANCELLED)} by {mark.get('by', '?')}",
+        "partition": partition,
+    }
 
 
 def dead_row(where: str, dead_id: str, entry: pd.Series) -> dict[str, Any]:

@@ -69,8 +69,8 @@ def sync_long(job: Job) -> None:
     if job.fields.get("ignore") == "yes":
         time.sleep(float(job.fields["sleep_s"]))
     elif job.stopping.wait(float(job.fields["sleep_s"])):
-        sync().sadd(key("stopped"), job.job_id)
         _span(job, started)
+        sync().sadd(key("stopped"), job.job_id)
         return
     sync().sadd(key("done"), job.job_id)
     _span(job, started)
@@ -83,8 +83,8 @@ async def async_long(job: Job) -> None:
     try:
         await asyncio.sleep(float(job.fields["sleep_s"]))
     except asyncio.CancelledError:
-        sync().sadd(key("stopped"), job.job_id)
         _span(job, started)
+        sync().sadd(key("stopped"), job.job_id)
         raise
     sync().sadd(key("done"), job.job_id)
     _span(job, started)

@@ -31,7 +31,7 @@ from collections.abc import Iterable
 
 from worker.job import Job
 from worker.kinds import KindSpec, Registry
-from worker.loop.attempt import SHUTDOWN, Attempt
+from worker.loop.attempt import CANCEL, SHUTDOWN, Attempt
 from worker.loop.gate import Gate
 from worker.loop.handler_threads import HandlerThreads
 from worker.loop.outcomes import Outcomes
@@ -42,6 +42,9 @@ from worker.observability.observer import Observer, overrides
 from worker.store import wire
 
 log = logging.getLogger("worker")
+
+#: The cancelled ids an executor remembers, for entries it has read and not started yet.
+REMEMBERED = 10_000
 
 
 class Executor:
@@ -73,6 +76,8 @@ class Executor:
         self.running: dict[tuple[int, str], Attempt] = {}
         """The attempts whose handler runs, by (partition index, entry id)."""
         self.unfinished: list[tuple[PartitionReader, Job]] = []
+        self.cancelled: dict[str, str] = {}
+        """Job ids and entry ids cancelled (by the cancel channel or a mark), with ``by: reason``."""
         """Entries whose handler a shutdown stopped: neither acknowledged nor retried, to be given back."""
 
     async def run(self, part: PartitionReader, entry_id: str, raw: Raw, alone: bool = False) -> None:
@@ -88,6 +93,9 @@ class Executor:
                 await outcomes.malformed(job)
                 return
             spec = self.kinds[job.kind]
+            if self.cancelled and (note := self.cancelled.get(job.job_id, self.cancelled.get(entry_id))) is not None:
+                await self._cancelled(part, job, note, alone)  # cancelled after its read: it never starts
+                return
             if job.kind in self.gate.held and not await self.gate.admit(part, job):
                 return
             if self._job_started:
@@ -114,6 +122,8 @@ class Executor:
                 del self.running[key]
             if attempt.reason == SHUTDOWN:
                 self.unfinished.append((part, job))  # the drain gives it back
+            elif attempt.reason == CANCEL:
+                await self._cancelled(part, job, attempt.cancel_note, alone)
             elif error is not None:
                 record_failure(error)  # on the attempt's span, when the worker traces
                 await outcomes.failed(spec, job, error, time.perf_counter() - started)
@@ -142,6 +152,33 @@ class Executor:
                 await self.threads.submit(spec.handler, job, attempt)
         finally:
             attempt.handler_returned()
+
+    def cancel(self, ids: Iterable[str], note: str) -> None:
+        """Cancel the jobs of these job ids or entry ids (``note``: ``by: reason``): a running attempt is told
+        to stop; one read and not started never starts (the ids are remembered, the last
+        :data:`REMEMBERED` of them)."""
+        wanted = set(ids)
+        for attempt in list(self.running.values()):
+            job = attempt.job
+            if job.job_id in wanted or job.entry_id in wanted:
+                attempt.stop(CANCEL, note)
+        for cancelled_id in wanted:
+            self.cancelled[cancelled_id] = note
+        while len(self.cancelled) > REMEMBERED:
+            del self.cancelled[next(iter(self.cancelled))]
+
+    async def _cancelled(self, part: PartitionReader, job: Job, note: str, alone: bool) -> None:
+        """A cancelled job's outcome: acknowledged (never retried nor dead-lettered), said in one line."""
+        part.outcomes.acks.append(job.entry_id)
+        log.warning(
+            "Job %s %s (entry %s) was cancelled by %s; acknowledged, never retried.",
+            job.kind,
+            job.job_id,
+            job.entry_id,
+            note,
+        )
+        if alone:
+            await part.outcomes.flush_kept(job.entry_id)
 
     def stop_all(self, reason: str) -> list[Attempt]:
         """Tell every running handler to stop (``job.stopping``; a cancel for async); the attempts told."""

@@ -28,6 +28,7 @@ import redis.exceptions
 from worker.app import Chore
 from worker.kinds import Registry
 from worker.loop.attempt import SHUTDOWN
+from worker.loop.cancels import CancelWatch
 from worker.loop.chores import CONNECTION_ERRORS, run_chore
 from worker.loop.declare import declare_chore
 from worker.loop.episode import Episode
@@ -106,6 +107,8 @@ class Worker:
             episode=self.episode,
             overdue=self.executor.overdue,
         )
+        self.cancels = CancelWatch(redis_client, self.parts, self.slots, self.executor)
+        """Cancels from opslib: the channel heard, the marks read at each claim refresh (:mod:`worker.loop.cancels`)."""
         self.rotation = Rotation(
             self.slots,
             self.parts,
@@ -154,6 +157,7 @@ class Worker:
             )
         await self.gate.refresh()
         chores = [asyncio.create_task(run_chore(c, self.stopping, self.episode)) for c in self.chores()]
+        chores.append(asyncio.create_task(self.cancels.listen()))
         try:
             await self.rotation.consume()
         finally:
@@ -180,7 +184,8 @@ class Worker:
     def chores(self) -> list[Chore]:
         """The worker's own timed chores (:mod:`worker.loop.upkeep`), then the caller's (scheduler, relay, metrics)."""
         declare = declare_chore(self.redis, self.keys, self.name, self.registry, self.tally)
-        return [*self.upkeep.chores(), self.gate.chore(), declare, *self.extra_chores]
+        cancels = Chore("check-cancels", max(0.05, self.settings.reclaim_idle_ms / 3000), self.cancels.check)
+        return [*self.upkeep.chores(), cancels, self.gate.chore(), declare, *self.extra_chores]
 
     async def ensure_group(self) -> None:
         """Create group ``workers`` on each partition's ``jobs`` (and the stream) unless it exists."""

@@ -5,7 +5,7 @@ once per client with ``register_script`` (EVALSHA, reloaded on NOSCRIPT), and
 this module builds their arguments, so the worker and opslib call the same
 moves the same way: schedule_tick, promote, retry, bury, replay, discard,
 replay_archived, trim, trim_dead, refresh_claims, forget_consumers, run_now,
-cancel_delayed, and the incident desk's park, unpark and take_token.
+cancel_delayed, cancel_entry, and the incident desk's park, unpark and take_token.
 
 Every script starts with ``#!lua``, so that the server refuses a key the
 script did not declare, and every key it touches is passed in ``KEYS`` (none
@@ -54,6 +54,7 @@ NAMES = (
     "forget_consumers",
     "run_now",
     "cancel_delayed",
+    "cancel_entry",
     "park",
     "unpark",
     "take_token",
@@ -222,6 +223,9 @@ class Scripts:
 
     def run_now(self, member: str | bytes, client: Any = None) -> Any:
         return self._call("run_now", [self.keys.delayed, self.keys.jobs], [member], client)
+
+    def cancel_entry(self, entry_id: str, mark: str, *, dry_run: bool = False, client: Any = None) -> Any:
+        return self._call("cancel_entry", [self.keys.jobs, self.keys.cancels], [entry_id, mark, int(dry_run)], client)
 
     def cancel_delayed(
         self, member: str | bytes, batch: str, *, by: str, reason: str, at: str, record: bool, client: Any = None
