@@ -41,6 +41,9 @@ class KindSpec:
     is_async: bool
     rate_limit: float | None = None
     """Jobs a second across all workers, unless ``opslib.throttle`` sets another (None: no limit)."""
+    isolation: str = "thread"
+    """Where a plain handler runs: ``thread`` (the worker's job threads) or ``process`` (a child per attempt,
+    killed when it will not stop: :mod:`worker.loop.isolation`)."""
 
 
 Lifespan = Callable[["WorkerApp"], AbstractAsyncContextManager[None]]
@@ -87,10 +90,12 @@ def job_kind(
     retry: RetryPolicy | None = None,
     timeout_s: float | None = None,
     rate_limit: float | None = None,
+    isolation: str = "thread",
     registry: Registry | None = None,
 ) -> Callable[[Handler], Handler]:
     """Declare ``name`` as a job kind handled by the decorated function; ``rate_limit``: at most that many
-    of its jobs start a second across all workers (``opslib.throttle`` overrides it until lifted)."""
+    of its jobs start a second across all workers (``opslib.throttle`` overrides it until lifted);
+    ``isolation="process"``: each attempt of a plain handler in a child process (docs/worker.md)."""
     if not name or not isinstance(name, str):
         raise ValueError(f"a kind name must be a non-empty string, got {name!r}")
     if timeout_s is not None and timeout_s <= 0:
@@ -98,7 +103,12 @@ def job_kind(
     if rate_limit is not None and (isinstance(rate_limit, bool) or not rate_limit > 0):
         raise ValueError(f"rate_limit must be jobs a second > 0 (e.g. 10) or None, got {rate_limit!r}")
 
+    if isolation not in ("thread", "process"):
+        raise ValueError(f"isolation must be 'thread' or 'process', got {isolation!r}")
+
     def register(handler: Handler) -> Handler:
+        if isolation == "process" and inspect.iscoroutinefunction(handler):
+            raise ValueError(f"kind {name!r}: isolation='process' is for plain (def) handlers; make it a def")
         (registry or REGISTRY).add(
             KindSpec(
                 name=name,
@@ -107,6 +117,7 @@ def job_kind(
                 timeout_s=timeout_s,
                 is_async=inspect.iscoroutinefunction(handler),
                 rate_limit=None if rate_limit is None else float(rate_limit),
+                isolation=isolation,
             )
         )
         return handler

@@ -5,6 +5,8 @@ attempt started and ended (``<prefix>test:spans:<job_id>``, "start end" in epoch
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import time
 from collections.abc import AsyncIterator
 
@@ -88,3 +90,22 @@ async def async_long(job: Job) -> None:
         raise
     sync().sadd(key("done"), job.job_id)
     _span(job, started)
+
+
+@job_kind("isolated_sleep", timeout_s=0.3, isolation="process")
+def isolated_sleep(job: Job) -> None:
+    """In a child process: notes its pid, then sleeps 60 s whatever it is told (only a kill stops it)."""
+    sync().set(key(f"pid:{job.job_id}"), os.getpid())
+    time.sleep(60)
+
+
+@job_kind("isolated", isolation="process", retry=RetryPolicy(retries=1, base_s=0.01, cap_s=0.02))
+def isolated(job: Job) -> str:
+    """In a child process: succeeds, raises, or dies by the signal ``die`` names."""
+    sync().rpush(key(f"pids:{job.job_id}"), os.getpid())
+    if job.fields.get("fail") == "yes":
+        raise ValueError(f"order {job.fields.get('order_id', '?')} failed in its child")
+    if job.fields.get("die"):
+        os.kill(os.getpid(), getattr(signal, job.fields["die"]))
+    sync().sadd(key("done"), job.job_id)
+    return "ok"

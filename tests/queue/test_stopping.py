@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import os
 import signal
 import time
 
@@ -154,3 +155,35 @@ def test_sigterm_keeps_the_grace_whatever_the_handlers_do(r: redis.Redis, keys: 
     assert f"async_long {ids['async']} ({entries['async']})" in log
     assert "1 jobs still ran after they were told to stop (their handler ignores job.stopping)" in log
     assert f"sync_long {ids['ignores']} ({entries['ignores']})" in log
+
+
+def test_process_isolation_kills_a_handler_that_will_not_stop(r: redis.Redis, keys: Keys, workers: Workers) -> None:
+    """time.sleep(60) in a child, timeout_s=0.3, STOP_GRACE_S=0.5: the child is killed and the attempt is a
+    JobTimeout, within a second or so of its start."""
+    job_id = job_id_of(r, keys, enqueue(r, "isolated_sleep", {}, prefix=keys.prefix))
+    started = time.monotonic()
+    workers.here(KINDS, STOP_GRACE_S="0.5")
+    assert time.monotonic() - started < 10
+    pid = int(r.get(tkey(keys, f"pid:{job_id}")))
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # the child is gone
+    dead = dead_by_job(r, keys)[job_id]
+    assert dead["error"] == "JobTimeout: isolated_sleep ran longer than its timeout of 0.3 s"
+    assert "JobKilled: isolated_sleep's process was killed after STOP_GRACE_S=0.5 s" in dead["traceback"]
+
+
+def test_process_isolation_brings_back_results_errors_and_deaths(r: redis.Redis, keys: Keys, workers: Workers) -> None:
+    ok = job_id_of(r, keys, enqueue(r, "isolated", {}, prefix=keys.prefix))
+    fails = job_id_of(r, keys, enqueue(r, "isolated", {"fail": "yes", "order_id": "4471"}, prefix=keys.prefix))
+    dies = job_id_of(r, keys, enqueue(r, "isolated", {"die": "SIGKILL"}, prefix=keys.prefix))
+    segv = job_id_of(r, keys, enqueue(r, "isolated", {"die": "SIGSEGV"}, prefix=keys.prefix))
+    workers.here(KINDS)
+    assert r.smembers(tkey(keys, "done")) == {ok.encode()}
+    dead = dead_by_job(r, keys)
+    assert dead[fails]["error"] == "ValueError: order 4471 failed in its child"
+    assert 'raise ValueError(f"order' in dead[fails]["traceback"]  # the child's own traceback
+    assert dead[dies]["error"] == "JobKilled: isolated's process was killed by SIGKILL before it finished"
+    assert dead[segv]["error"] == "JobKilled: isolated's process was killed by SIGSEGV before it finished"
+    assert all(dead[j]["attempts"] == "2" for j in (fails, dies, segv))  # failed attempts, retried as declared
+    pids = {int(p) for j in (ok, fails, dies, segv) for p in r.lrange(tkey(keys, f"pids:{j}"), 0, -1)}
+    assert len(pids) == 7 and os.getpid() not in pids  # one child per attempt

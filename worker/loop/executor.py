@@ -34,6 +34,7 @@ from worker.kinds import KindSpec, Registry
 from worker.loop.attempt import CANCEL, SHUTDOWN, Attempt
 from worker.loop.gate import Gate
 from worker.loop.handler_threads import HandlerThreads
+from worker.loop.isolation import in_child
 from worker.loop.outcomes import Outcomes
 from worker.loop.partition_reader import PartitionReader
 from worker.loop.slots import Raw
@@ -64,10 +65,13 @@ class Executor:
         *,
         threads: int,
         field_limits: tuple[int, int],
+        stop_grace_s: float = 2.0,
     ) -> None:
         self.kinds = registry.kinds
         """The kinds this worker runs, by name (the registry's own mapping)."""
         self.gate = gate
+        self.stop_grace_s = stop_grace_s
+        """``STOP_GRACE_S``: a child process told to stop is killed this long after."""
         # Bound once, for every job; only the observers that count starts (the tally does not).
         self._job_started = [observer.job_started for observer in overrides(observers, "job_started")]
         self._max_field_bytes, self._max_job_bytes = field_limits
@@ -148,6 +152,9 @@ class Executor:
         try:
             if spec.is_async:
                 await spec.handler(job)
+            elif spec.isolation == "process":
+                run = in_child(spec.handler, self.stop_grace_s)
+                await self.threads.submit(lambda job: run(job, attempt), job, attempt)
             else:
                 await self.threads.submit(spec.handler, job, attempt)
         finally:

@@ -94,6 +94,7 @@ class Worker:
             observing,
             threads=settings.concurrency,
             field_limits=(settings.max_field_bytes, settings.max_job_bytes),
+            stop_grace_s=settings.stop_grace_s,
         )
         self._traced, run = traced(self.executor.run, self.keys.jobs)  # with an OpenTelemetry SDK, each in its span
         self.slots = Slots(settings.concurrency, run, self.episode.troubles, self.stopping)
@@ -107,8 +108,7 @@ class Worker:
             episode=self.episode,
             overdue=self.executor.overdue,
         )
-        self.cancels = CancelWatch(redis_client, self.parts, self.slots, self.executor)
-        """Cancels from opslib: the channel heard, the marks read at each claim refresh (:mod:`worker.loop.cancels`)."""
+        self.cancels = CancelWatch(redis_client, self.parts, self.slots, self.executor)  # opslib.cancel's
         self.rotation = Rotation(
             self.slots,
             self.parts,
