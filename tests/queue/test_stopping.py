@@ -89,10 +89,12 @@ def test_a_quick_job_after_a_hung_one_runs_and_is_not_charged_its_time(
 def test_entries_read_ahead_are_given_back_while_every_slot_holds_a_hung_handler(
     r: redis.Redis, keys: Keys, workers: Workers, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Two slots held by handlers past their timeout (4 s, ignoring job.stopping) and three entries read
+    """Two slots held by handlers past their timeout (15 s, ignoring job.stopping) and three entries read
     ahead: the claim refresher gives those back, and another worker runs them while the hung ones run on."""
-    hung = [enqueue(r, "stubborn", {"sleep_s": "4", "n": i}, prefix=keys.prefix) for i in range(2)]
-    settings = Settings.from_env(workers.env(KINDS, WORKER_CONCURRENCY="2", SHUTDOWN_GRACE_S="0.5", **FAST_RECLAIM))
+    hung = [enqueue(r, "stubborn", {"sleep_s": "15", "n": i}, prefix=keys.prefix) for i in range(2)]
+    settings = Settings.from_env(
+        workers.env(KINDS, WORKER_CONCURRENCY="2", SHUTDOWN_GRACE_S="0.5", STOP_GRACE_S="0.5", **FAST_RECLAIM)
+    )
 
     async def main() -> None:
         async with assembled(settings, settings.redis_url, settings.database_url, registry=registry_of(KINDS)) as w:

@@ -115,8 +115,8 @@ class Executor:
                 else:
                     await self.perform(spec, attempt)
             except asyncio.CancelledError:
-                if attempt.reason is None:
-                    raise  # not a stop of ours: the worker's own task is being cancelled
+                if attempt.task is None or attempt.reason is None or attempt.task.cancelling() > 1:
+                    raise  # not (only) a stop of ours: the worker's own task is being cancelled
                 error = attempt.ended(None)
             except (Exception, SystemExit) as exc:
                 error = exc if attempt.reason is None else attempt.ended(exc)
