@@ -67,9 +67,10 @@ from opslib.archive_frames import (
 from opslib.checks import check_kind, check_limit, check_window
 from opslib.connection import pg_session, queue_keys, readable_archive_url
 from opslib.errors import OpslibError
+from opslib.export import ArchiveSources, merged, with_exported
 from opslib.moves.archived import apply_pending_log
 from opslib.search import ARCHIVE_SEARCH, check_search
-from opslib.session import Servers, with_servers
+from opslib.session import with_servers
 from opslib.signatures import check_signature
 from worker.archive.table import OUTCOME_SUCCEEDED, STATUS_DEAD, STATUS_DISCARDED, STATUS_REPLAYED, TABLE
 
@@ -119,6 +120,7 @@ def where_clause(
 
 
 @with_servers
+@with_exported
 def archive(
     kind: str | None = None,
     *,
@@ -128,7 +130,7 @@ def archive(
     signature: str | None = None,
     search: str | None = None,
     limit: int | None = None,
-    servers: Servers,
+    servers: ArchiveSources,
 ) -> pd.DataFrame:
     """Every archived dead letter, oldest first, with what became of it (columns in the module docstring).
 
@@ -140,7 +142,8 @@ def archive(
     traceback, ids or payload contain the text (any case); ``limit`` keeps
     the most recent ``limit`` of what is left. The moves not yet in the rows
     (``jobs:dead:log``) are applied first, so a replay or discard just made shows at once
-    (``client=``: the Redis to read it from; ``conn=``, ``prefix=``: :mod:`opslib.session`).
+    (``client=``: the Redis to read it from; ``conn=``, ``prefix=``: :mod:`opslib.session`);
+    ``include_exported``: a folder of ``python -m opslib export``, read too (:mod:`opslib.export`).
 
     >>> opslib.archive("send_email", since=pd.Timedelta("7D"), status="dead").groupby("signature").size()
     """
@@ -172,6 +175,8 @@ def archive(
         f"ORDER BY dead_at DESC, length(dead_id) DESC, dead_id DESC{' LIMIT %(limit)s' if last else ''}"
     )
     rows = read_archive(conn, query, {**params, "limit": last})
+    if servers.exported is not None:
+        return archive_to_frame(merged(rows, servers.exported, queue, {**params, "kind": kind}, last))
     if kind is not None and not rows:
         check_kind(kind, [], lambda: archive_kinds(conn, queue), holder="the archive holds")
     return archive_to_frame(reversed(rows))

@@ -59,12 +59,19 @@ def run_worker(
     burst: bool = False,
     stop: threading.Event | None = None,
 ) -> int:
-    """Run one worker in this process until it stops: SIGTERM or SIGINT, ``stop`` set, or with ``burst``
-    the queue drained; the exit code (:func:`worker.cli.serve.run_worker` says it all).
+    """Run one worker in this process until it stops: SIGTERM or SIGINT (when called in the main thread),
+    ``stop`` set (from any thread), or, with ``burst``, the queue drained. For tests, benchmarks and
+    applications that embed a worker; ``python -m worker`` is the same worker, with argument parsing.
 
-    The loop is imported here, on the first call, not with ``import worker``: a process that only
-    enqueues never loads it.
+    ``settings`` defaults to :meth:`Settings.from_env() <worker.settings.Settings.from_env>`; its
+    ``kinds`` are imported (or ``registry`` already holds kinds); without ``REDIS_URL`` (nor any other
+    server URL) the embedded servers start, as for ``python -m worker``. ``WORKER_PROCESSES`` is not
+    read: this is one worker. Returns the exit code (0 on a clean stop); raises
+    :class:`~worker.errors.SettingsError` on a bad setting.
+
+    The loop is imported here, at the call, not with ``import worker``: a process that only enqueues
+    never loads it.
     """
-    from worker.cli.serve import run_worker as run
+    from worker.cli.serve import run
 
-    return run(settings, registry=registry, burst=burst, stop=stop)
+    return run(settings or Settings.from_env(), registry=registry, burst=burst, stop=stop, one_process=True)

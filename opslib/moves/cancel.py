@@ -101,7 +101,7 @@ def _cancel_one(session: Session, value: str, mark: str, operator: Operator, dry
     found: list[str] = []
     job_id, kind = "", ""
     for keys, scripts in zip(session.parts, session.scripts, strict=True):
-        for row in on_jobs(session.client, keys, value):
+        for row in on_jobs(session.client, keys, value, []):
             if value not in (row["id"], row["job_id"]):
                 continue  # a payload value, not this job
             status, of = scripts.cancel_entry(row["id"], mark, dry_run=dry_run)

@@ -70,8 +70,8 @@ class DeadMove(ABC):
         """Take ``dead_ids`` of ``keys``' partition from the archive; dead id -> result, for those taken."""
 
     @abstractmethod
-    def to_frame(self, dead_ids: Sequence[str], results: Sequence[Any], batch: str, found: Located) -> pd.DataFrame:
-        """The caller's frame (a dry run when ``batch`` is ``""``)."""
+    def to_frame(self, found: Located, results: Sequence[Any], batch: str) -> pd.DataFrame:
+        """The frame of each id ``found`` and its result (a dry run when ``batch`` is ``""``)."""
 
 
 def move_dead(
@@ -84,7 +84,7 @@ def move_dead(
         asked = what.targets(session) if isinstance(what, Selection) else what
         found = locate(session.client, session.parts, dead_ids_of(asked), session.archive)
         if dry_run:
-            return move.to_frame(found.dead_ids, found.found(), "", found)
+            return move.to_frame(found, found.found(), "")
         links = [found.links[n] for n in found.streamed()]
         tracing: AbstractContextManager[dict[str, str]] = (
             sending(session.keys.jobs, len(links), move.verb, links) if move.traced else nullcontext({})
@@ -94,7 +94,7 @@ def move_dead(
             results = _take_all(move, found, session, batch, on_progress)
         moved = sum(1 for result in results if result)
         session.record(Action(move.verb, move.operator, kind_of(asked, found.kinds), entries=moved, batch=batch.id))
-        return move.to_frame(found.dead_ids, results, batch.id, found)
+        return move.to_frame(found, results, batch.id)
 
 
 def _take_all(

@@ -68,8 +68,10 @@ class Discard(DeadMove):
         taken = discard_from_archive(pg, session.client, keys, dead_ids, batch.id, by=by, reason=reason, at=batch.at)
         return dict.fromkeys(taken, True)
 
-    def to_frame(self, dead_ids: Sequence[str], results: Sequence[Any], batch: str, found: Located) -> pd.DataFrame:
-        return discard_to_frame(dead_ids, [bool(r) for r in results], batch, dry_run=not batch, partitions=found.where)
+    def to_frame(self, found: Located, results: Sequence[Any], batch: str) -> pd.DataFrame:
+        return discard_to_frame(
+            found.dead_ids, [bool(r) for r in results], batch, dry_run=not batch, partitions=found.where
+        )
 
 
 @with_servers

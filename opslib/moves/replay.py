@@ -118,8 +118,8 @@ class Replay(DeadMove):
             pg, session.client, keys, dead_ids, batch.id, batch.at, by=self.operator.by, context=batch.context
         )
 
-    def to_frame(self, dead_ids: Sequence[str], results: Sequence[Any], batch: str, found: Located) -> pd.DataFrame:
-        return replay_to_frame(dead_ids, results, batch, dry_run=not batch, partitions=found.where)
+    def to_frame(self, found: Located, results: Sequence[Any], batch: str) -> pd.DataFrame:
+        return replay_to_frame(found.dead_ids, results, batch, dry_run=not batch, partitions=found.where)
 
 
 @with_servers

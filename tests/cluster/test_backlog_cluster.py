@@ -7,7 +7,7 @@ from __future__ import annotations
 import redis.cluster
 from redis.crc import key_slot
 
-from tests.queue import backlog_scenario
+from tests.queue import helpers_backlog as backlog_scenario
 from worker.store.keys import queue_partitions
 
 

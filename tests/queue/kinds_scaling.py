@@ -19,3 +19,9 @@ async def counted(job: Job) -> None:
     while job.fields.get("hold") and not await r().exists(key("release")) and time.monotonic() < deadline:
         await asyncio.sleep(0.02)
     await r().hincrby(key("finished"), job.job_id, 1)
+
+
+@job_kind("counted_in_thread")
+def counted_in_thread(job: Job) -> None:
+    """A synchronous handler (it runs in a thread, which a cancel does not stop): sleeps ``s`` seconds."""
+    time.sleep(float(job.fields["s"]))

@@ -9,14 +9,11 @@ import time
 
 import pytest
 import redis
-import redis.asyncio as aioredis
-from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.queue import backlog_scenario
-from worker.kinds import Registry
+from tests.queue import helpers_backlog as backlog_scenario
+from tests.queue.test_queue_state import refreshed_metrics
 from worker.observability import backlog
-from worker.observability.metrics import Metrics
 from worker.settings import Settings
 from worker.store.keys import GROUP, Keys
 from worker.store.partitions import partition_keys
@@ -61,19 +58,9 @@ def test_a_worker_exports_the_backlog_per_queue_and_partition(r: redis.Redis, pr
         r.xadd(parts[1].jobs, {"kind": "greet", "job_id": f"j{n}", "attempts": "0"})
     r.zadd(parts[0].delayed, {backlog_scenario.member("greet", "d"): time.time() - 1})
 
-    async def scrape() -> bytes:
-        client = aioredis.Redis.from_url(redis_url)
-        metrics = Metrics(settings, client, Registry())
-        try:
-            await metrics.refresh_queue_state()
-            return generate_latest(metrics.registry)
-        finally:
-            await metrics.close()
-            await client.aclose()
-
     samples = {
         (s.name, s.labels["queue"], s.labels["partition"]): s.value
-        for family in text_string_to_metric_families(asyncio.run(scrape()).decode())
+        for family in text_string_to_metric_families(asyncio.run(refreshed_metrics(redis_url, settings)).decode())
         for s in family.samples
         if s.name in ("worker_backlog", "worker_running")
     }

@@ -68,3 +68,16 @@ def test_a_scale_down_reruns_nothing_that_finished_and_leaves_nothing_waiting(
     assert all(started[j] >= 2 for j in LONG)  # cancelled on replica-a, run again to the end elsewhere
     wait_for(lambda: r.xpending(keys.jobs, GROUP)["pending"] == 0, timeout_s=10, what="nothing pending")
     stop(more[1], workers)
+
+
+def test_a_job_still_running_in_a_thread_is_not_given_back(r: redis.Redis, keys: Keys, workers: Workers) -> None:
+    """A thread that ignores job.stopping is not stopped: its entry is given back only to be reclaimed once
+    the process is gone (no second attempt beside the first)."""
+    r.xgroup_create(keys.jobs, GROUP, id="0", mkstream=True)
+    enqueue_many(r, [NewJob("counted_in_thread", {"job_id": "t1", "s": "8"})], prefix=keys.prefix)
+    proc = workers.start(KINDS, **{**ENV, "RECLAIM_IDLE_MS": "600000", "STOP_GRACE_S": "0.5"})
+    wait_for(lambda: r.xpending(keys.jobs, GROUP)["pending"] == 1, what="the thread's job to start")
+    stop(proc, workers)
+    (pending,) = r.xpending_range(keys.jobs, GROUP, min="-", max="+", count=10)
+    assert 600_000 - 3_000 <= pending["time_since_delivered"] < 600_000  # reclaimable 3 s after the exit
+    assert "1 jobs still ran after they were told to stop (their handler ignores job.stopping)" in workers.log(proc)

@@ -2,7 +2,7 @@
 
 ``python -m worker`` parses its arguments (:mod:`worker.cli.main`) and calls
 :func:`run`; an application or a test runs one worker in its own process
-with :func:`run_worker` (``from worker import run_worker``), or awaits
+with :func:`worker.run_worker` (which calls :func:`run` with ``one_process``), or awaits
 :func:`serve` on servers it already has::
 
     settings = Settings.from_env(kinds="myapp.kinds")
@@ -128,26 +128,6 @@ def run(
     except KeyboardInterrupt:
         pass
     return EXIT_OK
-
-
-def run_worker(
-    settings: Settings | None = None,
-    *,
-    registry: Registry = REGISTRY,
-    burst: bool = False,
-    stop: threading.Event | None = None,
-) -> int:
-    """Run one worker in this process until it stops: SIGTERM or SIGINT (when called in the main thread),
-    ``stop`` set (from any thread), or, with ``burst``, the queue drained. For tests, benchmarks and
-    applications that embed a worker; ``python -m worker`` is the same worker, with argument parsing.
-
-    ``settings`` defaults to :meth:`Settings.from_env() <worker.settings.Settings.from_env>`; its
-    ``kinds`` are imported (or ``registry`` already holds kinds); without ``REDIS_URL`` (nor any other
-    server URL) the embedded servers start, as for ``python -m worker``. ``WORKER_PROCESSES`` is not
-    read: this is one worker. Returns the exit code (0 on a clean stop); raises
-    :class:`~worker.errors.SettingsError` on a bad setting.
-    """
-    return run(settings or Settings.from_env(), registry=registry, burst=burst, stop=stop, one_process=True)
 
 
 def serve_forked_child(

@@ -80,9 +80,9 @@ class Executor:
         self.running: dict[tuple[int, str], Attempt] = {}
         """The attempts whose handler runs, by (partition index, entry id)."""
         self.unfinished: list[tuple[PartitionReader, Job]] = []
+        """Entries whose handler a shutdown stopped: neither acknowledged nor retried, to be given back."""
         self.cancelled: dict[str, str] = {}
         """Job ids and entry ids cancelled (by the cancel channel or a mark), with ``by: reason``."""
-        """Entries whose handler a shutdown stopped: neither acknowledged nor retried, to be given back."""
 
     async def run(self, part: PartitionReader, entry_id: str, raw: Raw, alone: bool = False) -> None:
         """Run one entry of ``part`` through its handler and record the outcome. Never raises.

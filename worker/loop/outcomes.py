@@ -186,10 +186,10 @@ class Outcomes:
 
     async def _retry(self, job: Job, decision: Retry, error: str, of: str, duration_s: float) -> None:
         run_at = time.time() + decision.delay_s
+        extra = log_fields(job, OUTCOME_RETRIED, duration_s)
         fields = retry_member(
             job, decision.attempts, error=error, duration_s=duration_s, worker=self.name, at=now_iso()
         )
-        extra = log_fields(job, OUTCOME_RETRIED, duration_s)
         member = wire.encode_member(fields | retrying(error, decision))
         await self.episode.land(self._key(job.entry_id), lambda: self.scripts.retry(job.entry_id, run_at, member))
         if decision.delay_s < 1.0:

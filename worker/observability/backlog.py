@@ -27,8 +27,8 @@ high by what moved, never low. Past :data:`BACKLOG_COUNT_LIMIT` entries on both
 sides (a long-running job holding back the trim, and a deep backlog), the number
 is Redis's lag kept between the two partial counts, and ``exact`` is False.
 
-The counting is written once as steps (:func:`_count`) that name the commands to
-send; :func:`read_backlog` and :func:`read_backlog_async` only run them.
+The counting is written once as steps (:func:`_count`, :func:`_rounds`) that name the
+commands to send; :func:`read_backlog` and :func:`read_backlog_async` only run them.
 """
 
 from __future__ import annotations
@@ -120,8 +120,9 @@ def _count(keys: Keys, now: float) -> Generator[list[Command], list[Any], Partit
     return found(min(max(int(lag if lag is not None else length), ahead), int(length) - behind), exact=False)
 
 
-def read_backlog(client: Any, parts: Sequence[Keys], now: float) -> list[PartitionBacklog]:
-    """Each partition's backlog through a ``redis.Redis`` or ``RedisCluster``; ``now``: epoch seconds."""
+def _rounds(client: Any, parts: Sequence[Keys], now: float) -> Generator[Any, list[Any], list[PartitionBacklog]]:
+    """Each partition's count, a round trip at a time: yields a pipeline to execute, receives its replies;
+    returns the readings (the one plan behind the sync and the asyncio reader)."""
     found = []
     for keys in parts:
         steps, replies = _count(keys, now), None
@@ -131,27 +132,30 @@ def read_backlog(client: Any, parts: Sequence[Keys], now: float) -> list[Partiti
                 pipe = client.pipeline(transaction=False)
                 for command in commands:
                     command(pipe)
-                replies = pipe.execute(raise_on_error=False)
+                replies = yield pipe
         except StopIteration as done:
             found.append(done.value)
     return found
+
+
+def read_backlog(client: Any, parts: Sequence[Keys], now: float) -> list[PartitionBacklog]:
+    """Each partition's backlog through a ``redis.Redis`` or ``RedisCluster``; ``now``: epoch seconds."""
+    rounds, replies = _rounds(client, parts, now), None
+    try:
+        while True:
+            replies = rounds.send(replies).execute(raise_on_error=False)  # type: ignore[arg-type]
+    except StopIteration as done:
+        return done.value
 
 
 async def read_backlog_async(client: Any, parts: Sequence[Keys], now: float) -> list[PartitionBacklog]:
     """:func:`read_backlog` through a ``redis.asyncio`` client."""
-    found = []
-    for keys in parts:
-        steps, replies = _count(keys, now), None
-        try:
-            while True:
-                commands = steps.send(replies)  # type: ignore[arg-type]
-                pipe = client.pipeline(transaction=False)
-                for command in commands:
-                    command(pipe)
-                replies = await pipe.execute(raise_on_error=False)
-        except StopIteration as done:
-            found.append(done.value)
-    return found
+    rounds, replies = _rounds(client, parts, now), None
+    try:
+        while True:
+            replies = await rounds.send(replies).execute(raise_on_error=False)  # type: ignore[arg-type]
+    except StopIteration as done:
+        return done.value
 
 
 class BacklogCollector(Collector):
