@@ -12,16 +12,16 @@ from collections.abc import AsyncIterator
 
 import redis
 
-from worker import Job, RetryPolicy, job_kind, lifespan
+from worker import Job, RetryPolicy, connect, job_kind, lifespan
 from worker.app import WorkerApp
 
 state: dict[str, object] = {}
 
 
 @lifespan()
-async def connect(app: WorkerApp) -> AsyncIterator[None]:
+async def clients(app: WorkerApp) -> AsyncIterator[None]:
     state["prefix"] = app.settings.prefix
-    state["sync"] = redis.Redis.from_url(app.redis_url)
+    state["sync"] = connect(app.settings, url=app.redis_url)  # a cluster client on a cluster
     yield
 
 

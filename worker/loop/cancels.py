@@ -19,6 +19,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+import redis.asyncio as aioredis
 import redis.exceptions
 
 from worker.loop.executor import Executor
@@ -47,22 +48,27 @@ class CancelWatch:
         """Subscribe to the cancel channel and hand each announcement over, until cancelled; a lost
         subscription is made again (with backoff), and the marks are read after each (re)subscription."""
         backoff = BACKOFF_S
-        while True:
-            pubsub = subscriber(self.redis).pubsub()
-            try:
-                await pubsub.subscribe(self.channel)
-                await self.check()  # what was announced while this worker was not listening
-                backoff = BACKOFF_S
-                while True:
-                    message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
-                    if message is not None:
-                        self.announced(message["data"])
-            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as exc:
-                log.warning("The cancel subscription was lost (%s); the marks are read at each claim refresh.", exc)
-                await asyncio.sleep(backoff)
-                backoff = min(MAX_BACKOFF_S, backoff * 2)
-            finally:
-                await pubsub.aclose()
+        client, own = subscriber(self.redis)
+        try:
+            while True:
+                pubsub = client.pubsub()
+                try:
+                    await pubsub.subscribe(self.channel)
+                    await self.check()  # what was announced while this worker was not listening
+                    backoff = BACKOFF_S
+                    while True:
+                        message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
+                        if message is not None:
+                            self.announced(message["data"])
+                except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as exc:
+                    log.warning("The cancel subscription was lost (%s); marks are read at each claim refresh.", exc)
+                    await asyncio.sleep(backoff)
+                    backoff = min(MAX_BACKOFF_S, backoff * 2)
+                finally:
+                    await pubsub.aclose()
+        finally:
+            if own:
+                await client.aclose()
 
     def announced(self, data: bytes | str) -> None:
         """One announcement (``{"job_ids": [...], "note": "by: reason"}``): stop those jobs here."""
@@ -89,10 +95,12 @@ class CancelWatch:
                     self.executor.cancel([job_id], cancel_note(mark))
 
 
-def subscriber(client: Any) -> Any:
-    """A client that can subscribe: ``client`` itself, or on a cluster its default node's (classic pub/sub
-    messages reach every node)."""
-    node = getattr(client, "get_default_node", None)
-    if node is None:
-        return client
-    return node().redis_connection
+def subscriber(client: Any) -> tuple[Any, bool]:
+    """A client that can subscribe, and whether it is made here (to be closed): ``client`` itself on one
+    server; on a cluster, a client of its default node (classic pub/sub messages reach every node)."""
+    default_node = getattr(client, "get_default_node", None)
+    if default_node is None:
+        return client, False
+    node = default_node()
+    pool = aioredis.ConnectionPool(connection_class=node.connection_class, **node.connection_kwargs)
+    return aioredis.Redis(connection_pool=pool), True

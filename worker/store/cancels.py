@@ -34,15 +34,15 @@ def announcement(job_ids: Sequence[str], note: str) -> str:
     return json.dumps({"job_ids": list(job_ids), "note": note})
 
 
+def _marks(job_ids: Sequence[str], values: Sequence[bytes | None]) -> dict[str, dict[str, Any]]:
+    return {job_id: json.loads(value) for job_id, value in zip(job_ids, values, strict=True) if value}
+
+
 async def read_marks(client: Any, keys: Keys, job_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
     """The marks of those of ``job_ids`` that were cancelled (asyncio client)."""
-    values = await client.hmget(keys.cancels, list(job_ids))
-    return {job_id: json.loads(value) for job_id, value in zip(job_ids, values, strict=True) if value}
+    return _marks(job_ids, await client.hmget(keys.cancels, list(job_ids)))
 
 
 def marks_of(client: Any, keys: Keys, job_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
     """The same, with a synchronous client (opslib)."""
-    if not job_ids:
-        return {}
-    values = client.hmget(keys.cancels, list(job_ids))
-    return {job_id: json.loads(value) for job_id, value in zip(job_ids, values, strict=True) if value}
+    return _marks(job_ids, client.hmget(keys.cancels, list(job_ids))) if job_ids else {}
