@@ -107,6 +107,7 @@ def check_tls(settings: Settings) -> None:
                 )
 
 
+SHUTDOWN_GRACE_HELP = "on SIGTERM, how long running jobs may take to finish"
 STOP_GRACE_HELP = (
     "a handler told to stop (its timeout, a cancel, the end of SHUTDOWN_GRACE_S) has this long to do so: "
     'then a handler with isolation="process" is killed, and a stopping worker gives back what still runs'
@@ -242,9 +243,7 @@ class Settings:
         "RECLAIM_INTERVAL_S", "5", positive_float, "how often each worker looks for idle pending entries"
     )
     block_ms: int = setting("BLOCK_MS", "1000", positive_int, "XREADGROUP block timeout")
-    shutdown_grace_s: float = setting(
-        "SHUTDOWN_GRACE_S", "30", positive_float, "on SIGTERM, how long running jobs may take to finish"
-    )
+    shutdown_grace_s: float = setting("SHUTDOWN_GRACE_S", "30", positive_float, SHUTDOWN_GRACE_HELP)
     stop_grace_s: float = setting("STOP_GRACE_S", "2", positive_float, STOP_GRACE_HELP)
     max_field_bytes: int = setting(
         "MAX_FIELD_BYTES", "65536", positive_int, "a job field larger than this is dead-lettered as malformed"
