@@ -14,8 +14,8 @@ Commands::
                                            jobs succeeded, retried, dead, and their waits per period
     find VALUE                             where a job is now (job id, entry id, outbox id, payload value)
     pending [--kind K]
-    replay ID ...                          replay these dead entries
-    replay --kind K [--signature S | --error-contains T] [--since T] [--dry-run] [--yes]
+    replay ID ... [--set FIELD=VALUE ...]  replay these dead entries (with those fields set: edit and replay)
+    replay --kind K [--signature S | --error-contains T] [--since T] [--set FIELD=VALUE] [--dry-run] [--yes]
     status BATCH [--wait SECONDS]          what became of a replay batch
     discard ID ... --reason TEXT           take dead entries out for good, saying why (kept in the archive)
     discard --kind K [--signature S | --error-contains T] [--since T] --reason TEXT [--dry-run] [--yes]
@@ -55,7 +55,7 @@ from typing import TextIO
 import pandas as pd
 
 from opslib import incident_cli
-from opslib.cli_moves import cancel_move, confirm_and_move, discard_move, replay_move, run_now_move
+from opslib.cli_moves import add_set_option, cancel_move, confirm_and_move, discard_move, replay_move, run_now_move
 from opslib.cli_reads import add_read_commands, echo_window, run_read
 from opslib.display import frame_text
 from opslib.errors import OpslibError, UnknownKind
@@ -107,6 +107,8 @@ def build_parser() -> argparse.ArgumentParser:
         else:
             rep.add_argument("--reason", help="why (optional; kept in the operators' actions)")
         rep.add_argument("--by", help=f"who {verb}s them (default: the operating-system user)")
+        if verb == "replay":
+            add_set_option(rep)
         rep.add_argument("--dry-run", action="store_true", help=f"show what would be {verb}ed and stop")
         rep.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     status = sub.add_parser("status", help="what became of a replay batch")

@@ -174,8 +174,11 @@ def error_html(exc: Exception) -> str:
     return f'<p style="color:#b00020">{escape_html(str(exc))}</p>'
 
 
-def question_html(action: str, count: int, kind: str, signature: str, *, selected: bool, reason: str = "") -> str:
-    """The confirmation question of a replay or a discard (``reason``: the discard's)."""
+def question_html(
+    action: str, count: int, kind: str, signature: str, *, selected: bool, reason: str = "", setting: str = ""
+) -> str:
+    """The confirmation question of a replay or a discard (``reason``: the discard's; ``setting``: the
+    fields a patched replay sets)."""
     what = plural(count, "selected dead letter" if selected else "dead letter")
     question = (
         f"<b>{action.capitalize()} {what}</b> of {escape_html(kind or 'every kind')}"
@@ -183,6 +186,8 @@ def question_html(action: str, count: int, kind: str, signature: str, *, selecte
     )
     if reason:
         return f"{question} for good, because: <i>{escape_html(reason)}</i>?"
+    if setting:
+        return f"{question}, setting <code>{escape_html(setting)}</code>?"
     return f"{question}?"
 
 

@@ -44,6 +44,7 @@ import redis
 from opslib.errors import OpslibError
 from opslib.flow import throughput
 from opslib.moves.discard import discard
+from opslib.moves.patch import parsed_patch
 from opslib.moves.replay import replay, replay_status
 from opslib.operator import check_reason
 from opslib.panel.cancel_control import CancelControl
@@ -105,7 +106,7 @@ class DeadLetterPanel(PanelWidgets):
         self.newer.on_click(lambda _button: self._turn(-1))
         self.older.on_click(lambda _button: self._turn(+1))
         self.csv_button.on_click(lambda _button: self._csv())
-        self.replay_button.on_click(lambda _button: self._ask("replay"))
+        self.replay_button.on_click(lambda _button: self._guarded(lambda: self._ask("replay")))
         self.discard_button.on_click(lambda _button: self._guarded(lambda: self._ask("discard")))
         self.cancel.on_click(lambda _button: self._hide_question())
         self.confirm.on_click(lambda _button: self._confirmed())
@@ -236,6 +237,7 @@ class DeadLetterPanel(PanelWidgets):
 
     def _ask(self, action: str) -> None:
         reason = check_reason(self.reason.value) if action == "discard" else ""
+        setting = ", ".join(parsed_patch(self.patch.value)) if action == "replay" else ""
         self.question.value = question_html(
             action,
             len(self.taken),
@@ -243,6 +245,7 @@ class DeadLetterPanel(PanelWidgets):
             str(self.group.value),
             selected=bool(self.entries.value),
             reason=reason,
+            setting=setting,
         )
         self.action, self.confirm.description = action, f"Confirm {action}"
         self.asking.layout.display = "flex"
@@ -258,7 +261,9 @@ class DeadLetterPanel(PanelWidgets):
         self._guarded(self._discard if self.action == "discard" else self._replay)
 
     def _replay(self) -> None:
-        done = replay(self.taken, on_progress=self._progressed, **self.at)
+        patch = parsed_patch(self.patch.value)
+        done = replay(self.taken, on_progress=self._progressed, patch=patch, **self.at)
+        self.patch.value = ""
         self.batch = done.attrs["batch"]
         self.result.value = result_html(done)
         self.refresh_status.layout.display = "flex"

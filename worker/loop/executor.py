@@ -5,7 +5,9 @@ slot hands it here: :meth:`Executor.run` is the one place that calls a
 handler. In the order the code reads:
 
 1. parse the entry (:func:`worker.store.wire.parse_entry`); what is not a job
-   it can run is dead-lettered at once, never run;
+   it can run is dead-lettered at once, never run; an older payload version is
+   upcast, and a newer one (or a kind another live worker runs) is handed back
+   for a worker that can run it (:mod:`worker.loop.handback`);
 2. the gate (:mod:`worker.loop.gate`): a job of a paused kind is parked, one of
    a throttled kind takes a token or is deferred;
 3. the observers hear it started, with its wait (:mod:`worker.loop.observe`);
@@ -33,6 +35,7 @@ from worker.job import Job
 from worker.kinds import KindSpec, Registry
 from worker.loop.attempt import CANCEL, SHUTDOWN, Attempt
 from worker.loop.gate import Gate
+from worker.loop.handback import Fleet, HandBack
 from worker.loop.handler_threads import HandlerThreads
 from worker.loop.isolation import in_child
 from worker.loop.outcomes import Outcomes
@@ -41,6 +44,7 @@ from worker.loop.slots import Raw
 from worker.loop.tracing import record_failure
 from worker.observability.observer import Observer, overrides
 from worker.store import wire
+from worker.store.vocabulary import REASON_UNKNOWN_KIND
 
 log = logging.getLogger("worker")
 
@@ -54,7 +58,8 @@ class Executor:
 
     ``observers`` hear each job start (those that override
     ``job_started``); ``field_limits``: ``MAX_FIELD_BYTES`` and
-    ``MAX_JOB_BYTES``.
+    ``MAX_JOB_BYTES``; ``fleet``: the kinds and versions live workers run
+    (:mod:`worker.loop.handback`; None: none but this one).
     """
 
     def __init__(
@@ -66,12 +71,16 @@ class Executor:
         threads: int,
         field_limits: tuple[int, int],
         stop_grace_s: float = 2.0,
+        fleet: Fleet | None = None,
     ) -> None:
         self.kinds = registry.kinds
         """The kinds this worker runs, by name (the registry's own mapping)."""
         self.gate = gate
         self.stop_grace_s = stop_grace_s
         """``STOP_GRACE_S``: a child process told to stop is killed this long after."""
+        observers = list(observers)
+        self.hand_back = HandBack(fleet, observers)
+        """Upcasts older payloads; hands back what this worker cannot run (``fleet``: what live workers run)."""
         # Bound once, for every job; only the observers that count starts (the tally does not).
         self._job_started = [observer.job_started for observer in overrides(observers, "job_started")]
         self._max_field_bytes, self._max_job_bytes = field_limits
@@ -94,12 +103,18 @@ class Executor:
         try:
             job = wire.parse_entry(entry_id, raw, self.kinds, self._max_field_bytes, self._max_job_bytes)
             if isinstance(job, wire.Malformed):
-                await outcomes.malformed(job)
+                if job.reason != REASON_UNKNOWN_KIND or not await self.hand_back.lacking(part, job, raw):
+                    await outcomes.malformed(job)
                 return
             spec = self.kinds[job.kind]
             if self.cancelled and (note := self.cancelled.get(job.job_id, self.cancelled.get(entry_id))) is not None:
                 await self._cancelled(part, job, note, alone)  # cancelled after its read: it never starts
                 return
+            if spec.version > 1 or b"v" in raw:  # a versioned payload: upcast, or hand it back
+                fitted = await self.hand_back.fit(part, spec, job, raw)
+                if fitted is None:
+                    return
+                job = fitted
             if job.kind in self.gate.held and not await self.gate.admit(part, job):
                 return
             if self._job_started:
@@ -124,17 +139,12 @@ class Executor:
                 error = None if attempt.reason is None else attempt.ended(None)
             finally:
                 del self.running[key]
-            if attempt.reason == SHUTDOWN:
-                self.unfinished.append((part, job))  # the drain gives it back
-            elif attempt.reason == CANCEL:
-                await self._cancelled(part, job, attempt.cancel_note, alone)
-            elif error is not None:
-                record_failure(error)  # on the attempt's span, when the worker traces
-                await outcomes.failed(spec, job, error, time.perf_counter() - started)
-            else:
+            if error is None and attempt.reason is None:
                 part.succeeded(job, time.perf_counter() - started)
                 if alone:
                     await outcomes.flush_kept(entry_id)
+            else:
+                await self._ended(part, spec, attempt, error, time.perf_counter() - started, alone)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -173,6 +183,25 @@ class Executor:
             self.cancelled[cancelled_id] = note
         while len(self.cancelled) > REMEMBERED:
             del self.cancelled[next(iter(self.cancelled))]
+
+    async def _ended(
+        self,
+        part: PartitionReader,
+        spec: KindSpec,
+        attempt: Attempt,
+        error: BaseException | None,
+        took_s: float,
+        alone: bool,
+    ) -> None:
+        """An attempt that failed or was told to stop: given back (shutdown), cancelled, or failed."""
+        job = attempt.job
+        if attempt.reason == SHUTDOWN:
+            self.unfinished.append((part, job))  # the drain gives it back
+        elif attempt.reason == CANCEL:
+            await self._cancelled(part, job, attempt.cancel_note, alone)
+        elif error is not None:
+            record_failure(error)  # on the attempt's span, when the worker traces
+            await part.outcomes.failed(spec, job, error, took_s)
 
     async def _cancelled(self, part: PartitionReader, job: Job, note: str, alone: bool) -> None:
         """A cancelled job's outcome: acknowledged (never retried nor dead-lettered), said in one line."""

@@ -34,6 +34,7 @@ from worker.loop.declare import declare_chore
 from worker.loop.episode import Episode
 from worker.loop.executor import Executor
 from worker.loop.gate import Gate
+from worker.loop.handback import Fleet
 from worker.loop.observe import Tally
 from worker.loop.outcomes import Outcomes
 from worker.loop.partition_reader import PartitionReader, give_back
@@ -88,6 +89,7 @@ class Worker:
         observing = [self.tally, *observers]
         self.parts = [self._partition(keys, observing, block_ms) for keys in partition_keys(settings)]
         self.gate = Gate(redis_client, self.keys, self.parts[0].keys, registry)
+        self.fleet = Fleet(redis_client, self.keys)
         self.executor = Executor(
             registry,
             self.gate,
@@ -95,19 +97,12 @@ class Worker:
             threads=settings.concurrency,
             field_limits=(settings.max_field_bytes, settings.max_job_bytes),
             stop_grace_s=settings.stop_grace_s,
+            fleet=self.fleet,
         )
         self._traced, run = traced(self.executor.run, self.keys.jobs)  # with an OpenTelemetry SDK, each in its span
         self.slots = Slots(settings.concurrency, run, self.episode.troubles, self.stopping)
-        self.upkeep = Upkeep(
-            redis_client,
-            settings,
-            self.slots,
-            self.parts,
-            self.stopping,
-            self.tally,
-            episode=self.episode,
-            overdue=self.executor.overdue,
-        )
+        beside = (self.slots, self.parts, self.stopping, self.tally)
+        self.upkeep = Upkeep(redis_client, settings, *beside, episode=self.episode, overdue=self.executor.overdue)
         self.cancels = CancelWatch(redis_client, self.parts, self.slots, self.executor)  # opslib.cancel's
         self.rotation = Rotation(
             self.slots,
@@ -185,7 +180,7 @@ class Worker:
         """The worker's own timed chores (:mod:`worker.loop.upkeep`), then the caller's (scheduler, relay, metrics)."""
         declare = declare_chore(self.redis, self.keys, self.name, self.registry, self.tally)
         cancels = Chore("check-cancels", max(0.05, self.settings.reclaim_idle_ms / 3000), self.cancels.check)
-        return [*self.upkeep.chores(), cancels, self.gate.chore(), declare, *self.extra_chores]
+        return [*self.upkeep.chores(), cancels, self.gate.chore(), declare, self.fleet.chore(), *self.extra_chores]
 
     async def ensure_group(self) -> None:
         """Create group ``workers`` on each partition's ``jobs`` (and the stream) unless it exists."""

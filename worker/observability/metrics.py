@@ -228,6 +228,17 @@ def histogram(
     return family
 
 
+def handed_back_counter(ns: str, registry: CollectorRegistry) -> Counter:
+    """``<ns>_jobs_handed_back_total{queue, kind, to}`` (:mod:`worker.loop.handback`)."""
+    return Counter(
+        f"{ns}_jobs_handed_back",
+        "Jobs this worker could not run (a newer payload version, a kind it lacks) handed back: to=worker "
+        "for a live worker that runs them, to=wait into delayed while none does.",
+        ["queue", "kind", "to"],
+        registry=registry,
+    )
+
+
 class Metrics(Observer):
     """The metrics of one worker process, in a registry of its own."""
 
@@ -277,6 +288,7 @@ class Metrics(Observer):
             registry=self.registry,
         )
         self.outcomes_waiting.labels(self.queue).set(0)
+        self.handed_back = handed_back_counter(ns, self.registry)
         started = time.time()
         for schedule in registry.schedules.values():
             self.interval.labels(self.queue, schedule.name, schedule.kind).set(
@@ -305,6 +317,12 @@ class Metrics(Observer):
         """The loop's report of the jobs that succeeded since its last read. Only a declared kind's job
         runs, so no kind here needs ``kind="other"``."""
         self.jobs.jobs_succeeded(kinds, durations_s)
+
+    def job_handed_back(self, kind: str, waiting: bool) -> None:
+        """A hand-back (:class:`worker.observability.observer.Observer`); an undeclared kind counts as ``other``."""
+        self.handed_back.labels(
+            self.queue, kind if kind in self.declared else OTHER_KIND, "wait" if waiting else "worker"
+        ).inc()
 
     def watch_outcomes(self, waiting: Callable[[], int]) -> None:
         """Read ``waiting()`` (the worker's :attr:`worker.loop.episode.Episode.waiting`) at each scrape."""
