@@ -25,12 +25,18 @@ from worker.loop.outcomes import Outcomes
 from worker.loop.resp import pairs, resp_command
 from worker.loop.slots import Entries
 from worker.store.keys import GROUP
-from worker.store.reconnect import CONNECTION_ERRORS
+from worker.store.reconnect import CONNECTION_ERRORS, lost_connection
 
 log = logging.getLogger("worker")
 
 #: What a read may raise that the loop rides out: a lost connection, a moved slot, a lost group.
 READ_ERRORS: tuple[type[BaseException], ...] = (*CONNECTION_ERRORS, *REDIRECTIONS, redis.exceptions.ResponseError)
+
+
+def read_error(exc: BaseException) -> bool:
+    """True for an error of a read that the loop rides out: :data:`READ_ERRORS`, or any other lost
+    connection (:func:`~worker.store.reconnect.lost_connection`: uvloop's closed transport after a reset)."""
+    return isinstance(exc, READ_ERRORS) or lost_connection(exc)
 
 
 class PartitionReader:
@@ -100,7 +106,9 @@ class PartitionReader:
         idle_ms = self.outcomes.settings.reclaim_idle_ms
         try:
             await self.outcomes.redis.xclaim(self.stream, GROUP, self.consumer, 0, ids, idle=idle_ms, justid=True)
-        except (redis.exceptions.RedisError, OSError):  # away, or refusing writes
+        except Exception as exc:  # away, or refusing writes
+            if not (lost_connection(exc) or isinstance(exc, redis.exceptions.RedisError)):
+                raise
             log.warning("Could not give back %d entries of %s; they are reclaimed once idle.", len(ids), self.stream)
 
     def _read_command(self, count: int, block: bool) -> bytes:

@@ -30,7 +30,7 @@ import redis.exceptions
 from worker.app import Chore
 from worker.errors import JobTimeout
 from worker.kinds import Job, KindSpec, Registry
-from worker.loop.chores import CONNECTION_ERRORS, run_chore
+from worker.loop.chores import run_chore
 from worker.loop.declare import declare_chore
 from worker.loop.episode import Episode
 from worker.loop.gate import Gate
@@ -46,6 +46,7 @@ from worker.settings import Settings
 from worker.store import wire
 from worker.store.keys import GROUP, Keys
 from worker.store.partitions import partition_keys
+from worker.store.reconnect import lost_connection
 from worker.store.scripts import Scripts
 
 log = logging.getLogger("worker")
@@ -230,7 +231,7 @@ class Worker:
             try:
                 await asyncio.wait_for(part.outcomes.flush_kept("acks"), max(0.5, deadline - time.monotonic()))
             except Exception as exc:
-                if not isinstance(exc, (TimeoutError, redis.exceptions.RedisError, *CONNECTION_ERRORS)):
+                if not (lost_connection(exc) or isinstance(exc, redis.exceptions.RedisError)):
                     raise
                 unsent += len(part.outcomes.acks)
         if left or unsent:

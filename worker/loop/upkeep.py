@@ -19,7 +19,6 @@ alone), the partitions and the stop event.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -29,7 +28,7 @@ import redis.asyncio as aioredis
 import redis.exceptions
 
 from worker.app import Chore
-from worker.loop.chores import CONNECTION_ERRORS, sleep_or_stop
+from worker.loop.chores import sleep_or_stop
 from worker.loop.episode import Episode
 from worker.loop.observe import Tally
 from worker.loop.partition_reader import PartitionReader
@@ -38,6 +37,7 @@ from worker.settings import Settings
 from worker.store.consumers import forget_dead_consumers
 from worker.store.heartbeats import HEARTBEAT_INTERVAL_S, beat
 from worker.store.keys import GROUP, Keys
+from worker.store.reconnect import unless_lost
 from worker.store.scripts import Scripts
 
 log = logging.getLogger("worker")
@@ -114,7 +114,7 @@ class Upkeep:
         async def later() -> None:
             if not await sleep_or_stop(delay_s, self.stopping):
                 # Refused or away: the promote chore moves it, and says so (this task is never awaited).
-                with contextlib.suppress(redis.exceptions.RedisError, *CONNECTION_ERRORS):
+                with unless_lost(redis.exceptions.RedisError):
                     await self.promote(scripts)
 
         task = asyncio.create_task(later())
@@ -185,7 +185,7 @@ class Upkeep:
 
     async def stop_heartbeat(self) -> None:
         """Remove this worker's heartbeat on the way out (best effort: it expires anyway)."""
-        with contextlib.suppress(*CONNECTION_ERRORS):
+        with unless_lost():
             await self.redis.zrem(self.keys.workers, self.name)
 
     async def trim(self) -> None:

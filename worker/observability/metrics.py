@@ -77,7 +77,7 @@ from worker.observability.queue_state import QueueState, read_partitions_state_a
 from worker.settings import Settings
 from worker.store.keys import Keys
 from worker.store.partitions import partition_keys
-from worker.store.reconnect import CONNECTION_ERRORS
+from worker.store.reconnect import unless_lost
 from worker.store.vocabulary import OUTCOME_DEAD, OUTCOME_RETRIED, OUTCOME_SUCCEEDED, REASONS, REASONS_AFTER_A_RUN
 
 if TYPE_CHECKING:
@@ -391,7 +391,7 @@ class Metrics:
     async def close(self) -> None:
         """Release the lock (so another worker takes over at once) and stop the endpoint."""
         if self._holding:
-            with contextlib.suppress(redis.exceptions.LockError, *CONNECTION_ERRORS):
+            with unless_lost(redis.exceptions.LockError):
                 await self._lock.release()
             self._holding = False
         if self._server is not None:
