@@ -94,6 +94,7 @@ async def serve(
             )
             for metrics in observers:
                 metrics.watch_outcomes(lambda: worker.episode.waiting)
+                metrics.watch_stale(lambda: sum(part.outcomes.stale.count for part in worker.parts))
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, worker.stop)

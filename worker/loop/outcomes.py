@@ -1,7 +1,9 @@
 """The outcome of one entry: succeed, retry or dead-letter, and a replayed job's record of it.
 
 A success is acknowledged with the loop's next read (the acknowledgements
-ride in the same round trip as XREADGROUP). Every move is kept until it lands
+ride in the same round trip as XREADGROUP). Every settle is fenced: it lands
+only while the entry is still this worker's (:mod:`worker.loop.fence`).
+Every move is kept until it lands
 (:meth:`worker.loop.episode.Episode.land`): when Redis refuses it, the outcome
 already decided waits and is tried again; the handler does not run again. A failure asks the kind's policy
 (:func:`worker.retry.decide`): a retry is one script (ZADD ``delayed`` +
@@ -24,6 +26,7 @@ archive on, its final outcome (succeeded, or failed again) in
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import random
@@ -37,13 +40,14 @@ from worker.archive.dead_log import outcome_record
 from worker.kinds import Job, KindSpec
 from worker.loop.burial import Burial, dead_fields, log_fields, poison_log_fields, retry_member
 from worker.loop.episode import Episode
+from worker.loop.fence import StaleSettles
 from worker.loop.observe import Observer, Successes
 from worker.loop.tracing import link_field, mark_dead, retrying
 from worker.retry import Retry, decide
 from worker.settings import Settings
 from worker.store import wire
 from worker.store.failures import bounded_traceback, describe_error, now_iso
-from worker.store.keys import GROUP, REPLAY_OUTCOME_TTL_S
+from worker.store.keys import REPLAY_OUTCOME_TTL_S
 from worker.store.scripts import Scripts
 from worker.store.vocabulary import (
     OUTCOME_DEAD,
@@ -88,6 +92,7 @@ class Outcomes:
         self.promote_soon = promote_soon
         self.episode = episode or Episode()
         self.rng = rng or random.Random()
+        self.stale = StaleSettles(self.keys.jobs)  # settles the fence dropped (:mod:`worker.loop.fence`)
         self.acks: list[str] = []
         self.replay_outcomes: list[tuple[str, str, str]] = []
         self.successes = Successes(self.observers)
@@ -146,15 +151,15 @@ class Outcomes:
             return
         self.acks, self.replay_outcomes = [], []
         pipe = self.redis.pipeline(transaction=False)
-        if acks:
-            pipe.xack(self.keys.jobs, GROUP, *acks)
         for batch, field, value in outcomes:
             pipe.hset(self.keys.replay(batch), field, value)
             pipe.expire(self.keys.replay(batch), REPLAY_OUTCOME_TTL_S)
             if self.settings.archive_on:
                 pipe.xadd(self.keys.dead_log, outcome_record(field, batch, dead_again=None, at=now_iso()))
         try:
-            await pipe.execute()
+            await self.stale.ack(self.scripts, self.name, acks)  # fenced: only the entries still ours
+            acks = []  # landed: not given back if the replay outcomes fail
+            await pipe.execute()  # (no round trip without replay outcomes)
         except BaseException:
             self.acks[:0], self.replay_outcomes[:0] = acks, outcomes
             raise
@@ -189,7 +194,9 @@ class Outcomes:
             job, decision.attempts, error=error, duration_s=duration_s, worker=self.name, at=now_iso()
         )
         member = wire.encode_member(fields | retrying(error, decision))
-        await self.episode.land(self._key(job.entry_id), lambda: self.scripts.retry(job.entry_id, run_at, member))
+        move = functools.partial(self.scripts.retry, job.entry_id, run_at, member, consumer=self.name)
+        if not await self.episode.land(self._key(job.entry_id), move):
+            return self.stale.dropped("retry", [job.entry_id], job)
         if decision.delay_s < 1.0:
             self.promote_soon(decision.delay_s)
         log.warning(
@@ -258,11 +265,12 @@ class Outcomes:
                 maxlen=self.settings.dead_ceiling,
                 min_idle_ms=burial.min_idle_ms,
                 keep_original=burial.kept is None,
+                consumer="" if burial.min_idle_ms else self.name,  # poison: the dead owner's entry, idle
             ),
         )
         if buried is None:
             if not burial.min_idle_ms:
-                log.warning("Entry %s was no longer pending when it was to be dead-lettered.", burial.entry_id)
+                self.stale.dropped("dead letter", [burial.entry_id], burial.job)
             return None
         dead_id = wire.text(buried)
         mark_dead(burial.reason, burial.error, dead_id)
@@ -271,7 +279,7 @@ class Outcomes:
             extra = log_fields(job, OUTCOME_DEAD, burial.duration_s, burial.reason)
             subject = f"Job {job.kind} {job.job_id}"
         elif burial.kind is None:
-            extra = await self._poison_fields(dead_id, burial)
+            extra = await poison_fields(self.redis, self.keys.dead, dead_id, burial)
             subject = f"Job {extra['kind']} {extra['job_id']} (entry {burial.entry_id})"
         else:
             extra = {"kind": burial.kind or None, "outcome": OUTCOME_DEAD, "reason": burial.reason}
@@ -282,11 +290,6 @@ class Outcomes:
         if job is not None:
             await self.record_replay(job, {"status": RECORDED_FAILED, "dead_id": dead_id, "error": burial.error})
         return dead_id
-
-    async def _poison_fields(self, dead_id: str, burial: Burial) -> dict[str, Any]:
-        """The log fields of an entry never parsed here, read back from its dead entry (a rare path)."""
-        found: Any = await self.redis.xrange(self.keys.dead, dead_id, dead_id)
-        return poison_log_fields({text(k): text(v) for k, v in (found[0][1] if found else {}).items()}, burial)
 
     async def record_replay(self, job: Job, outcome: dict[str, Any]) -> None:
         """For a replayed job, record ``outcome`` in its batch's ``replay:<batch>`` hash."""
@@ -310,3 +313,9 @@ class Outcomes:
             await pipe.execute()
 
         await self.episode.land(self._key(job.entry_id), write)
+
+
+async def poison_fields(redis_client: aioredis.Redis, dead: str, dead_id: str, burial: Burial) -> dict[str, Any]:
+    """The log fields of an entry never parsed here, read back from its dead entry on ``dead`` (a rare path)."""
+    found: Any = await redis_client.xrange(dead, dead_id, dead_id)
+    return poison_log_fields({text(k): text(v) for k, v in (found[0][1] if found else {}).items()}, burial)

@@ -57,7 +57,8 @@ class PartitionReader:
         partitions), or its rest after a failed read; it holds one of the worker's slots meanwhile."""
         self.failures = 0
         """Reads of this partition failed in a row (its node away); it rests with backoff meanwhile."""
-        self._xack_head = ("XACK", self.keys.jobs, GROUP)
+        self._ack = self.scripts.script("ack")
+        self._ack_head = ("EVALSHA", self._ack.sha, "1", self.keys.jobs, GROUP, consumer)
         self._commands: dict[tuple[int, bool], bytes] = {}
 
     @property
@@ -69,32 +70,53 @@ class PartitionReader:
         """Acknowledge this partition's finished entries and read up to ``count`` new ones, in one round
         trip; ``block``: wait up to the block time for an entry, else return at once.
 
-        The loop writes XACK and XREADGROUP to one connection together (a
-        pipeline without redis-py's per-call pipeline object, which costs more
-        than the round trip at this rate). Replay outcomes, rare, are flushed
-        separately first.
+        The loop writes the fenced acknowledgement (``ack.lua``: only the
+        entries still this consumer's) and XREADGROUP to one connection
+        together (a pipeline without redis-py's per-call pipeline object, which
+        costs more than the round trip at this rate). Replay outcomes, rare,
+        are flushed separately first. A server without the script (the first
+        read, a restart, SCRIPT FLUSH) gets it loaded on the same connection,
+        and the acknowledgement sent again.
         """
         outcomes = self.outcomes
         if outcomes.replay_outcomes:
             await outcomes.flush()
         acks = outcomes.take_acks()
         conn = await self.node.get()
+        stale: Any = ()
         try:
             read = self._read_command(count, block)
             if acks:
-                await conn.send_packed_command(resp_command(self._xack_head, *acks) + read, check_health=False)
-                await conn.read_response()
+                await conn.send_packed_command(resp_command(self._ack_head, *acks) + read, check_health=False)
+                stale = await self._ack_reply(conn)
             else:
                 await conn.send_packed_command(read, check_health=False)
             reply = await conn.read_response()
+            if stale is None:  # the server lost the script: load it and acknowledge again (rare)
+                await conn.send_command("SCRIPT", "LOAD", self._ack.script, check_health=False)
+                await conn.read_response()
+                await conn.send_packed_command(resp_command(self._ack_head, *acks), check_health=False)
+                stale = await conn.read_response()
         except BaseException as exc:
             outcomes.give_back_acks(acks)
             await self.node.lost(exc)
             raise
+        if stale:
+            outcomes.stale.dropped("ack", [eid.decode() for eid in stale])
         if not reply:
             return []
         entries = next(iter(reply.values())) if isinstance(reply, dict) else reply[0][1]
         return [(eid.decode(), pairs(flat)) for eid, flat in entries]
+
+    @staticmethod
+    async def _ack_reply(conn: Any) -> list[bytes] | None:
+        """The fenced acknowledgement's reply: the stale ids, or None when the server lacks the script (the
+        read's reply follows all the same)."""
+        try:
+            stale: list[bytes] = await conn.read_response()
+        except redis.exceptions.NoScriptError:
+            return None
+        return stale
 
     async def give_back(self, entry_ids: list[str]) -> None:
         """Entries read ahead that this stopping worker will not start: their idle time set to

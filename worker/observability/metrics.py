@@ -48,7 +48,9 @@ each job waited on ``jobs`` before it started); gauges
 ``<ns>_schedule_interval_seconds`` (schedule, kind). With the archive
 on (label ``queue``): counters ``<ns>_archive_archived_total`` and
 ``<ns>_archive_errors_total``. Gauge ``<ns>_outcomes_waiting``: decided
-outcomes the worker keeps while Redis refuses their move.
+outcomes the worker keeps while Redis refuses their move; counter
+``<ns>_settles_stale_total``: settles dropped by the fence (the entry was
+another worker's by then).
 
 Plus prometheus_client's ``process_*`` series (CPU, memory, start time).
 """
@@ -119,6 +121,21 @@ class QueueCollector(Collector):
             metric = family(f"{self.namespace}_{name}", help_text, labels=["queue"])
             metric.add_metric([self.queue], getattr(state, attr))
             yield metric
+
+
+class CountAtScrape(Collector):
+    """A counter with label ``queue`` whose value a function gives at each scrape."""
+
+    def __init__(self, name: str, help_text: str, queue: str, count: Callable[[], int]) -> None:
+        self.name, self.help_text, self.queue, self.count = name, help_text, queue, count
+
+    def describe(self) -> Iterable[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        metric = CounterMetricFamily(self.name, self.help_text, labels=["queue"])
+        metric.add_metric([self.queue], self.count())
+        yield metric
 
 
 class JobCollector(Collector):
@@ -327,6 +344,12 @@ class Metrics:
     def watch_outcomes(self, waiting: Callable[[], int]) -> None:
         """Read ``waiting()`` (the worker's :attr:`worker.loop.episode.Episode.waiting`) at each scrape."""
         self.outcomes_waiting.labels(self.queue).set_function(waiting)
+
+    def watch_stale(self, stale: Callable[[], int]) -> None:
+        """Report ``stale()`` (settles the fence dropped, :mod:`worker.loop.fence`) at each scrape."""
+        help_text = "Settles (ack, retry, dead letter) dropped because the entry was no longer this worker's."
+        name = f"{self.settings.metrics_namespace}_settles_stale"
+        self.registry.register(CountAtScrape(name, help_text, self.queue, stale))
 
     def tick_enqueued(self, schedule: str) -> None:
         """The scheduler won a tick's lock and enqueued the job."""
