@@ -38,6 +38,11 @@ ARCHIVE_OFF = "off"
 """``ARCHIVE_URL=off``: no archive; the dead stream's cap evicts (and counts) as it did before."""
 DEAD_HARD_MAXLEN_FACTOR = 10
 """``DEAD_HARD_MAXLEN`` left empty is this many times ``DEAD_MAXLEN``."""
+SOCKET_TIMEOUT_HELP = (
+    "longest wait for Redis's reply (a blocking read's included: above BLOCK_MS) before the connection counts as "
+    "lost and is made again: a half-open connection is seen within this, whatever redis-py's default"
+)
+HEALTH_CHECK_HELP = "a pooled connection idle this long is checked with a PING before its next command"
 
 
 @dataclass(frozen=True)
@@ -298,6 +303,15 @@ def file_note(spec: Setting) -> str:
     return f" (or {spec.file_env}: a file holding it, read again at each new connection)" if spec.secret else ""
 
 
+def check_read_timeout(block_ms: int, socket_timeout_s: float) -> None:
+    """A blocking read must end (after ``BLOCK_MS``) before the socket timeout counts it lost."""
+    if block_ms / 1000 >= socket_timeout_s:
+        raise SettingsError(
+            f"BLOCK_MS={block_ms} is not below REDIS_SOCKET_TIMEOUT_S={socket_timeout_s:g} s: every blocking read "
+            f"would time out; set REDIS_SOCKET_TIMEOUT_S above BLOCK_MS / 1000 (e.g. {block_ms / 1000 + 4:g})"
+        )
+
+
 def check_tls(settings: Settings) -> None:
     """``REQUIRE_TLS=on``: refuse, in one line, a Redis URL without TLS or without verification,
     and a PostgreSQL URL whose ``sslmode`` is not ``verify-full``."""
@@ -443,6 +457,11 @@ class Settings:
         "RECLAIM_INTERVAL_S", "5", positive_float, "how often each worker looks for idle pending entries"
     )
     block_ms: int = setting("BLOCK_MS", "1000", positive_int, "XREADGROUP block timeout")
+    redis_socket_timeout_s: float = setting("REDIS_SOCKET_TIMEOUT_S", "5", positive_float, SOCKET_TIMEOUT_HELP)
+    redis_connect_timeout_s: float = setting(
+        "REDIS_CONNECT_TIMEOUT_S", "5", positive_float, "longest wait for a new connection to Redis"
+    )
+    redis_health_check_s: float = setting("REDIS_HEALTH_CHECK_S", "5", positive_float, HEALTH_CHECK_HELP)
     shutdown_grace_s: float = setting(
         "SHUTDOWN_GRACE_S", "30", positive_float, "on SIGTERM, how long running jobs may take to finish"
     )
@@ -529,6 +548,7 @@ class Settings:
             )
         if self.require_tls:
             check_tls(self)
+        check_read_timeout(self.block_ms, self.redis_socket_timeout_s)
 
     def current(self, name: str) -> str:
         """The secret setting ``name`` (``redis_url``, ``database_url``, ``archive_url``) as it is

@@ -91,7 +91,7 @@ class PartitionReader:
                 stale = await self._ack_reply(conn)
             else:
                 await conn.send_packed_command(read, check_health=False)
-            reply = await conn.read_response()
+            reply = await conn.read_response()  # within REDIS_SOCKET_TIMEOUT_S (above BLOCK_MS), or lost
             if stale is None:  # the server lost the script: load it and acknowledge again (rare)
                 await conn.send_command("SCRIPT", "LOAD", self._ack.script, check_health=False)
                 await conn.read_response()
