@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from worker.app import WorkerApp
 from worker.cli.exits import EXIT_OK
 from worker.cli.fail_closed import use_embedded
+from worker.cli.stop_deadline import StopDeadline
 from worker.embedded.servers import embedded_stack
 from worker.errors import SettingsError
 from worker.kinds import REGISTRY, Registry, import_kind_modules
@@ -31,7 +32,7 @@ from worker.loop.runner import Worker
 from worker.loop.scheduler import scheduler_chore
 from worker.observability.flow import worker_flow
 from worker.settings import Settings
-from worker.store.connection import connect_async
+from worker.store.connection import connect_async, network_options
 from worker.store.partitions import record_count
 
 if TYPE_CHECKING:
@@ -56,8 +57,16 @@ async def serve(
     settings: Settings, redis_url: str, database_url: str, *, registry: Registry = REGISTRY, burst: bool = False
 ) -> None:
     """Run one worker of ``registry``'s kinds, with its lifespans, on the given servers until SIGTERM or
-    SIGINT (or, with ``burst``, until the queue is drained): the whole worker, without argparse."""
-    client = await connect_async(settings, redis_url, socket_keepalive=True, health_check_interval=30)
+    SIGINT (or, with ``burst``, until the queue is drained): the whole worker, without argparse. Its stop
+    takes at most SHUTDOWN_GRACE_S and a few seconds (:mod:`worker.cli.stop_deadline`)."""
+    deadline = StopDeadline(settings.shutdown_grace_s)
+    await deadline.guard(_serve(settings, redis_url, database_url, registry, burst, deadline))
+
+
+async def _serve(
+    settings: Settings, redis_url: str, database_url: str, registry: Registry, burst: bool, deadline: StopDeadline
+) -> None:
+    client = await connect_async(settings, redis_url, **network_options(settings))
     app = WorkerApp(settings, client, redis_url, database_url, burst=burst)
     try:
         await record_count(client, settings)
@@ -97,10 +106,16 @@ async def serve(
                 metrics.watch_stale(lambda: sum(part.outcomes.stale.count for part in worker.parts))
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGTERM, signal.SIGINT):
-                loop.add_signal_handler(sig, worker.stop)
+                loop.add_signal_handler(sig, functools.partial(stop, worker, deadline))
             await worker.run()
     finally:
         await client.aclose()
+
+
+def stop(worker: Worker, deadline: StopDeadline) -> None:
+    """SIGTERM or SIGINT: the worker stops reading, and its stop's deadline starts."""
+    worker.stop()
+    deadline.arm()
 
 
 def run_loop(main: Coroutine[Any, Any, None]) -> None:
