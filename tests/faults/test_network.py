@@ -8,6 +8,8 @@ server, which the proxy never touches).
   job reaches its designed outcome, no decided outcome is dropped (no "Could not record the outcome"),
   and jobs that ran again are counted and bounded by what was in flight at the resets.
 - The archive's PostgreSQL frozen (SIGSTOP): SIGTERM exits 0 within the grace and a few seconds.
+- A handler that blocks the event loop 10 s (``time.sleep`` in an ``async def``) with a 3 s
+  ``RECLAIM_IDLE_MS``: the watchdog keeps its claim, so it runs once, and the log names it.
 - A freeze that leaves the old connections open but unanswered (a load balancer that forgot them): the
   worker sees it within 10 s (its own socket timeout, whatever redis-py's default) and runs new jobs once
   the network passes again; SIGTERM during the freeze exits within the grace.
@@ -43,6 +45,7 @@ from tests.helpers import Workers, wait_for
 from worker.archive.table import migrate_url
 from worker.cli.stop_deadline import STOP_EXTRA_S
 from worker.embedded.servers import EmbeddedServer, start_postgres, start_redis
+from worker.store.heartbeats import live_workers
 from worker.store.keys import GROUP, Keys
 
 KINDS = "tests.faults.kinds_refusals"
@@ -274,3 +277,30 @@ def test_sigterm_exits_within_the_grace_with_postgresql_frozen(
                 process.resume()
         server.stop()
         shutil.rmtree(pg_dir, ignore_errors=True)
+
+
+def test_a_loop_blocked_10_s_keeps_its_job_and_is_named_in_the_log(
+    r: redis.Redis, keys: Keys, prefix: str, workers: Workers, counting: EmbeddedServer
+) -> None:
+    """An async handler that calls time.sleep(10), with RECLAIM_IDLE_MS=3000 and another worker reclaiming
+    every 0.5 s: the watchdog keeps the claim fresh, so the job runs once; its log names the kind and job."""
+    make_group(r, keys)
+    extra = {**SETTINGS, "COUNT_REDIS_URL": counting.url, "BLOCK_S": "10"}
+    blocked = workers.start("tests.faults.kinds_network", log_name="blocked.log", WORKER_NAME="blocked", **extra)
+    other = workers.start("tests.faults.kinds_network", log_name="other.log", WORKER_NAME="other", **extra)
+    counter = redis.Redis.from_url(counting.url)
+    try:
+        wait_for(lambda: {"blocked", "other"} <= live_workers(r, keys), 60, "both workers")
+        r.xadd(keys.jobs, {"kind": "block_loop", "job_id": "sleeper", "attempts": "0"})
+        key = f"{prefix}network:runs"
+        wait_for(lambda: counter.hget(key, "sleeper"), 30, "the blocking job to start")
+        wait_for(lambda: settled(r, keys), 40, "the blocking job's outcome")
+        assert counter.hget(key, "sleeper") == b"1", "a blocked loop's job was taken and ran again"
+        log = Workers.log(blocked) if "event loop is blocked" in Workers.log(blocked) else Workers.log(other)
+        [line] = [line for line in log.splitlines() if "event loop is blocked" in line]
+        assert "kind block_loop job sleeper" in line, line
+        assert "The event loop ran again after" in log
+        assert "Reclaimed entry" not in Workers.log(blocked) + Workers.log(other)
+        print(f"\nblocked loop: {line.split('WARNING', 1)[-1].strip()[:160]}")
+    finally:
+        counter.close()

@@ -9,6 +9,7 @@
 | trim | 1 s | keeps ``jobs`` bounded without dropping undelivered or pending entries |
 | forget-consumers | 60 s | removes consumers of dead workers once they own nothing |
 | summary | 60 s | one log line: jobs processed per kind and outcome |
+| watchdog | 0.25 s | the loop's beat, which the watchdog thread watches (:mod:`worker.loop.watchdog`) |
 
 Each chore that acts on ``jobs`` or ``delayed`` does so in every partition;
 the heartbeat is the worker's, queue-wide. The chores see the loop only through
@@ -33,6 +34,7 @@ from worker.loop.episode import Episode
 from worker.loop.observe import Tally
 from worker.loop.partition_reader import PartitionReader
 from worker.loop.slots import Raw, Slots, Suspect
+from worker.loop.watchdog import BEAT_S, Watchdog
 from worker.settings import Settings
 from worker.store.consumers import forget_dead_consumers
 from worker.store.heartbeats import HEARTBEAT_INTERVAL_S, beat
@@ -74,6 +76,8 @@ class Upkeep:
         self.tally = tally
         self.episode = episode or Episode()
         self._side_tasks: set[asyncio.Task[None]] = set()
+        parts_keys = [part.keys for part in parts]
+        self.watchdog = Watchdog(redis_client, self.name, settings.reclaim_idle_ms, slots, parts_keys, stopping)
 
     def chores(self) -> list[Chore]:
         """The chores in the module docstring's table."""
@@ -86,6 +90,7 @@ class Upkeep:
             Chore("trim", 1.0, self.trim),
             Chore("forget-consumers", 60.0, self.forget_consumers),
             Chore("summary", SUMMARY_INTERVAL_S, self.summary),
+            Chore("watchdog", BEAT_S, self.watchdog.beat, jitter=0.0),
         ]
 
     async def promote_due(self) -> float:
