@@ -30,7 +30,6 @@ import functools
 import json
 import logging
 import random
-import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -49,6 +48,7 @@ from worker.store import wire
 from worker.store.failures import bounded_traceback, describe_error, now_iso
 from worker.store.keys import REPLAY_OUTCOME_TTL_S
 from worker.store.scripts import Scripts
+from worker.store.server_clock import CLOCK
 from worker.store.vocabulary import (
     OUTCOME_DEAD,
     OUTCOME_RETRIED,
@@ -189,7 +189,7 @@ class Outcomes:
         )
 
     async def _retry(self, job: Job, decision: Retry, error: str, of: str, duration_s: float) -> None:
-        run_at = time.time() + decision.delay_s
+        run_at = CLOCK.now() + decision.delay_s  # Redis's time: a wrong local clock runs no retry early
         fields = retry_member(
             job, decision.attempts, error=error, duration_s=duration_s, worker=self.name, at=now_iso()
         )

@@ -41,6 +41,7 @@ from worker.store.heartbeats import HEARTBEAT_INTERVAL_S, beat
 from worker.store.keys import GROUP, Keys
 from worker.store.reconnect import unless_lost
 from worker.store.scripts import Scripts
+from worker.store.server_clock import CLOCK
 
 log = logging.getLogger("worker")
 
@@ -94,7 +95,9 @@ class Upkeep:
         ]
 
     async def promote_due(self) -> float:
-        """Move due delayed jobs onto ``jobs`` in every partition; sleep until the next one is due (at most 1 s)."""
+        """Move due delayed jobs onto ``jobs`` in every partition; sleep until the next one is due (at most 1 s).
+        Due by Redis's clock, measured first (the first promotion may come before the first heartbeat)."""
+        await CLOCK.measure(self.redis)
         wake_s = 1.0
         for part in self.parts:
             wake_s = min(wake_s, await self.promote(part.scripts))
@@ -105,11 +108,11 @@ class Upkeep:
         its next one is due."""
         wake_s = 1.0
         for throttled, source in ((False, scripts.keys.delayed), (True, scripts.keys.throttled)):
-            while await scripts.promote(time.time(), 100, throttled=throttled) == 100:
+            while await scripts.promote(CLOCK.now(), 100, throttled=throttled) == 100:
                 pass
             head = await self.redis.zrange(source, 0, 0, withscores=True)
             if head:
-                wake_s = min(wake_s, max(0.01, float(head[0][1]) - time.time()))
+                wake_s = min(wake_s, max(0.01, float(head[0][1]) - CLOCK.now()))
         return wake_s
 
     def promote_soon(self, scripts: Scripts, delay_s: float) -> None:
@@ -183,7 +186,9 @@ class Upkeep:
                 await part.scripts.refresh_claims(self.name, old[part.index])
 
     async def heartbeat(self) -> None:
-        """Say this worker is alive (for health checks and consumer clean-up); prune the expired."""
+        """Say this worker is alive (for health checks and consumer clean-up); prune the expired. Measure the
+        offset from Redis's clock (:mod:`worker.store.server_clock`)."""
+        await CLOCK.measure(self.redis)
         pipe = self.redis.pipeline(transaction=False)
         beat(pipe, self.keys, self.name)
         await pipe.execute()

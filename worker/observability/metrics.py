@@ -50,7 +50,8 @@ on (label ``queue``): counters ``<ns>_archive_archived_total`` and
 ``<ns>_archive_errors_total``. Gauge ``<ns>_outcomes_waiting``: decided
 outcomes the worker keeps while Redis refuses their move; counter
 ``<ns>_settles_stale_total``: settles dropped by the fence (the entry was
-another worker's by then).
+another worker's by then). Gauge ``<ns>_clock_offset_seconds``: Redis's clock
+minus this worker's.
 
 Plus prometheus_client's ``process_*`` series (CPU, memory, start time).
 """
@@ -80,6 +81,7 @@ from worker.settings import Settings
 from worker.store.keys import Keys
 from worker.store.partitions import partition_keys
 from worker.store.reconnect import unless_lost
+from worker.store.server_clock import CLOCK
 from worker.store.vocabulary import OUTCOME_DEAD, OUTCOME_RETRIED, OUTCOME_SUCCEEDED, REASONS, REASONS_AFTER_A_RUN
 
 if TYPE_CHECKING:
@@ -312,6 +314,13 @@ class Metrics:
             registry=self.registry,
         )
         self.outcomes_waiting.labels(self.queue).set(0)
+        self.clock_offset = Gauge(
+            f"{ns}_clock_offset_seconds",
+            "Redis's clock minus this worker's, as last measured (TIME at each heartbeat); past 2 s it is logged.",
+            ["queue"],
+            registry=self.registry,
+        )
+        self.clock_offset.labels(self.queue).set_function(lambda: CLOCK.offset_s)
         started = time.time()
         for schedule in registry.schedules.values():
             self.interval.labels(self.queue, schedule.name, schedule.kind).set(
