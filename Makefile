@@ -12,7 +12,8 @@ export UV_PROJECT_ENVIRONMENT := $(VENV)
 export UV_COMPILE_BYTECODE := 1
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: run test lint typecheck bench profile lab clean venv container-test compose-test chromium audit fault-episode-60
+.PHONY: run test lint typecheck bench profile lab clean venv container-test compose-test chromium audit fault-episode-60 \
+	test-redis-floor fault-network-90 faketime
 
 $(UV):
 	$(PYTHON) -m venv .tools
@@ -99,5 +100,23 @@ compose-test: venv
 fault-episode-60: venv
 	REFUSAL_EPISODE_S=60 $(PY) -m pytest -q -s tests/faults/test_redis_refuses.py -k "full_redis or snapshot"
 
+# The core queue tests and the network faults again at the lowest redis-py that pyproject.toml allows, in a venv of
+# its own (.venv-floor: the locked packages, but that redis); .ci/run runs it after `make test` (about 2 minutes;
+# the whole of tests/queue there took 7 minutes on a loaded 2-core machine: FLOOR_TESTS=tests/queue for it).
+FLOOR_TESTS ?= tests/queue/test_worker.py tests/queue/test_moves.py tests/queue/test_fence.py \
+	tests/queue/test_enqueue.py tests/queue/test_reconnect.py tests/queue/test_refusals.py tests/faults/test_network.py
+REDIS_FLOOR := $(shell sed -n 's/.*"redis>=\([0-9.]*\)".*/\1/p' pyproject.toml)
+test-redis-floor: | $(UV)
+	$(UV) venv --quiet --allow-existing .venv-floor --python $(PYTHON)
+	$(UV) export --quiet --frozen --all-extras --no-hashes --no-emit-project | grep -v '^redis==' > .venv-floor/requirements.txt
+	$(UV) pip install --quiet --python .venv-floor/bin/python -r .venv-floor/requirements.txt "redis==$(REDIS_FLOOR)"
+	.venv-floor/bin/python -c 'import redis; assert redis.__version__ == "$(REDIS_FLOOR)", redis.__version__'
+	.venv-floor/bin/python -m pytest -q -p no:cacheprovider $(FLOOR_TESTS)
+
+# The network fault episode of docs/reliability.md: resets every 0.5-3 s for 90 s with two workers (about 2
+# minutes); `make test` runs it for 12 s.
+fault-network-90: venv
+	NETWORK_EPISODE_S=90 $(PY) -m pytest -q -s tests/faults/test_network.py -k resets
+
 clean:
-	rm -rf $(VENV) .tools .data
+	rm -rf $(VENV) .venv-floor .tools .data
