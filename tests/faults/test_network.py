@@ -41,6 +41,7 @@ import redis
 from tests.faults.helpers import archived
 from tests.faults.helpers_proxy import Proxy
 from tests.faults.test_redis_refuses import DESIGN, assert_designed, runs, settled
+from tests.faults.test_redis_refuses import counting as counting  # the fixture, shared
 from tests.helpers import Workers, wait_for
 from worker.archive.table import migrate_url
 from worker.cli.stop_deadline import STOP_EXTRA_S
@@ -62,14 +63,6 @@ LOST = re.compile(r"Lost the connection to Redis|lost its connection")
 def server(tmp_path: Path) -> Iterator[EmbeddedServer]:
     """The queue's Redis, private to the test (the proxy stands before it)."""
     started = start_redis(tmp_path / "queue")
-    yield started
-    started.stop()
-
-
-@pytest.fixture
-def counting(tmp_path: Path) -> Iterator[EmbeddedServer]:
-    """The server the handlers count their runs on (never behind the proxy)."""
-    started = start_redis(tmp_path / "counting")
     yield started
     started.stop()
 
@@ -137,15 +130,30 @@ def make_group(client: redis.Redis, keys: Keys) -> None:
     client.xgroup_create(keys.jobs, GROUP, id="0", mkstream=True)
 
 
-def test_resets_at_random_kill_no_worker_and_drop_no_outcome(
+@contextlib.contextmanager
+def behind_proxy(
     server: EmbeddedServer, counting: EmbeddedServer, proxy: Proxy, prefix: str, tmp_path: Path
-) -> None:
+) -> Iterator[tuple[redis.Redis, redis.Redis, Keys, Workers]]:
+    """The queue's client and the counter (both straight to their servers), the keys with the group made, and
+    a pool of workers whose Redis is the proxy; everything closed and stopped after."""
     client = redis.Redis.from_url(server.url)
     counter = redis.Redis.from_url(counting.url)
     keys = Keys(prefix)
     make_group(client, keys)
     workers = Workers(proxy.url, prefix, tmp_path)
     try:
+        yield client, counter, keys, workers
+    finally:
+        proxy.thaw()
+        workers.stop_all()
+        client.close()
+        counter.close()
+
+
+def test_resets_at_random_kill_no_worker_and_drop_no_outcome(
+    server: EmbeddedServer, counting: EmbeddedServer, proxy: Proxy, prefix: str, tmp_path: Path
+) -> None:
+    with behind_proxy(server, counting, proxy, prefix, tmp_path) as (client, counter, keys, workers):
         procs = start_workers(workers, 2, counting)
         rng = random.Random(28)
         resets: list[float] = []
@@ -188,10 +196,6 @@ def test_resets_at_random_kill_no_worker_and_drop_no_outcome(
             proc.send_signal(signal.SIGTERM)
         for proc in procs:
             assert proc.wait(GRACE_S + 10) == 0, Workers.log(proc)
-    finally:
-        workers.stop_all()
-        client.close()
-        counter.close()
 
 
 def line_at(proc: subprocess.Popen[str], pattern: re.Pattern[str], timeout_s: float) -> float:
@@ -209,12 +213,7 @@ def line_at(proc: subprocess.Popen[str], pattern: re.Pattern[str], timeout_s: fl
 def test_a_half_open_freeze_is_seen_within_10_s_and_new_jobs_run_after(
     server: EmbeddedServer, counting: EmbeddedServer, proxy: Proxy, prefix: str, tmp_path: Path
 ) -> None:
-    client = redis.Redis.from_url(server.url)
-    counter = redis.Redis.from_url(counting.url)
-    keys = Keys(prefix)
-    make_group(client, keys)
-    workers = Workers(proxy.url, prefix, tmp_path)
-    try:
+    with behind_proxy(server, counting, proxy, prefix, tmp_path) as (client, counter, keys, workers):
         [proc] = start_workers(workers, 1, counting)
         client.xadd(keys.jobs, {"kind": "succeed", "job_id": "before", "attempts": "0"})
         wait_for(lambda: runs(counter, prefix).get("before") == 1 and settled(client, keys), 30, "the first job")
@@ -236,11 +235,6 @@ def test_a_half_open_freeze_is_seen_within_10_s_and_new_jobs_run_after(
         proc.wait(GRACE_S + 15)
         print(f"SIGTERM while frozen: exited {proc.returncode} after {time.monotonic() - sent:.1f} s")
         assert time.monotonic() - sent < GRACE_S + 10
-    finally:
-        proxy.thaw()
-        workers.stop_all()
-        client.close()
-        counter.close()
 
 
 def test_sigterm_exits_within_the_grace_with_postgresql_frozen(
@@ -296,10 +290,10 @@ def test_a_loop_blocked_10_s_keeps_its_job_and_is_named_in_the_log(
         wait_for(lambda: counter.hget(key, "sleeper"), 30, "the blocking job to start")
         wait_for(lambda: settled(r, keys), 40, "the blocking job's outcome")
         assert counter.hget(key, "sleeper") == b"1", "a blocked loop's job was taken and ran again"
-        log = Workers.log(blocked) if "event loop is blocked" in Workers.log(blocked) else Workers.log(other)
-        [line] = [line for line in log.splitlines() if "event loop is blocked" in line]
+        ran = next(p for p in (blocked, other) if "event loop is blocked" in Workers.log(p))
+        wait_for(lambda: "The event loop ran again after" in Workers.log(ran), 10, "the watchdog's end line")
+        [line] = [line for line in Workers.log(ran).splitlines() if "event loop is blocked" in line]
         assert "kind block_loop job sleeper" in line, line
-        assert "The event loop ran again after" in log
         assert "Reclaimed entry" not in Workers.log(blocked) + Workers.log(other)
         print(f"\nblocked loop: {line.split('WARNING', 1)[-1].strip()[:160]}")
     finally:

@@ -74,23 +74,22 @@ def owner(r: redis.Redis, keys: Keys, entry_id: str) -> bytes | None:
     return found[0]["consumer"] if found else None
 
 
-async def taken_over(r: redis.Redis, keys: Keys, client: aioredis.Redis, kind: str) -> tuple[Consumer, str]:
-    """A read ``kind``'s new entry as worker A; B's reclaim then took it over."""
+async def taken_over(r: redis.Redis, keys: Keys, client: aioredis.Redis, kind: str) -> tuple[Consumer, wire.Job]:
+    """A read ``kind``'s new entry (the job returned) as worker A; B's reclaim then took it over."""
     r.xgroup_create(keys.jobs, GROUP, id="0", mkstream=True)
     entry_id = r.xadd(keys.jobs, {"kind": kind, "job_id": f"{kind}-1", "attempts": "0"}).decode()
     a = Consumer(client, keys, "worker-a")
-    await a.take(entry_id, r)
+    job = await a.take(entry_id, r)
     r.xclaim(keys.jobs, GROUP, "worker-b", 0, [entry_id], justid=True)
-    return a, entry_id
+    return a, job
 
 
 def test_a_stale_batched_ack_changes_nothing_and_is_counted_once(
     redis_url: str, r: redis.Redis, keys: Keys, caplog: pytest.LogCaptureFixture
 ) -> None:
     async def scenario(client: aioredis.Redis) -> None:
-        a, entry_id = await taken_over(r, keys, client, "flaky")
-        job = wire.parse_entry(entry_id, r.xrange(keys.jobs)[0][1], REGISTRY, 1 << 20, 1 << 20)
-        assert isinstance(job, wire.Job)
+        a, job = await taken_over(r, keys, client, "flaky")
+        entry_id = job.entry_id
         a.outcomes.succeeded(job, 0.01)
         with caplog.at_level(logging.WARNING, logger="worker"):
             assert await a.reader.read(10, block=False) == []  # the ack rides with this read (the hot path)
@@ -127,9 +126,8 @@ def test_an_ack_batch_lands_for_the_entries_still_ours(redis_url: str, r: redis.
 
 def test_a_stale_alone_ack_changes_nothing(redis_url: str, r: redis.Redis, keys: Keys) -> None:
     async def scenario(client: aioredis.Redis) -> None:
-        a, entry_id = await taken_over(r, keys, client, "flaky")
-        job = wire.parse_entry(entry_id, r.xrange(keys.jobs)[0][1], REGISTRY, 1 << 20, 1 << 20)
-        assert isinstance(job, wire.Job)
+        a, job = await taken_over(r, keys, client, "flaky")
+        entry_id = job.entry_id
         a.outcomes.succeeded(job, 0.01)
         await a.outcomes.flush_kept(entry_id)  # an entry run alone is acknowledged at once
         assert owner(r, keys, entry_id) == b"worker-b" and a.outcomes.stale.count == 1
@@ -139,9 +137,8 @@ def test_a_stale_alone_ack_changes_nothing(redis_url: str, r: redis.Redis, keys:
 
 def test_a_stale_retry_adds_no_delayed_member(redis_url: str, r: redis.Redis, keys: Keys) -> None:
     async def scenario(client: aioredis.Redis) -> None:
-        a, entry_id = await taken_over(r, keys, client, "flaky")
-        job = wire.parse_entry(entry_id, r.xrange(keys.jobs)[0][1], REGISTRY, 1 << 20, 1 << 20)
-        assert isinstance(job, wire.Job)
+        a, job = await taken_over(r, keys, client, "flaky")
+        entry_id = job.entry_id
         await a.outcomes.failed(REGISTRY.kinds["flaky"], job, ValueError("down"), 0.01)
         assert r.zcard(keys.delayed) == 0, "a stale retry would run the job a third time"
         assert owner(r, keys, entry_id) == b"worker-b" and a.outcomes.stale.count == 1
@@ -151,9 +148,8 @@ def test_a_stale_retry_adds_no_delayed_member(redis_url: str, r: redis.Redis, ke
 
 def test_a_stale_dead_letter_adds_no_dead_entry(redis_url: str, r: redis.Redis, keys: Keys) -> None:
     async def scenario(client: aioredis.Redis) -> None:
-        a, entry_id = await taken_over(r, keys, client, "doomed")
-        job = wire.parse_entry(entry_id, r.xrange(keys.jobs)[0][1], REGISTRY, 1 << 20, 1 << 20)
-        assert isinstance(job, wire.Job)
+        a, job = await taken_over(r, keys, client, "doomed")
+        entry_id = job.entry_id
         await a.outcomes.failed(REGISTRY.kinds["doomed"], job, ValueError("down"), 0.01)
         assert r.xlen(keys.dead) == 0, "a stale dead letter would stay in jobs:dead after B completed the job"
         assert owner(r, keys, entry_id) == b"worker-b" and a.outcomes.stale.count == 1
