@@ -30,7 +30,7 @@ run: venv
 
 # The tests, then the analysts' notebooks, each against a fresh demo night with its outputs
 # compared by nbval (the panel notebook is run by the browser test instead).
-test: venv chromium
+test: venv chromium faketime
 	$(VENV)/bin/lint-imports --no-cache
 	$(PY) -m pytest -q
 	$(PY) -m pytest -q -p tests.notebooks.nbval_stack --nbval --nbval-current-env \
@@ -42,6 +42,13 @@ chromium:
 	@[ -x /usr/bin/chromium ] || [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null || \
 		{ apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium >/dev/null; } || \
 		echo "could not install chromium: the panel's browser test will skip"
+
+# Debian's faketime (libfaketime) for the skewed-clock tests, where this can install it (root with apt-get);
+# elsewhere those tests skip and say why.
+faketime:
+	@ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1 || [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null || \
+		{ apt-get update -qq && apt-get install -y -qq --no-install-recommends faketime >/dev/null; } || \
+		echo "could not install faketime: the skewed-clock tests will skip"
 
 # JupyterLab on notebooks/, against the stack `make run` started (opslib finds it: no URL to type).
 lab: venv
