@@ -100,12 +100,11 @@ def test_the_proxy_resets_freezes_and_passes_again(proxy: Proxy) -> None:
 
 
 def enqueue_design(client: redis.Redis, keys: Keys, deadline_s: float | None) -> dict[str, str]:
-    """The design's jobs (job ids ``<kind>-j<n>``) interleaved; spread over ``deadline_s`` at about
-    ``RATE_PER_S`` a second when given, else all at once. Job id -> kind."""
-    order = [(kind, n) for kind, (count, _runs) in DESIGN.items() for n in range(count)]
-    order.sort(key=lambda pair: (pair[1] % 7, pair[1], pair[0]))
-    if deadline_s is not None:
-        order = order[: int(RATE_PER_S * deadline_s)]
+    """The design's kinds 3:3:1 (job ids ``<kind>-j<n>``), interleaved: ``RATE_PER_S`` a second over
+    ``deadline_s`` when given, else the design's 700 at once. Job id -> kind."""
+    mix = ["succeed", "fail_once"] * 3 + ["always_fail"]
+    total = int(RATE_PER_S * deadline_s) if deadline_s is not None else sum(count for count, _ in DESIGN.values())
+    order = [(mix[n % len(mix)], n) for n in range(total)]
     kinds: dict[str, str] = {}
     started = time.monotonic()
     for index, (kind, n) in enumerate(order):
