@@ -73,13 +73,23 @@ FROM (
 
 
 @contextmanager
-def archive_schema(database_url: str) -> Iterator[str]:
-    """A schema of the benchmark's own holding ``ROWS`` archived dead letters; yields its URL, drops it after."""
+def own_schema(database_url: str) -> Iterator[str]:
+    """A new schema of the benchmark's own; yields a URL whose search path it is, drops it after."""
     schema = f"bench_{uuid.uuid4().hex[:8]}"
     url = f"{database_url}{'&' if '?' in database_url else '?'}options=-csearch_path%3D{schema}"
     with psycopg.connect(database_url, autocommit=True) as conn:
         conn.execute(f'CREATE SCHEMA "{schema}"')
     try:
+        yield url
+    finally:
+        with psycopg.connect(database_url, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+@contextmanager
+def archive_schema(database_url: str) -> Iterator[str]:
+    """A schema of the benchmark's own holding ``ROWS`` archived dead letters; yields its URL, drops it after."""
+    with own_schema(database_url) as url:
         with psycopg.connect(url, autocommit=True) as conn:
             migrate(conn)
             started = time.perf_counter()
@@ -96,9 +106,6 @@ def archive_schema(database_url: str) -> Iterator[str]:
             size = conn.execute("SELECT pg_size_pretty(pg_total_relation_size('dead_letters'))").fetchone()
             print(f"archived {ROWS:,} rows in {time.perf_counter() - started:.1f} s ({size[0] if size else '?'})")
         yield url
-    finally:
-        with psycopg.connect(database_url, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
 
 
 def measure_archive_reads(

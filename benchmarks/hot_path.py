@@ -9,7 +9,7 @@ Hands batches of 8 prebuilt entries (the fields ``enqueue`` writes) to
 the next batch, on uvloop; the acknowledgements gathered are dropped, never
 sent. What a job costs here is what the loop pays for it in CPU beyond the
 read and the acknowledgement's round trip: the figure to cut when tuning
-``run_entry``, the parse, the observers and the outcome's bookkeeping.
+:meth:`Executor.run`, the parse, the observers and the outcome's bookkeeping.
 ``--metrics`` adds the metrics observer (``METRICS_PORT`` set), ``--flow`` the
 flow counters' (on unless ``FLOW_RETENTION=0``). ``--flow-cost`` runs without
 and with the flow counters in turn (``make bench`` does) and prints both and
@@ -69,7 +69,7 @@ async def one_run(jobs: int, metrics: bool, flow: bool = False, tracing: bool = 
     job_kind("noop", registry=registry)(noop)
     settings = Settings.from_env({"WORKER_NAME": "hot-path", "ARCHIVE_URL": "off"})
     client = aioredis.Redis()  # never connects
-    observers: list[JobCollector | FlowCounter] = [JobCollector("")] if metrics else []
+    observers: list[JobCollector | FlowCounter] = [JobCollector("", "bench")] if metrics else []
     if flow:
         observers.append(FlowCounter(client, Keys(), registry.kinds, retention_days=8))
     worker = Worker(client, settings, registry, observers=observers)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import secrets
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -34,6 +35,7 @@ from opslib.checks import check_kind, parse_since
 from opslib.columns import COUNT, TEXT, TIME, typed_frame
 from opslib.connection import archive_url, connect_postgres, pg_session, readable_archive_url, redis_session
 from opslib.errors import OpslibError
+from opslib.operator import Operator
 from worker.archive.actions_table import ACTIONS_TABLE
 from worker.store.keys import Keys
 from worker.store.wire import text
@@ -56,18 +58,20 @@ INSERT = (
 )
 
 
-def record_action(
-    client: Any,
-    keys: Keys,
-    action: str,
-    *,
-    by: str,
-    kind: str = "",
-    entries: int = 0,
-    reason: str | None = None,
-    batch: str = "",
-    detail: dict[str, Any] | None = None,
-) -> None:
+@dataclass(frozen=True)
+class Action:
+    """One move, as the operators' actions record it: what (``action``), who and why (``operator``), on
+    which kind (``""``: mixed or none), how many entries it moved, its batch and any ``detail``."""
+
+    action: str
+    operator: Operator
+    kind: str = ""
+    entries: int = 0
+    batch: str = ""
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+def record_action(client: Any, keys: Keys, done: Action) -> None:
     """Write one action's record: to PostgreSQL, or to Redis's ``actions:log`` while PostgreSQL is away.
 
     Called after the move succeeded, so it never raises for PostgreSQL's sake.
@@ -75,13 +79,13 @@ def record_action(
     record = {
         "id": f"{datetime.now(UTC):%Y%m%dT%H%M%S.%fZ}-{secrets.token_hex(4)}",
         "at": datetime.now(UTC).isoformat(),
-        "by": by,
-        "action": action,
-        "kind": kind,
-        "entries": str(entries),
-        "reason": reason or "",
-        "batch": batch,
-        "detail": json.dumps(detail or {}, sort_keys=True),
+        "by": done.operator.by,
+        "action": done.action,
+        "kind": done.kind,
+        "entries": str(done.entries),
+        "reason": done.operator.reason or "",
+        "batch": done.batch,
+        "detail": json.dumps(done.detail, sort_keys=True),
     }
     try:
         url = archive_url()

@@ -67,8 +67,10 @@ from opslib.archive_frames import (
 from opslib.checks import check_kind, check_limit, check_window
 from opslib.connection import pg_session, queue_keys, readable_archive_url
 from opslib.errors import OpslibError
+from opslib.export import ArchiveSources, merged, with_exported
 from opslib.moves.archived import apply_pending_log
 from opslib.search import ARCHIVE_SEARCH, check_search
+from opslib.session import with_servers
 from opslib.signatures import check_signature
 from worker.archive.table import OUTCOME_SUCCEEDED, STATUS_DEAD, STATUS_DISCARDED, STATUS_REPLAYED, TABLE
 
@@ -117,6 +119,8 @@ def where_clause(
     return " AND ".join(conditions), params
 
 
+@with_servers
+@with_exported
 def archive(
     kind: str | None = None,
     *,
@@ -126,9 +130,7 @@ def archive(
     signature: str | None = None,
     search: str | None = None,
     limit: int | None = None,
-    conn: Any = None,
-    prefix: str | None = None,
-    client: Any = None,
+    servers: ArchiveSources,
 ) -> pd.DataFrame:
     """Every archived dead letter, oldest first, with what became of it (columns in the module docstring).
 
@@ -140,7 +142,8 @@ def archive(
     traceback, ids or payload contain the text (any case); ``limit`` keeps
     the most recent ``limit`` of what is left. The moves not yet in the rows
     (``jobs:dead:log``) are applied first, so a replay or discard just made shows at once
-    (``client=``: the Redis to read it from).
+    (``client=``: the Redis to read it from; ``conn=``, ``prefix=``: :mod:`opslib.session`);
+    ``include_exported``: a folder of ``python -m opslib export``, read too (:mod:`opslib.export`).
 
     >>> opslib.archive("send_email", since=pd.Timedelta("7D"), status="dead").groupby("signature").size()
     """
@@ -152,8 +155,9 @@ def archive(
         check_signature(signature)
     if kind is not None:
         check_kind(kind, [kind])  # a non-empty string; the name is checked when nothing matches it
-    apply_pending_log(conn, client=client, prefix=prefix)  # read your own writes: the moves just made are in the rows
-    queue = queue_keys(prefix).prefix
+    conn = servers.conn
+    apply_pending_log(conn, client=servers.client, prefix=servers.prefix)  # read your own writes: the moves just made
+    queue = queue_keys(servers.prefix).prefix
     where, params = where_clause(queue, kind, died_from=start, died_before=end)
     if wanted is not None:
         where += " AND status = %(status)s"
@@ -171,6 +175,8 @@ def archive(
         f"ORDER BY dead_at DESC, length(dead_id) DESC, dead_id DESC{' LIMIT %(limit)s' if last else ''}"
     )
     rows = read_archive(conn, query, {**params, "limit": last})
+    if servers.exported is not None:
+        return archive_to_frame(merged(rows, servers.exported, queue, {**params, "kind": kind}, last))
     if kind is not None and not rows:
         check_kind(kind, [], lambda: archive_kinds(conn, queue), holder="the archive holds")
     return archive_to_frame(reversed(rows))

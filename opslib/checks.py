@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from opslib.bounded import Scan, stream_entries, zset_members
 from opslib.display import check_tz, display_tz, local_time
 from opslib.errors import OpslibError, UnknownKind
 from worker.store.keys import Keys
@@ -35,15 +36,16 @@ def queue_kinds(client: Any, parts: Iterable[Keys]) -> set[str]:
     opslib never imports an application's kind modules (a notebook kernel
     would import its handlers and their clients to check a string), so a kind
     name is checked against the queue itself. Read only when a name is not
-    among the rows already at hand: an error path, where reading whole
-    structures is acceptable.
+    among the rows already at hand: an error path, which reads the first
+    :data:`opslib.bounded.CAP` entries of each structure in pages, never a whole
+    backlog in one command.
     """
     found: set[str] = set()
     for keys in parts:
         for stream in (keys.jobs, keys.dead):
-            for _entry_id, fields in client.xrange(stream, "-", "+"):
+            for _entry_id, fields in stream_entries(client, stream, Scan(stream)):
                 found.add(text(fields.get(b"kind", b"")))
-        for member in client.zrange(keys.delayed, 0, -1):
+        for member in zset_members(client, keys.delayed, Scan(keys.delayed)):
             try:
                 found.add(str(json.loads(member).get("kind", "")))
             except (ValueError, AttributeError):

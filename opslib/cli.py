@@ -55,27 +55,21 @@ from typing import TextIO
 import pandas as pd
 
 from opslib import incident_cli
+from opslib.cli_moves import confirm_and_move, delayed_move, discard_move, replay_move
 from opslib.cli_reads import add_read_commands, echo_window, run_read
-from opslib.display import frame_text, plural
+from opslib.display import frame_text
 from opslib.errors import OpslibError, UnknownKind
-from opslib.moves.delayed_jobs import MISSING, cancel_delayed, run_now
-from opslib.moves.discard import discard, discard_kind
-from opslib.moves.replay import replay, replay_kind, replay_status
-from opslib.queries import dead_letters, delayed, pending, queue_stats
+from opslib.moves.replay import replay_status
+from opslib.queries import delayed, pending, queue_stats
 from opslib.runbook import DEFAULT_OUT, RunbookFailed, run_runbook
 from opslib.show import show
 from worker.store.vocabulary import (
-    DISCARD_DISCARDED,
-    DISCARD_WOULD_DISCARD,
-    REPLAY_MISSING,
-    REPLAY_REPLAYED,
-    REPLAY_WOULD_REPLAY,
     STATUS_SUCCEEDED,
 )
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NOT_CONFIRMED = 0, 1, 2, 3
-SHOWN = 20
-"""A replay lists at most this many of the entries it will take before asking."""
+#: The commands that move entries, through one confirm-and-report path (:mod:`opslib.cli_moves`).
+MOVES = ("replay", "discard", "run-now", "cancel")
 EXIT_CODES = """exit codes:
   0  done (ids already gone are listed as missing, not an error)
   1  opslib could not do it: server unreachable, permission refused, unknown kind,
@@ -145,135 +139,17 @@ def table(frame: pd.DataFrame, out: TextIO) -> None:
     print(frame_text(frame), file=out)
 
 
-def confirmed(question: str, args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO) -> bool:
-    """``--yes``, or a "y" typed on a terminal; says why not on ``err`` / ``out`` otherwise."""
-    if args.yes:
-        return True
-    if not stdin.isatty():
-        verb = question.split()[0].lower()
-        print(f"error: not done: no terminal to confirm on; add --yes to {verb} without asking", file=err)
-        return False
-    print(f"{question} [y/N] ", end="", file=out, flush=True)
-    if stdin.readline().strip().lower() in ("y", "yes"):
-        return True
-    print("not done", file=out)
-    return False
-
-
-def cmd_replay(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO) -> int:
-    def run(dry_run: bool) -> pd.DataFrame:
-        if args.kind:
-            return replay_kind(
-                args.kind,
-                signature=args.signature,
-                error_contains=args.error_contains,
-                since=args.since,
-                dry_run=dry_run,
-            )
-        return replay(args.ids, dry_run=dry_run)
-
-    taken = show_plan("replay", REPLAY_WOULD_REPLAY, run(dry_run=True), out)
-    if args.dry_run or taken.empty:
-        return EXIT_OK
-    if not confirmed(f"Replay {plural(len(taken), 'dead letter')}?", args, out, err, stdin):
-        return EXIT_NOT_CONFIRMED
-    done = replay(taken, reason=args.reason, by=args.by)
-    counts = done["status"].value_counts()
-    batch = done.attrs["batch"]
-    print(
-        f"replayed {counts.get(REPLAY_REPLAYED, 0)}, missing {counts.get(REPLAY_MISSING, 0)} "
-        f"(taken by someone else since); batch {batch}",
-        file=out,
-    )
-    print(f"follow it with: python -m opslib status {batch} --wait 60", file=out)
-    return EXIT_OK
-
-
-def cmd_discard(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO) -> int:
-    def run(dry_run: bool) -> pd.DataFrame:
-        if args.kind:
-            return discard_kind(
-                args.kind,
-                reason=args.reason,
-                signature=args.signature,
-                error_contains=args.error_contains,
-                since=args.since,
-                by=args.by,
-                dry_run=dry_run,
-            )
-        return discard(args.ids, reason=args.reason, by=args.by, dry_run=dry_run)
-
-    taken = show_plan("discard", DISCARD_WOULD_DISCARD, run(dry_run=True), out)
-    if args.dry_run or taken.empty:
-        return EXIT_OK
-    if not confirmed(f"Discard {plural(len(taken), 'dead letter')}?", args, out, err, stdin):
-        return EXIT_NOT_CONFIRMED
-    done = discard(taken["dead_id"], reason=args.reason, by=args.by)
-    counts = done["status"].value_counts()
-    print(
-        f"discarded {counts.get(DISCARD_DISCARDED, 0)}, missing {counts.get(REPLAY_MISSING, 0)} "
-        "(taken by someone else since); "
-        f"batch {done.attrs['batch']}",
-        file=out,
-    )
-    return EXIT_OK
-
-
-def not_in(count: int) -> str:
-    """``1 id is not in`` / ``2 ids are not in``."""
-    return f"{plural(count, 'id')} {'is' if count == 1 else 'are'} not in"
-
-
-def show_plan(verb: str, would: str, plan: pd.DataFrame, out: TextIO) -> pd.DataFrame:
-    """Print what a replay or discard would take (its dry run's rows with status ``would``); return those rows."""
-    taken = plan[plan["status"] == would]
-    gone = plan[plan["status"] == REPLAY_MISSING]
-    missing = f"; {not_in(len(gone))} jobs:dead nor dead in the archive (taken already)" if len(gone) else ""
-    print(f"would {verb} {plural(len(taken), 'dead letter')}{missing}", file=out)
-    shown = taken["dead_id"].head(SHOWN).tolist()
-    dead = dead_letters() if shown else pd.DataFrame()
-    for dead_id in shown:
-        about = f"  {dead.at[dead_id, 'kind']}  {dead.at[dead_id, 'error'][:90]}" if dead_id in dead.index else ""
-        print(f"  {dead_id}{about}", file=out)
-    if len(taken) > SHOWN:
-        print(f"  ... and {len(taken) - SHOWN} more", file=out)
-    return taken
-
-
 def cmd_move(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO) -> int:
-    """``run-now`` and ``cancel``: the dry run, the question, then the move."""
-    cancel = args.command == "cancel"
-
-    def run(dry_run: bool) -> pd.DataFrame:
-        if cancel:
-            return cancel_delayed(args.job_ids, reason=args.reason, dry_run=dry_run)
-        return run_now(args.job_ids, dry_run=dry_run)
-
-    plan = run(dry_run=True)
-    taken = plan[plan["status"] != MISSING]
-    gone = plan[plan["status"] == MISSING]
-    verb = "cancel" if cancel else "run now"
-    missing = f"; {not_in(len(gone))} delayed (promoted, run or cancelled already)" if len(gone) else ""
-    print(f"would {verb} {plural(len(taken), 'delayed job')}{missing}", file=out)
-    later = delayed() if len(taken) else pd.DataFrame()
-    shown = later[later["job_id"].isin(taken["job_id"])].head(SHOWN) if len(taken) else later
-    if len(shown):
-        print(frame_text(shown[["run_at", "kind", "job_id", "attempts"]], index=False), file=out)
-    if len(taken) > SHOWN:
-        print(f"  ... and {len(taken) - SHOWN} more", file=out)
-    if args.dry_run or taken.empty:
-        return EXIT_OK
-    question = f"{'Cancel' if cancel else 'Run'} {len(taken)} delayed jobs{'' if cancel else ' now'}?"
-    if not confirmed(question, args, out, err, stdin):
+    """``replay``, ``discard``, ``run-now`` and ``cancel``: the dry run, the question, the move, the report."""
+    if args.command in ("replay", "discard"):
+        move = replay_move(args) if args.command == "replay" else discard_move(args)
+    else:
+        move = delayed_move(args)
+    done = confirm_and_move(move, args, out, err, stdin)
+    if done is None:
         return EXIT_NOT_CONFIRMED
-    done = run(dry_run=False)
-    counts = done["status"].value_counts()
-    did = "cancelled" if cancel else "queued"
-    print(
-        f"{did} {counts.get(did, 0)}, missing {counts.get(MISSING, 0)} (taken by a worker or someone else since); "
-        f"batch {done.attrs['batch']}",
-        file=out,
-    )
+    if args.command == "replay" and len(done):
+        print(f"follow it with: python -m opslib status {done.attrs['batch']} --wait 60", file=out)
     return EXIT_OK
 
 
@@ -324,10 +200,8 @@ def main(argv: Sequence[str] | None = None, *, stdin: TextIO | None = None) -> i
             return read
         if args.command == "pending":
             table(pending(args.kind), out)
-        elif args.command == "replay":
-            return cmd_replay(args, out, err, stdin or sys.stdin)
-        elif args.command == "discard":
-            return cmd_discard(args, out, err, stdin or sys.stdin)
+        elif args.command in MOVES:
+            return cmd_move(args, out, err, stdin or sys.stdin)
         elif args.command == "show":
             print(show(args.dead_id), file=out)
         elif args.command == "delayed":
@@ -336,8 +210,6 @@ def main(argv: Sequence[str] | None = None, *, stdin: TextIO | None = None) -> i
             return incident_cli.run(args, out)
         elif args.command == "runbook":
             return cmd_runbook(args, out, err)
-        elif args.command in ("run-now", "cancel"):
-            return cmd_move(args, out, err, stdin or sys.stdin)
         elif args.command == "status":
             frame = replay_status(args.batch, wait_s=args.wait)
             print(frame["status"].value_counts().to_string(), file=out)

@@ -1,5 +1,5 @@
 """The read commands of ``python -m opslib``: dead letters, failure groups, the archive, its history, the flow,
-and where a job is (:mod:`opslib.cli` holds the rest and the dispatch).
+and where a job is, and a month of the archive exported (:mod:`opslib.cli` holds the rest and the dispatch).
 
 Each table command prints a table for a person, or every column with
 ``--csv`` / ``--json`` (one JSON object per line). A time typed after
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from pathlib import Path
 from typing import TextIO
 
 import pandas as pd
@@ -19,6 +20,7 @@ import pandas as pd
 from opslib.archive import archive, history
 from opslib.checks import parse_since
 from opslib.display import as_typed, duration, frame_text, local_time
+from opslib.export import export_month
 from opslib.find import DEAD, DELAYED, RUNNING, find
 from opslib.flow import throughput
 from opslib.queries import dead_letters, failure_groups
@@ -61,7 +63,11 @@ def add_read_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     stored.add_argument("--signature", help="only this failure group")
     stored.add_argument("--search", help="only rows whose id, error, traceback, ids or payload contain this text")
     stored.add_argument("--limit", type=int, help="only the most recent N")
+    stored.add_argument("--include-exported", metavar="DIR", help="also the months exported to DIR (`export`)")
     add_format(stored)
+    month = sub.add_parser("export", help="one month of the archive to Parquet, with a manifest, verified")
+    month.add_argument("--month", required=True, help="YYYY-MM, a UTC month of dead_at")
+    month.add_argument("--out", required=True, type=Path, help="the folder to write the file and its manifest into")
     past = sub.add_parser("history", help="dead letters died, replayed, discarded per period and kind (archive)")
     past.add_argument("--kind")
     add_window(past, "24h")
@@ -120,8 +126,19 @@ def cmd_archive(args: argparse.Namespace, out: TextIO) -> int:
         signature=args.signature,
         search=args.search,
         limit=args.limit,
+        include_exported=args.include_exported,
     )
     return emit(frame, args, out, ARCHIVE_SUMMARY)
+
+
+def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
+    manifest = export_month(args.month, args.out)
+    print(
+        f"exported {manifest['rows']:,} rows of {args.month} to {args.out / manifest['file']}, verified "
+        f"(sha256 {manifest['sha256'][:16]}...)",
+        file=out,
+    )
+    return EXIT_OK
 
 
 def cmd_history(args: argparse.Namespace, out: TextIO) -> int:
@@ -166,6 +183,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, TextIO], int]] = {
     "dead": cmd_dead,
     "groups": cmd_groups,
     "archive": cmd_archive,
+    "export": cmd_export,
     "history": cmd_history,
     "flow": cmd_flow,
 }

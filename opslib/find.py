@@ -22,7 +22,9 @@ archived       is in the archive only: ``status`` says replayed, discarded or de
 One row per place the value was found, in that order; no row when it is
 nowhere. The archive is read when ``ARCHIVE_URL`` / ``DATABASE_URL`` (or
 ``conn=``) point at one; when it cannot be read, ``attrs["notes"]`` says so
-and the rest is still returned.
+and the rest is still returned. ``jobs`` and ``delayed`` are searched in pages,
+up to :data:`opslib.bounded.CAP` entries each (oldest first): past that,
+``attrs["notes"]`` says how many were searched of how many.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import pandas as pd
 import redis
 
 from opslib.archive import archive
+from opslib.bounded import Scan, stream_entries
 from opslib.columns import DURATION, TEXT, TIME, typed_frame
 from opslib.connection import partitions, redis_session
 from opslib.errors import OpslibError
@@ -59,7 +62,6 @@ FIND_COLUMNS = {
 }
 """``id``: the entry id (on ``jobs`` or ``jobs:dead``); ``at``: when it got where it is (added to ``jobs``,
 dead); ``job_id``: the job id, or the outbox id when the outbox relay published it."""
-PAGE = 1000
 ID_COLUMNS = ("job_id", "outbox_id", "request_id")
 
 
@@ -82,21 +84,18 @@ def matches(frame: pd.DataFrame, value: str) -> pd.Series:
     return hit
 
 
-def on_jobs(client: Any, keys: Keys, value: str) -> list[dict[str, Any]]:
-    """The entries of one partition's ``jobs`` holding ``value`` (id or any field), with what became of each."""
+def on_jobs(client: Any, keys: Keys, value: str, notes: list[str]) -> list[dict[str, Any]]:
+    """The entries of one partition's ``jobs`` holding ``value`` (id or any field), with what became of each,
+    among the first :data:`~opslib.bounded.CAP` (read in pages; ``notes`` says when there were more)."""
     wanted = value.encode()
-    hits: list[tuple[str, dict[bytes, bytes]]] = []
-    low = "-"
-    while True:
-        page = client.xrange(keys.jobs, min=low, max="+", count=PAGE)
-        hits += [
-            (text(entry_id), fields)
-            for entry_id, fields in page
-            if text(entry_id) == value or wanted in fields.values()
-        ]
-        if len(page) < PAGE:
-            break
-        low = "(" + text(page[-1][0])
+    scan = Scan(f"jobs ({keys.jobs})")
+    hits = [
+        (text(entry_id), fields)
+        for entry_id, fields in stream_entries(client, keys.jobs, scan)
+        if text(entry_id) == value or wanted in fields.values()
+    ]
+    if scan.capped:
+        notes.append(scan.note(client.xlen(keys.jobs)).replace("counted", "searched"))
     if not hits:
         return []
     groups = {text(g["name"]): g for g in client.xinfo_groups(keys.jobs)}
@@ -140,10 +139,12 @@ def find(value: str, *, client: redis.Redis | None = None, prefix: str | None = 
         raise OpslibError(f"find needs a job id, entry id, outbox id or payload value such as '4471', got {value!r}")
     value = value.strip()
     rows: list[dict[str, Any]] = []
+    notes: list[str] = []
     with redis_session(client, prefix, "look for the job") as (redis_client, keys):
         for part in partitions(redis_client, keys):
-            rows += on_jobs(redis_client, part, value)
+            rows += on_jobs(redis_client, part, value, notes)
         later = delayed(client=redis_client, prefix=keys.prefix)
+        notes += later.attrs["notes"]
         dead = dead_letters(search=value, client=redis_client, prefix=keys.prefix)
     hit = later[
         [
@@ -164,7 +165,6 @@ def find(value: str, *, client: redis.Redis | None = None, prefix: str | None = 
     dead = dead[matches(dead, value)]
     for dead_id, entry in dead.iterrows():
         rows.append(dead_row(DEAD, str(dead_id), entry))
-    notes: list[str] = []
     try:
         stored = archive(search=value, conn=conn, prefix=keys.prefix)
     except OpslibError as exc:

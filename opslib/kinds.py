@@ -13,7 +13,9 @@ delayed, parked (waiting for resume), throttled (deferred by the throttle),
 dead (int64), last_succeeded_at (datetime64[ns, UTC]: the latest success a
 live worker saw since it started; NaT for none), paused (bool), paused_since (datetime64[ns, UTC]), paused_by,
 paused_reason (str), throttle_per_s (float64: the rate in force, opslib's
-or the kind's own ``rate_limit``; NaN for none).
+or the kind's own ``rate_limit``; NaN for none). The counts are of at most
+:data:`opslib.bounded.CAP` entries of each structure (read in pages, so that no
+call stalls Redis); ``attrs["notes"]`` says which structure was cut short.
 
 Example::
 
@@ -35,6 +37,7 @@ import pandas as pd
 import psycopg
 import redis
 
+from opslib.bounded import Scan, stream_entries, zset_members
 from opslib.checks import check_kind, queue_kinds
 from opslib.columns import COUNT, FLAG, TEXT, TIME, typed_frame
 from opslib.connection import archive_url, partitions, pg_session, readable_archive_url, redis_session
@@ -95,12 +98,16 @@ def _records(raw: dict[Any, Any]) -> dict[str, dict[str, Any]]:
     return {text(kind): parse_outcome(value) for kind, value in raw.items()}
 
 
-def parked_kinds(client: Any, parts: Iterable[Keys]) -> Counter[str]:
-    """How many jobs of each kind wait in ``parked`` (the kind is each member's first part)."""
+def parked_kinds(client: Any, parts: Iterable[Keys], notes: list[str] | None = None) -> Counter[str]:
+    """How many jobs of each kind wait in ``parked`` (the kind is each member's first part), of the first
+    :data:`~opslib.bounded.CAP` of each partition (a line in ``notes`` says when that cut it short)."""
     counts: Counter[str] = Counter()
     for keys in parts:
-        for member in client.zrange(keys.parked, 0, -1):
+        scan = Scan(keys.parked)
+        for member in zset_members(client, keys.parked, scan):
             counts[text(member).partition("\0")[0]] += 1
+        if scan.capped and notes is not None:
+            notes.append(scan.note(client.zcard(keys.parked)))
     return counts
 
 
@@ -135,29 +142,35 @@ def check_known_kind(kind: object, client: Any, keys: Keys, parts: list[Keys]) -
     return check_kind(kind, declared, lambda: known_kinds(client, keys, parts), holder=KNOWN_WHERE)
 
 
-def _counts(client: Any, parts: list[Keys]) -> dict[str, Counter[str]]:
-    """Per kind: waiting, running, delayed, throttled and dead jobs over every partition (parked apart)."""
+def _counts(client: Any, parts: list[Keys], notes: list[str]) -> dict[str, Counter[str]]:
+    """Per kind: waiting, running, delayed, throttled and dead jobs over every partition (parked apart), each
+    structure read in pages up to :data:`~opslib.bounded.CAP` (``notes`` says which were cut short)."""
     counts: dict[str, Counter[str]] = {name: Counter() for name in COUNTS}
     for keys in parts:
-        last = "0-0"
+        last, lag = "0-0", None
         try:
             for group in client.xinfo_groups(keys.jobs):
                 if text(group["name"]) == GROUP:
-                    last = text(group["last-delivered-id"])
+                    last, lag = text(group["last-delivered-id"]), group.get("lag")
         except redis.exceptions.ResponseError:
             pass
-        for _id, fields in client.xrange(keys.jobs, f"({last}", "+"):
-            counts["waiting"][text(fields.get(b"kind", b""))] += 1
-        for _id, fields in client.xrange(keys.dead, "-", "+"):
-            counts["dead"][text(fields.get(b"kind", b""))] += 1
+        for name, stream, start in (("waiting", keys.jobs, f"({last}"), ("dead", keys.dead, "-")):
+            scan = Scan(f"{name} ({stream})")
+            for _id, fields in stream_entries(client, stream, scan, start):
+                counts[name][text(fields.get(b"kind", b""))] += 1
+            if scan.capped:  # the undelivered total is the group's lag (None before Redis 7)
+                notes.append(scan.note(lag if name == "waiting" else client.xlen(stream)))
         for name, zset in (("delayed", keys.delayed), ("throttled", keys.throttled)):
-            for member in client.zrange(zset, 0, -1):
+            scan = Scan(f"{name} ({zset})")
+            for member in zset_members(client, zset, scan):
                 try:
                     counts[name][decode_member(member).get("kind", "")] += 1
                 except ValueError:
                     continue
+            if scan.capped:
+                notes.append(scan.note(client.zcard(zset)))
     counts["running"] = Counter(read_pending(client, parts)["kind"])
-    counts["parked"] = parked_kinds(client, parts)
+    counts["parked"] = parked_kinds(client, parts, notes)
     return counts
 
 
@@ -167,7 +180,8 @@ def kinds(*, client: redis.Redis | None = None, prefix: str | None = None) -> pd
         parts = partitions(redis_client, keys)
         declared = declared_kinds(redis_client, keys)
         paused, throttles = held_back(redis_client, parts[0])
-        counts = _counts(redis_client, parts)
+        notes: list[str] = []
+        counts = _counts(redis_client, parts, notes)
     names = sorted((set(declared) | set(paused) | set(throttles) | {k for c in counts.values() for k in c}) - {""})
     columns: dict[str, list[Any]] = {name: [] for name in KIND_COLUMNS}
     for kind in names:
@@ -187,7 +201,9 @@ def kinds(*, client: redis.Redis | None = None, prefix: str | None = None) -> pd
         columns["paused_reason"].append((pause or {}).get("reason", ""))
         rate = throttles.get(kind, {}).get("per_s") or policy.get("rate_limit")
         columns["throttle_per_s"].append(rate)
-    return typed_frame(columns, KIND_COLUMNS, index=pd.Index(names, dtype=TEXT, name="kind"))
+    frame = typed_frame(columns, KIND_COLUMNS, index=pd.Index(names, dtype=TEXT, name="kind"))
+    frame.attrs["notes"] = notes
+    return frame
 
 
 def check_kind_known(kind: object, *, client: redis.Redis | None = None, prefix: str | None = None) -> str:

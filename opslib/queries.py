@@ -82,6 +82,7 @@ import pandas as pd
 import psycopg
 import redis
 
+from opslib.bounded import Scan, zset_members
 from opslib.checks import check_kind, check_limit, check_window, queue_kinds
 from opslib.columns import COUNT, MARK, TEXT, TIME, typed_frame
 from opslib.connection import archive_hint, database_url, partitions, pg_session, redis_session, settings
@@ -216,18 +217,27 @@ def pending_counts(
 
 
 def delayed(kind: str | None = None, *, client: redis.Redis | None = None, prefix: str | None = None) -> pd.DataFrame:
-    """The jobs waiting in ``delayed`` (retries and jobs enqueued for later), soonest first."""
+    """The jobs waiting in ``delayed`` (retries and jobs enqueued for later), soonest first: the
+    :data:`~opslib.bounded.CAP` soonest of each partition, read in pages (``attrs["notes"]`` says when
+    there were more)."""
+    notes: list[str] = []
     with redis_session(client, prefix, "read the delayed jobs") as (redis_client, keys):
         parts = partitions(redis_client, keys)
         now = time.time()
-        frames = [
-            delayed_to_frame(redis_client.zrange(p.delayed, 0, -1, withscores=True), now, p.partition) for p in parts
-        ]
+        frames = []
+        for p in parts:
+            scan = Scan(f"delayed ({p.delayed})")
+            frames.append(
+                delayed_to_frame(list(zset_members(redis_client, p.delayed, scan, withscores=True)), now, p.partition)
+            )
+            if scan.capped:
+                notes.append(scan.note(redis_client.zcard(p.delayed)))
         frame = combine(frames, "run_at")
         if kind is not None:
             check_kind(kind, frame["kind"].unique(), lambda: queue_kinds(redis_client, parts))
     if kind is not None:
         frame = frame[frame["kind"] == kind]
+    frame.attrs["notes"] = notes
     return frame
 
 

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import importlib
+import io
 import json
+import logging
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -15,6 +19,9 @@ import pytest
 import redis
 
 from benchmarks.fixtures import with_schema as with_schema
+from worker import run_worker
+from worker.kinds import Registry
+from worker.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -69,6 +76,31 @@ class Workers:
         assert proc.returncode == 0, f"worker --burst exited {proc.returncode}:\n{out}"
         return subprocess.CompletedProcess(proc.args, proc.returncode, out, "")
 
+    def here(self, kinds: str, timeout_s: float = 60, **extra: str) -> subprocess.CompletedProcess[str]:
+        """Run one worker of ``kinds`` in this process (:func:`worker.run_worker`) until the queue drains, as
+        :meth:`burst` does in a process of its own, without the start of one; its log lines are the result's
+        ``stdout``. Fails the test if it does not stop 0 within ``timeout_s``."""
+        settings = Settings.from_env(self.env(kinds, **extra))
+        stop, out = threading.Event(), io.StringIO()
+        handler = logging.StreamHandler(out)
+        handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+        logger = logging.getLogger("worker")
+        level = logger.level
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        timer = threading.Timer(timeout_s, stop.set)
+        timer.start()
+        try:
+            code = run_worker(settings, registry=registry_of(kinds), burst=True, stop=stop)
+        finally:
+            timer.cancel()
+            logger.removeHandler(handler)
+            logger.setLevel(level)
+        if stop.is_set():
+            pytest.fail(f"the worker did not drain the queue within {timeout_s} s:\n{out.getvalue()}")
+        assert code == 0, f"run_worker returned {code}:\n{out.getvalue()}"
+        return subprocess.CompletedProcess(["run_worker", kinds], code, out.getvalue(), "")
+
     @staticmethod
     def log(proc: subprocess.Popen[str]) -> str:
         return Path(proc.log_path).read_text()  # type: ignore[attr-defined]
@@ -78,6 +110,23 @@ class Workers:
             if proc.poll() is None:
                 proc.kill()
             proc.wait()
+
+
+def registry_of(module: str) -> Registry:
+    """The kinds, schedules and lifespans that ``module`` declared, alone: the process-wide registry holds
+    those of every kinds module the tests imported so far."""
+    importlib.import_module(module)
+    from worker.kinds import REGISTRY
+
+    def mine(declared: Any) -> bool:
+        return getattr(declared, "__module__", None) == module
+
+    kinds = {name: spec for name, spec in REGISTRY.kinds.items() if mine(spec.handler)}
+    return Registry(
+        kinds=kinds,
+        schedules={name: declared for name, declared in REGISTRY.schedules.items() if declared.kind in kinds},
+        lifespans=[managed for managed in REGISTRY.lifespans if mine(managed)],
+    )
 
 
 def wait_for(predicate: Callable[[], object], timeout_s: float = 30, what: str = "condition") -> object:

@@ -1,4 +1,4 @@
-"""Worker settings: one frozen dataclass built from the environment at the edge.
+"""Worker settings: one frozen dataclass built from the environment at the edge, its ~40 declarations.
 
 Each setting is declared once, as a field of :class:`Settings` made by
 :func:`setting` (environment name, default, parser, help). That one
@@ -13,294 +13,80 @@ it may instead be given as a file, ``<NAME>_FILE`` (container secrets), which
 :meth:`Settings.current` reads again whenever a connection is made, so a
 rotated password needs no restart; the repr of a settings object shows every
 secret through :func:`worker.redact.redact`.
+
+The framework that reads, checks and tables the declarations is
+:mod:`worker.settings_framework`, their parsers :mod:`worker.setting_parsers`;
+the names an application's settings use from both are importable from here too.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import html
 import os
-import re
-import socket
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 from urllib.parse import parse_qs, urlparse
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from worker.errors import SettingsError
-from worker.redact import redact
+from worker.setting_parsers import (
+    ARCHIVE_OFF,
+    archive_url,
+    as_is,
+    choice,
+    default_worker_name,
+    int_between,
+    metric_name,
+    module_list,
+    non_negative_int,
+    optional_int_at_least,
+    positive_float,
+    positive_int,
+    readable_file,
+    retention,
+    time_zone,
+    url,
+    worker_name,
+)
+from worker.settings_framework import (
+    Setting,
+    current,
+    declared,
+    from_env,
+    raw_value,
+    setting,
+    settings_help,
+    settings_markdown,
+    settings_repr,
+)
 
-Parser = Callable[[str, str], Any]
+__all__ = [  # the declarations here; the rest for the settings of libraries and applications
+    "SETTINGS",
+    "Setting",
+    "Settings",
+    "SettingsError",
+    "check_tls",
+    "choice",
+    "declared",
+    "from_env",
+    "positive_float",
+    "setting",
+    "settings_help",
+    "settings_markdown",
+    "settings_repr",
+    "time_zone",
+    "url",
+]
 
-ARCHIVE_OFF = "off"
-"""``ARCHIVE_URL=off``: no archive; the dead stream's cap evicts (and counts) as it did before."""
 DEAD_HARD_MAXLEN_FACTOR = 10
 """``DEAD_HARD_MAXLEN`` left empty is this many times ``DEAD_MAXLEN``."""
+
+
 SOCKET_TIMEOUT_HELP = (
     "longest wait for Redis's reply (a blocking read's included: above BLOCK_MS) before the connection counts as "
     "lost and is made again: a half-open connection is seen within this, whatever redis-py's default"
 )
 HEALTH_CHECK_HELP = "a pooled connection idle this long is checked with a PING before its next command"
-
-
-@dataclass(frozen=True)
-class Setting:
-    """One setting: where it is read from, its default, how it is parsed and what it means."""
-
-    env: str
-    default: str
-    parse: Parser
-    help: str
-    secret: bool = False
-
-    @property
-    def file_env(self) -> str:
-        """The variable naming a file that holds a secret setting's value (``REDIS_URL_FILE``)."""
-        return f"{self.env}_FILE"
-
-
-def setting(env: str, default: str, parse: Parser, help: str, *, secret: bool = False) -> Any:
-    """A dataclass field read from the environment variable ``env`` (``default`` when unset); a
-    ``secret`` one also from the file that ``<env>_FILE`` names."""
-    return dataclasses.field(metadata={"setting": Setting(env, default, parse, help, secret)})
-
-
-def read_secret_file(file_env: str, path: str) -> str:
-    """The stripped content of the file ``file_env`` names, or one line saying why it cannot be read."""
-    try:
-        return Path(path).read_text().strip()
-    except OSError as exc:
-        raise SettingsError(
-            f"{file_env}={path} cannot be read ({exc.strerror}); mount the secret there or unset {file_env}"
-        ) from None
-
-
-def raw_value(spec: Setting, env: Mapping[str, str]) -> tuple[str, str]:
-    """``(value, file)``: the value of ``spec`` from ``env``, or from its file (then also the file's
-    path, to read again later). Both set is refused: which one wins would be a guess."""
-    path = env.get(spec.file_env, "").strip() if spec.secret else ""
-    if not path:
-        return env.get(spec.env, spec.default), ""
-    if env.get(spec.env, ""):
-        raise SettingsError(f"both {spec.env} and {spec.file_env} are set; set only one of them")
-    return read_secret_file(spec.file_env, path), path
-
-
-def int_at_least(minimum: int) -> Parser:
-    """A parser of whole numbers >= ``minimum`` that names the setting when it refuses."""
-
-    def parse(name: str, raw: str) -> int:
-        try:
-            value = int(raw)
-        except ValueError:
-            raise SettingsError(f"{name}={raw!r} is not an integer; give a whole number >= {minimum}") from None
-        if value < minimum:
-            raise SettingsError(f"{name}={raw!r} must be >= {minimum}")
-        return value
-
-    return parse
-
-
-def int_between(minimum: int, maximum: int) -> Parser:
-    """A parser of whole numbers from ``minimum`` to ``maximum`` that names the setting when it refuses."""
-    at_least = int_at_least(minimum)
-
-    def parse(name: str, raw: str) -> int:
-        value = at_least(name, raw)
-        if value > maximum:
-            raise SettingsError(f"{name}={raw!r} must be <= {maximum}")
-        return value
-
-    return parse
-
-
-positive_int = int_at_least(1)
-non_negative_int = int_at_least(0)
-
-
-def positive_float(name: str, raw: str) -> float:
-    """Seconds (or another quantity) greater than zero."""
-    try:
-        value = float(raw)
-    except ValueError:
-        raise SettingsError(f"{name}={raw!r} is not a number; give seconds, e.g. 30") from None
-    if not value > 0:
-        raise SettingsError(f"{name}={raw!r} must be > 0")
-    return value
-
-
-def url(*schemes: str) -> Parser:
-    """A parser of URLs with one of ``schemes``; empty stays empty (meaning: the default)."""
-
-    def parse(name: str, raw: str) -> str:
-        if not raw:
-            return ""
-        parsed = urlparse(raw)
-        if parsed.scheme not in schemes or not (parsed.netloc or parsed.path or parsed.query):
-            hint = ""
-            base = parsed.scheme.partition("+")[0]
-            if base in schemes and base != parsed.scheme:
-                hint = f" (a driver suffix such as {parsed.scheme}:// is for SQLAlchemy: write {base}://)"
-            raise SettingsError(
-                f"{name}={redact(raw)!r} is not a URL this worker can use; expected one of "
-                + ", ".join(f"{s}://..." for s in schemes)
-                + hint
-            )
-        return raw
-
-    return parse
-
-
-def choice(*choices: str, case: Callable[[str], str] = str.lower) -> Parser:
-    """A parser of one of ``choices`` (any case), returned in ``case``."""
-
-    def parse(name: str, raw: str) -> str:
-        value = raw.strip()
-        if value.lower() not in {c.lower() for c in choices}:
-            raise SettingsError(f"{name}={raw!r} is not one of: {', '.join(choices)}")
-        return case(value)
-
-    return parse
-
-
-def archive_url(name: str, raw: str) -> str:
-    """``off``, empty (the database of DATABASE_URL) or a PostgreSQL URL."""
-    if raw.strip().lower() == ARCHIVE_OFF:
-        return ARCHIVE_OFF
-    try:
-        return url("postgresql", "postgres")(name, raw.strip())
-    except SettingsError as exc:
-        raise SettingsError(f"{exc}; or off (no archive), or empty (the database of DATABASE_URL)") from None
-
-
-def optional_int_at_least(minimum: int) -> Parser:
-    """Like :func:`int_at_least`; empty gives 0 (meaning: the documented default)."""
-
-    def parse(name: str, raw: str) -> int:
-        return int_at_least(minimum)(name, raw) if raw.strip() else 0
-
-    return parse
-
-
-def time_zone(name: str, raw: str) -> str:
-    try:
-        ZoneInfo(raw)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise SettingsError(f"{name}={raw!r} is not a known time zone; e.g. UTC or Europe/Prague") from None
-    return raw
-
-
-def metric_name(name: str, raw: str) -> str:
-    """A Prometheus metric name's first word: a letter or ``_``, then letters, digits or ``_``."""
-    value = raw.strip()
-    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
-        raise SettingsError(f"{name}={raw!r} is not a metric name; use letters, digits and _, e.g. myapp")
-    return value
-
-
-def as_is(_name: str, raw: str) -> str:
-    return raw
-
-
-def readable_file(name: str, raw: str) -> str:
-    """A path to a file this process can read (a certificate, a key); empty stays empty."""
-    path = raw.strip()
-    if path:
-        try:
-            with open(path, "rb"):
-                pass
-        except OSError as exc:
-            raise SettingsError(f"{name}={path} cannot be read ({exc.strerror}); give the path of a PEM file") from None
-    return path
-
-
-def module_list(_name: str, raw: str) -> tuple[str, ...]:
-    return tuple(m.strip() for m in raw.split(",") if m.strip())
-
-
-def default_worker_name() -> str:
-    """This process's consumer name when ``WORKER_NAME`` is empty: ``<host>-<pid>``."""
-    return f"{socket.gethostname()}-{os.getpid()}"
-
-
-def worker_name(_name: str, raw: str) -> str:
-    return raw.strip() or default_worker_name()
-
-
-S = TypeVar("S")
-
-
-SECRET_FILES = "secret_files"
-"""The field of a settings class that keeps ``{field name: path}`` of the secrets read from files."""
-
-
-def from_env(cls: type[S], env: Mapping[str, str] | None = None, overrides: Mapping[str, str] | None = None) -> S:
-    """Build the settings dataclass ``cls`` from ``env`` (default ``os.environ``); ``overrides`` win."""
-    env = os.environ if env is None else env
-    overrides = overrides or {}
-    values: dict[str, Any] = {}
-    files: dict[str, str] = {}
-    for name, spec in declared(cls).items():
-        raw = overrides.get(name)
-        if raw is None:
-            raw, path = raw_value(spec, env)
-            if path:
-                files[name] = path
-        values[name] = spec.parse(spec.file_env if name in files else spec.env, raw)
-    if any(f.name == SECRET_FILES for f in dataclasses.fields(cls)):  # type: ignore[arg-type]
-        values[SECRET_FILES] = files
-    return cls(**values)
-
-
-def declared(cls: type) -> dict[str, Setting]:
-    """Field name -> :class:`Setting`, in declaration order."""
-    return {f.name: f.metadata["setting"] for f in dataclasses.fields(cls) if "setting" in f.metadata}
-
-
-def current(settings: Any, name: str) -> str:
-    """The value of the secret setting ``name`` now: read again from its file when it came from one
-    (a rotated password), else as it was given."""
-    path = getattr(settings, SECRET_FILES).get(name)
-    if not path:
-        return str(getattr(settings, name))
-    spec = declared(type(settings))[name]
-    return str(spec.parse(spec.file_env, read_secret_file(spec.file_env, path)))
-
-
-def settings_repr(settings: Any) -> str:
-    """``Name(field=value, ...)`` with every secret setting redacted (the repr of a settings class)."""
-    shown = []
-    for name, spec in declared(type(settings)).items():
-        value = getattr(settings, name)
-        shown.append(f"{name}={redact(value) if spec.secret else value!r}")
-    return f"{type(settings).__name__}({', '.join(shown)})"
-
-
-def settings_help(cls: type, title: str = "settings (environment variables):") -> str:
-    """The plain-text settings table (``--help``)."""
-    specs = declared(cls).values()
-    width = max(len(s.env) for s in specs)
-    lines = [title]
-    for s in specs:
-        lines.append(f"  {s.env:<{width}}  default {s.default or '(empty)'}: {s.help}{file_note(s)}")
-    return "\n".join(lines)
-
-
-def settings_markdown(cls: type) -> str:
-    """The settings table in Markdown, as the docs carry it (``<host>`` escaped, so that it shows)."""
-    rows = ["| setting | default | meaning |", "| --- | --- | --- |"]
-    for s in declared(cls).values():
-        default = f"`{s.default}`" if s.default else "(empty)"
-        meaning = html.escape(s.help + file_note(s), quote=False).replace("|", "/")
-        rows.append(f"| `{s.env}` | {default} | {meaning} |")
-    return "\n".join(rows)
-
-
-def file_note(spec: Setting) -> str:
-    """What the help says of a secret's ``_FILE`` form."""
-    return f" (or {spec.file_env}: a file holding it, read again at each new connection)" if spec.secret else ""
 
 
 def check_read_timeout(block_ms: int, socket_timeout_s: float) -> None:
@@ -449,6 +235,13 @@ class Settings:
         "on: a worker creates the archive's table at start; off: it checks that the table exists "
         "(`python -m worker migrate` creates it, as a role that may run DDL); auto: on for the embedded "
         "PostgreSQL (no ARCHIVE_URL nor DATABASE_URL), off otherwise",
+    )
+    archive_retention: tuple[tuple[str, int], ...] = setting(
+        "ARCHIVE_RETENTION",
+        "",
+        retention,
+        "how long the archive keeps rows of each status, by dead_at (and the operators' audit, actions=, by "
+        "its time), e.g. dead=365d,replayed=30d,discarded=30d; a status not named, or empty: kept for ever",
     )
     reclaim_idle_ms: int = setting(
         "RECLAIM_IDLE_MS", "60000", positive_int, "idle time after which a pending entry is reclaimed"

@@ -34,20 +34,23 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import pandas as pd
 import redis
 
-from opslib.actions import kind_of, record_action
+from opslib.actions import Action, kind_of
 from opslib.columns import TEXT, typed_frame
-from opslib.connection import partitions, redis_session, settings
+from opslib.connection import settings
 from opslib.errors import OpslibError
 from opslib.frames import job_id_of
-from opslib.moves.batches import new_batch_id, partition_scripts
-from opslib.moves.discard import check_reason, who
+from opslib.moves.batches import new_batch_id
 from opslib.moves.locate import CHUNK
+from opslib.operator import Operator
+from opslib.session import Servers
 from worker.store.failures import now_iso
 from worker.store.keys import Keys
 from worker.store.scripts import Scripts
@@ -121,48 +124,76 @@ def moves_to_frame(rows: Sequence[tuple[str, str]], batch: str) -> pd.DataFrame:
     return frame
 
 
-MoveCall = Callable[[Scripts, bytes, Any, str], Any]
-"""Queues one member's script on a pipeline: ``call(scripts, member, pipe, batch)``."""
+@dataclass(frozen=True)
+class DelayedMove(ABC):
+    """A move of delayed jobs made by ``operator``: each member of ``delayed`` in one script, so a worker
+    promoting the same job at the same moment and this move never both act."""
+
+    verb: ClassVar[str]
+    """``"run_now"`` or ``"cancel_delayed"``: the action's name."""
+    action: ClassVar[str]
+    """What it does, for error messages (``"run delayed jobs now"``)."""
+    done: ClassVar[str]
+    would: ClassVar[str]
+    """The status of a member moved, and in a dry run of one that would be."""
+    needs: ClassVar[str]
+
+    operator: Operator
+
+    @abstractmethod
+    def call(self, scripts: Scripts, member: bytes, pipe: Any, batch: str) -> Any:
+        """Queue the script that moves one member on ``pipe``."""
 
 
-def _move(
-    ids: object,
-    *,
-    call: MoveCall,
-    action: str,
-    done: str,
-    would: str,
-    dry_run: bool,
-    client: redis.Redis | None,
-    prefix: str | None,
-    needs: str,
-    audit: tuple[str, str, str | None],
-) -> pd.DataFrame:
-    """Run ``call`` on every member of the asked jobs; the frame of what became of each.
-    ``audit`` is (action, by, reason) for the action's record (:mod:`opslib.actions`)."""
+@dataclass(frozen=True)
+class RunNow(DelayedMove):
+    """Onto ``jobs`` now, its fields unchanged (the run_now script)."""
+
+    verb, action, done, would = "run_now", "run delayed jobs now", QUEUED, WOULD_QUEUE
+    needs = NEEDS_WRITE.format(action="run_now", more=", XADD")
+
+    def call(self, scripts: Scripts, member: bytes, pipe: Any, batch: str) -> Any:
+        return scripts.run_now(member, client=pipe)
+
+
+@dataclass(frozen=True)
+class CancelDelayed(DelayedMove):
+    """Out of ``delayed`` before it runs, recorded as discarded with who and why (the cancel_delayed
+    script); ``at`` and ``record`` (the archive is on) are the call's."""
+
+    verb, action, done, would = "cancel_delayed", "cancel delayed jobs", CANCELLED, WOULD_CANCEL
+    needs = NEEDS_WRITE.format(action="cancel_delayed", more=", XADD to jobs:dead:log")
+
+    at: str
+    record: bool
+
+    def call(self, scripts: Scripts, member: bytes, pipe: Any, batch: str) -> Any:
+        by, reason = self.operator.by, self.operator.reason or ""
+        return scripts.cancel_delayed(member, batch, by=by, reason=reason, at=self.at, record=self.record, client=pipe)
+
+
+def move_delayed(move: DelayedMove, ids: object, servers: Servers, *, dry_run: bool) -> pd.DataFrame:
+    """Run ``move`` on every member of the asked jobs; the frame of what became of each."""
     job_ids = job_ids_of(ids)
-    action = "read the delayed jobs" if dry_run else action
-    with redis_session(client, prefix, action, needs="" if dry_run else needs) as (redis_client, keys):
-        parts = partitions(redis_client, keys)
-        members = members_by_job(redis_client, parts, job_ids)
+    action = "read the delayed jobs" if dry_run else move.action
+    with servers.session(action, needs="" if dry_run else move.needs) as session:
+        members = members_by_job(session.client, session.parts, job_ids)
         plan = [(job_id, member) for job_id in job_ids for member in members[job_id]]
         if dry_run:
-            rows = [(job_id, would) for job_id, _ in plan]
+            rows = [(job_id, move.would) for job_id, _ in plan]
             rows += [(job_id, MISSING) for job_id in job_ids if not members[job_id]]
             return moves_to_frame(rows, "")
         batch = new_batch_id()
-        scripts = partition_scripts(redis_client, parts)
         results: list[Any] = []
         for start in range(0, len(plan), CHUNK):
-            pipe = redis_client.pipeline(transaction=False)
+            pipe = session.client.pipeline(transaction=False)
             for _job_id, (partition, member) in plan[start : start + CHUNK]:
-                call(scripts[partition], member, pipe, batch)
+                move.call(session.scripts[partition], member, pipe, batch)
             results += pipe.execute()
-        verb, by, reason = audit
         moved = sum(1 for result in results if result)
         kind = kind_of(ids, (_kind_of_member(member) for _job_id, (_p, member) in plan))
-        record_action(redis_client, keys, verb, by=by, kind=kind, entries=moved, reason=reason, batch=batch)
-    rows = [(job_id, done if result else MISSING) for (job_id, _), result in zip(plan, results, strict=True)]
+        session.record(Action(move.verb, move.operator, kind, entries=moved, batch=batch))
+    rows = [(job_id, move.done if result else MISSING) for (job_id, _), result in zip(plan, results, strict=True)]
     rows += [(job_id, MISSING) for job_id in job_ids if not members[job_id]]
     return moves_to_frame(rows, batch)
 
@@ -176,19 +207,8 @@ def run_now(
     prefix: str | None = None,
 ) -> pd.DataFrame:
     """Move delayed jobs onto ``jobs`` now (columns in the module docstring); ``dry_run`` writes nothing."""
-    by_whom = who(by)
-    return _move(
-        job_ids,
-        call=lambda scripts, member, pipe, _batch: scripts.run_now(member, client=pipe),
-        action="run delayed jobs now",
-        done=QUEUED,
-        would=WOULD_QUEUE,
-        dry_run=dry_run,
-        client=client,
-        prefix=prefix,
-        needs=NEEDS_WRITE.format(action="run_now", more=", XADD"),
-        audit=("run_now", by_whom, None),
-    )
+    move = RunNow(Operator.acting("run_now", by=by, reason=None, required=False))
+    return move_delayed(move, job_ids, Servers(client, prefix), dry_run=dry_run)
 
 
 def cancel_delayed(
@@ -205,24 +225,6 @@ def cancel_delayed(
     ``reason`` is required (it goes to the archive with ``by``, the
     operating-system user unless given); ``dry_run`` writes nothing.
     """
-    if not isinstance(reason, str) or not reason.strip():
-        raise OpslibError(
-            f"reason must say why these jobs must not run, e.g. reason='order 4471 was refunded'; got {reason!r}"
-        )
-    why, by_whom, at, record = check_reason(reason), who(by), now_iso(), settings().archive_on
-
-    def call(scripts: Scripts, member: bytes, pipe: Any, batch: str) -> Any:
-        return scripts.cancel_delayed(member, batch, by=by_whom, reason=why, at=at, record=record, client=pipe)
-
-    return _move(
-        job_ids,
-        call=call,
-        action="cancel delayed jobs",
-        done=CANCELLED,
-        would=WOULD_CANCEL,
-        dry_run=dry_run,
-        client=client,
-        prefix=prefix,
-        needs=NEEDS_WRITE.format(action="cancel_delayed", more=", XADD to jobs:dead:log"),
-        audit=("cancel_delayed", by_whom, why),
-    )
+    operator = Operator.acting("cancel_delayed", by=by, reason=reason)
+    move = CancelDelayed(operator, at=now_iso(), record=settings().archive_on)
+    return move_delayed(move, job_ids, Servers(client, prefix), dry_run=dry_run)

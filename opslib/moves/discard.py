@@ -27,69 +27,62 @@ Example::
 
 from __future__ import annotations
 
-import getpass
-import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
-import redis
 
-from opslib.errors import OpslibError
 from opslib.frames import discard_to_frame
 from opslib.moves.archived import discard_from_archive
-from opslib.moves.dead_moves import move_dead
-from opslib.moves.locate import Progress, dead_ids_of
-from opslib.moves.selection import of_kind
+from opslib.moves.dead_moves import Batch, DeadMove, move_dead
+from opslib.moves.locate import Located, Progress
+from opslib.moves.selection import Selection
+from opslib.operator import Operator
+from opslib.session import Servers, Session, with_servers
+from worker.store.keys import Keys
+from worker.store.scripts import Scripts
 
-MAX_REASON_CHARS = 2000
 NEEDS_WRITE = (
     "discard needs a user that may run scripts and write the queue's keys (EVALSHA of the discard script: "
     "XRANGE, XDEL, XADD); a read-only user can run discard(..., dry_run=True)"
 )
 
 
-#: What each action's missing reason asks for.
-WHY = {
-    "discard": "say why these jobs must never run, e.g. reason='orders refunded, INC-2211' "
-    "(it is kept in the archive with who discarded them)",
-    "pause": "say why the kind must wait, e.g. reason='seat map fix, INC-2214' (it is shown with the pause)",
-    "resume": "say why, or leave reason out",
-    "throttle": "say why, e.g. reason='provider asks for 10/s, INC-2215' (it is shown with the throttle)",
-    "replay": "say why, or leave reason out",
-}
+@dataclass(frozen=True)
+class Discard(DeadMove):
+    """Out for good, with who and why on record (``discard.lua``; the archive's row for an entry only
+    the archive holds)."""
+
+    verb = "discard"
+    needs = NEEDS_WRITE
+
+    def take(self, scripts: Scripts, dead_id: str, batch: Batch, pipe: Any) -> Any:
+        by, reason = self.operator.by, self.operator.reason or ""
+        return scripts.discard(dead_id, batch.id, by=by, reason=reason, at=batch.at, record=batch.record, client=pipe)
+
+    def take_archived(
+        self, pg: Any, session: Session, keys: Keys, dead_ids: list[str], batch: Batch
+    ) -> Mapping[str, Any]:
+        by, reason = self.operator.by, self.operator.reason or ""
+        taken = discard_from_archive(pg, session.client, keys, dead_ids, batch.id, by=by, reason=reason, at=batch.at)
+        return dict.fromkeys(taken, True)
+
+    def to_frame(self, found: Located, results: Sequence[Any], batch: str) -> pd.DataFrame:
+        return discard_to_frame(
+            found.dead_ids, [bool(r) for r in results], batch, dry_run=not batch, partitions=found.where
+        )
 
 
-def check_reason(reason: object, action: str = "discard") -> str:
-    """``reason`` when it says why (non-empty text of at most :data:`MAX_REASON_CHARS` characters)."""
-    if not isinstance(reason, str) or not reason.strip():
-        raise OpslibError(f"{action} needs a reason, got {reason!r}: {WHY[action]}; nothing changed")
-    if len(reason) > MAX_REASON_CHARS:
-        raise OpslibError(f"reason is {len(reason)} characters; keep it under {MAX_REASON_CHARS}")
-    return reason.strip()
-
-
-def who(by: object) -> str:
-    """``by``, or the operating-system user running this."""
-    if by is not None:
-        if not isinstance(by, str) or not by.strip():
-            raise OpslibError(f"by must be a non-empty string (who discards), got {by!r}")
-        return by.strip()
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return f"uid {os.getuid()}"
-
-
+@with_servers
 def discard(
     ids: object,
     *,
     reason: str,
     by: str | None = None,
     dry_run: bool = False,
-    client: redis.Redis | None = None,
-    prefix: str | None = None,
-    conn: Any = None,
     on_progress: Progress | None = None,
+    servers: Servers,
 ) -> pd.DataFrame:
     """Take dead letters out for good, recording who and why (columns in the module docstring).
 
@@ -98,28 +91,11 @@ def discard(
     in two partitions is refused). ``dry_run`` lists exactly what would be
     taken and writes nothing.
     """
-    why = check_reason(reason)
-    by_whom = who(by)
-    return move_dead(
-        dead_ids_of(ids),
-        verb="discard",
-        needs=NEEDS_WRITE,
-        take=lambda scripts, dead_id, batch, at, record, pipe, _context: scripts.discard(
-            dead_id, batch, by=by_whom, reason=why, at=at, record=record, client=pipe
-        ),
-        take_archived=lambda pg, redis_client, keys, dead_ids, batch, at, _context: dict.fromkeys(
-            discard_from_archive(pg, redis_client, keys, dead_ids, batch, by=by_whom, reason=why, at=at), True
-        ),
-        to_frame=discard_to_frame,
-        dry_run=dry_run,
-        client=client,
-        prefix=prefix,
-        conn=conn,
-        on_progress=on_progress,
-        audit=(by_whom, why, ids),
-    )
+    move = Discard(Operator.acting("discard", by=by, reason=reason))
+    return move_dead(move, ids, servers, dry_run=dry_run, on_progress=on_progress)
 
 
+@with_servers
 def discard_kind(
     kind: str,
     *,
@@ -129,28 +105,13 @@ def discard_kind(
     since: object = None,
     by: str | None = None,
     dry_run: bool = False,
-    client: redis.Redis | None = None,
-    prefix: str | None = None,
-    conn: Any = None,
-    on_progress: Progress | None = None,
+    servers: Servers,
 ) -> pd.DataFrame:
     """Discard every dead letter of ``kind`` that matches the filters (as ``replay_kind`` selects them).
 
     Run it with ``dry_run=True`` first: it returns the same rows with status
     ``would discard`` and writes nothing.
     """
-    check_reason(reason)
-    who(by)
-    targets = of_kind(
-        kind, signature=signature, error_contains=error_contains, since=since, client=client, prefix=prefix, conn=conn
-    )
-    return discard(
-        targets,
-        reason=reason,
-        by=by,
-        dry_run=dry_run,
-        client=client,
-        prefix=prefix,
-        conn=conn,
-        on_progress=on_progress,
-    )
+    move = Discard(Operator.acting("discard", by=by, reason=reason))
+    selection = Selection(kind, signature=signature, error_contains=error_contains, since=since)
+    return move_dead(move, selection, servers, dry_run=dry_run)

@@ -37,13 +37,13 @@ from typing import Any
 import pandas as pd
 import redis
 
-from opslib.actions import record_action
+from opslib.actions import Action, record_action
 from opslib.columns import COUNT, TEXT, TIME, typed_frame
 from opslib.connection import partitions, redis_session
 from opslib.errors import OpslibError
 from opslib.kinds import check_known_kind, held_back
 from opslib.moves.batches import partition_scripts
-from opslib.moves.discard import check_reason, who
+from opslib.operator import Operator
 
 DONE_COLUMNS = {
     "kind": TEXT,
@@ -59,14 +59,12 @@ EVERYTHING_DUE_S = 10**9
 NEEDS = "pausing and throttling need a user that may write the queue's keys and run its scripts (HSET, EVALSHA)"
 
 
-def _done(
-    kind: str, action: str, by: str, reason: str | None, entries: int = 0, per_s: float | None = None
-) -> pd.DataFrame:
+def _done(kind: str, action: str, operator: Operator, entries: int = 0, per_s: float | None = None) -> pd.DataFrame:
     columns: dict[str, list[Any]] = {
         "kind": [kind],
         "action": [action],
-        "by": [by],
-        "reason": [reason or ""],
+        "by": [operator.by],
+        "reason": [operator.reason or ""],
         "entries": [entries],
         "per_s": [math.nan if per_s is None else per_s],
         "at": [pd.Timestamp.now(tz="UTC")],
@@ -78,8 +76,7 @@ def pause(
     kind: str, *, reason: str, by: str | None = None, client: redis.Redis | None = None, prefix: str | None = None
 ) -> pd.DataFrame:
     """Stop every worker from starting ``kind``'s jobs until :func:`resume`; they wait, in order."""
-    why = check_reason(reason, "pause")
-    author = who(by)
+    operator = Operator.acting("pause", by=by, reason=reason)
     with redis_session(client, prefix, "pause a kind", NEEDS) as (redis_client, keys):
         parts = partitions(redis_client, keys)
         check_known_kind(kind, redis_client, keys, parts)
@@ -87,13 +84,13 @@ def pause(
         if kind in paused:
             since, whom = paused[kind].get("since", "?"), paused[kind].get("by", "?")
             raise OpslibError(f"{kind} is already paused (since {since}, by {whom}); nothing changed")
-        record = json.dumps({"since": datetime.now(UTC).isoformat(), "by": author, "reason": why})
+        record = json.dumps({"since": datetime.now(UTC).isoformat(), "by": operator.by, "reason": operator.reason})
         pipe = redis_client.pipeline(transaction=False)
         for part in parts:
             pipe.hset(part.paused, kind, record)
         pipe.execute()
-        record_action(redis_client, keys, "pause", by=author, kind=kind, reason=why)
-    return _done(kind, "pause", author, why)
+        record_action(redis_client, keys, Action("pause", operator, kind))
+    return _done(kind, "pause", operator)
 
 
 def resume(
@@ -105,8 +102,7 @@ def resume(
     prefix: str | None = None,
 ) -> pd.DataFrame:
     """Lift ``kind``'s pause and put its parked jobs back on the queue, in their order."""
-    why = None if reason is None else check_reason(reason, "resume")
-    author = who(by)
+    operator = Operator.acting("resume", by=by, reason=reason, required=False)
     with redis_session(client, prefix, "resume a kind", NEEDS) as (redis_client, keys):
         parts = partitions(redis_client, keys)
         paused, _throttles = held_back(redis_client, parts[0])
@@ -119,8 +115,8 @@ def resume(
             redis_client.hdel(scripts.keys.paused, kind)
             while (moved := int(scripts.unpark(kind, 100))) > 0:
                 released += moved
-        record_action(redis_client, keys, "resume", by=author, kind=kind, entries=released, reason=why)
-    return _done(kind, "resume", author, why, released)
+        record_action(redis_client, keys, Action("resume", operator, kind, entries=released))
+    return _done(kind, "resume", operator, released)
 
 
 def check_rate(per_s: object) -> float | None:
@@ -146,8 +142,7 @@ def throttle(
 ) -> pd.DataFrame:
     """Let at most ``per_s`` of ``kind``'s jobs start a second across all workers; ``per_s=None`` lifts it."""
     rate = check_rate(per_s)
-    why = None if rate is None and reason is None else check_reason(reason, "throttle")
-    author = who(by)
+    operator = Operator.acting("throttle", by=by, reason=reason, required=rate is not None)
     with redis_session(client, prefix, "throttle a kind", NEEDS) as (redis_client, keys):
         parts = partitions(redis_client, keys)
         _paused, throttles = held_back(redis_client, parts[0])
@@ -160,13 +155,14 @@ def throttle(
         if rate is None:
             pipe.hdel(keys.throttles, kind)
         else:
-            record = {"per_s": rate, "since": datetime.now(UTC).isoformat(), "by": author, "reason": why}
+            since = datetime.now(UTC).isoformat()
+            record = {"per_s": rate, "since": since, "by": operator.by, "reason": operator.reason}
             pipe.hset(keys.throttles, kind, json.dumps(record))
         pipe.delete(keys.bucket(kind))  # the new rate starts with a full bucket and no deferred turns
         pipe.execute()
         _release_deferred(redis_client, parts)
-        record_action(redis_client, keys, "throttle", by=author, kind=kind, reason=why, detail={"per_s": rate})
-    return _done(kind, "throttle", author, why, per_s=rate)
+        record_action(redis_client, keys, Action("throttle", operator, kind, detail={"per_s": rate}))
+    return _done(kind, "throttle", operator, per_s=rate)
 
 
 def _release_deferred(client: Any, parts: list[Any]) -> None:

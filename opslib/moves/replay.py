@@ -51,6 +51,8 @@ Example::
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -70,13 +72,15 @@ from opslib.frames import (
 )
 from opslib.moves.archived import apply_pending_log, open_archive, replay_from_archive
 from opslib.moves.batches import BATCH_TIME
-from opslib.moves.dead_moves import move_dead
-from opslib.moves.discard import check_reason, who
-from opslib.moves.locate import Progress, dead_ids_of
-from opslib.moves.selection import of_kind
+from opslib.moves.dead_moves import Batch, DeadMove, move_dead
+from opslib.moves.locate import Located, Progress
+from opslib.moves.selection import Selection
+from opslib.operator import Operator
 from opslib.queries import entry_floor
+from opslib.session import Servers, Session, with_servers
 from worker.archive.table import TABLE
 from worker.store.keys import GROUP, Keys
+from worker.store.scripts import Scripts
 from worker.store.vocabulary import FINAL_STATUSES, RECORDED_QUEUED, WHERE_JOBS, WHERE_RUNNING
 from worker.store.wire import DEAD_FIELDS, decode_member, text
 
@@ -86,16 +90,47 @@ NEEDS_WRITE = (
 )
 
 
+@dataclass(frozen=True)
+class Replay(DeadMove):
+    """Back onto ``jobs``, attempts 0, the error fields dropped (``replay.lua``; ``replay_archived.lua``
+    for an entry only the archive holds), traced."""
+
+    verb = "replay"
+    needs = NEEDS_WRITE
+    traced = True
+
+    def take(self, scripts: Scripts, dead_id: str, batch: Batch, pipe: Any) -> Any:
+        return scripts.replay(
+            dead_id,
+            batch.id,
+            DEAD_FIELDS,
+            at=batch.at,
+            record=batch.record,
+            by=self.operator.by,
+            client=pipe,
+            context=batch.context,
+        )
+
+    def take_archived(
+        self, pg: Any, session: Session, keys: Keys, dead_ids: list[str], batch: Batch
+    ) -> Mapping[str, Any]:
+        return replay_from_archive(
+            pg, session.client, keys, dead_ids, batch.id, batch.at, by=self.operator.by, context=batch.context
+        )
+
+    def to_frame(self, found: Located, results: Sequence[Any], batch: str) -> pd.DataFrame:
+        return replay_to_frame(found.dead_ids, results, batch, dry_run=not batch, partitions=found.where)
+
+
+@with_servers
 def replay(
     ids: object,
     *,
     reason: str | None = None,
     by: str | None = None,
     dry_run: bool = False,
-    client: redis.Redis | None = None,
-    prefix: str | None = None,
-    conn: Any = None,
     on_progress: Progress | None = None,
+    servers: Servers,
 ) -> pd.DataFrame:
     """Put dead letters back on ``jobs`` (columns in the module docstring); ``dry_run`` writes nothing.
 
@@ -106,29 +141,11 @@ def replay(
     is called after each chunk. ``reason`` (optional) and ``by`` (default: the
     operating-system user) go into the action's record (:func:`opslib.actions`).
     """
-    why = None if reason is None else check_reason(reason, "replay")
-    by_whom = who(by)
-    return move_dead(
-        dead_ids_of(ids),
-        verb="replay",
-        needs=NEEDS_WRITE,
-        take=lambda scripts, dead_id, batch, at, record, pipe, context: scripts.replay(
-            dead_id, batch, DEAD_FIELDS, at=at, record=record, by=by_whom, client=pipe, context=context
-        ),
-        take_archived=lambda pg, redis_client, keys, dead_ids, batch, at, context: replay_from_archive(
-            pg, redis_client, keys, dead_ids, batch, at, by=by_whom, context=context
-        ),
-        to_frame=replay_to_frame,
-        dry_run=dry_run,
-        client=client,
-        prefix=prefix,
-        conn=conn,
-        on_progress=on_progress,
-        audit=(by_whom, why, ids),
-        traced=True,
-    )
+    move = Replay(Operator.acting("replay", by=by, reason=reason, required=False))
+    return move_dead(move, ids, servers, dry_run=dry_run, on_progress=on_progress)
 
 
+@with_servers
 def replay_kind(
     kind: str,
     *,
@@ -138,10 +155,7 @@ def replay_kind(
     reason: str | None = None,
     by: str | None = None,
     dry_run: bool = False,
-    client: redis.Redis | None = None,
-    prefix: str | None = None,
-    conn: Any = None,
-    on_progress: Progress | None = None,
+    servers: Servers,
 ) -> pd.DataFrame:
     """Replay every dead letter of ``kind`` that matches the filters (columns in the module docstring).
 
@@ -152,19 +166,9 @@ def replay_kind(
     it with ``dry_run=True`` first: it returns the same rows with status
     ``would replay`` and writes nothing.
     """
-    targets = of_kind(
-        kind, signature=signature, error_contains=error_contains, since=since, client=client, prefix=prefix, conn=conn
-    )
-    return replay(
-        targets,
-        reason=reason,
-        by=by,
-        dry_run=dry_run,
-        client=client,
-        prefix=prefix,
-        conn=conn,
-        on_progress=on_progress,
-    )
+    move = Replay(Operator.acting("replay", by=by, reason=reason, required=False))
+    selection = Selection(kind, signature=signature, error_contains=error_contains, since=since)
+    return move_dead(move, selection, servers, dry_run=dry_run)
 
 
 def replay_status(

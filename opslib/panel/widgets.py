@@ -43,8 +43,9 @@ import redis
 
 from opslib.errors import OpslibError
 from opslib.flow import throughput
-from opslib.moves.discard import check_reason, discard
+from opslib.moves.discard import discard
 from opslib.moves.replay import replay, replay_status
+from opslib.operator import check_reason
 from opslib.panel.filters import (
     ALL_KINDS,
     chosen_rows,

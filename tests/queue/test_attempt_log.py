@@ -48,7 +48,7 @@ def test_a_job_that_failed_twice_then_died_shows_its_three_attempts_in_order_eve
 ) -> None:
     migrate_url(archive_url)
     enqueue(r, "fail_twice_then_dead", {"order_id": "4471"}, prefix=prefix)
-    workers.burst(KINDS)
+    workers.here(KINDS)
     [(dead_id, dead)] = dead_fields(r, keys).items()
     errors = ["ValueError: attempt 1 failed", "ValueError: attempt 2 failed", "ValueError: attempt 3 failed"]
     logged = attempt_log.parse(dead["attempt_log"])
@@ -83,7 +83,7 @@ def test_the_log_keeps_the_last_ten_attempts_of_a_job_retried_fifteen_times(
     r: redis.Redis, keys: Keys, prefix: str, workers: Workers
 ) -> None:
     enqueue(r, "fail_fifteen_retries", {"order_id": "4471"}, prefix=prefix)
-    workers.burst(KINDS)
+    workers.here(KINDS)
     [dead] = dead_fields(r, keys).values()
     assert dead["attempts"] == "16"
     logged = attempt_log.parse(dead["attempt_log"])
@@ -98,12 +98,12 @@ def test_a_replayed_job_that_dies_again_starts_a_fresh_log_and_links_replay_of(
 ) -> None:
     migrate_url(archive_url)
     enqueue(r, "fail_twice_then_dead", {"order_id": "4471"}, prefix=prefix)
-    workers.burst(KINDS)
+    workers.here(KINDS)
     [first] = dead_fields(r, keys)
     new_id = opslib.replay(first, client=r, prefix=prefix)["new_id"].iloc[0]
     replayed = {k.decode(): v.decode() for k, v in r.xrange(keys.jobs, new_id, new_id)[0][1].items()}
     assert "attempt_log" not in replayed and replayed["attempts"] == "0"
-    workers.burst(KINDS)
+    workers.here(KINDS)
     [(again, dead)] = dead_fields(r, keys).items()
     assert (dead["replay_of"], dead["replays"]) == (first, "1")
     errors = [item["error"] for item in attempt_log.parse(dead["attempt_log"])]
@@ -120,7 +120,7 @@ def test_an_error_with_html_is_escaped_in_shows_html_and_in_the_panel(
 ) -> None:
     note = "<script>alert('seat')</script> & <b>more</b>"
     enqueue(r, "fail_twice_then_dead", {"order_id": "4471", "note": note}, prefix=prefix)
-    workers.burst(KINDS)
+    workers.here(KINDS)
     [dead_id] = dead_fields(r, keys)
     page = opslib.show(dead_id, archive=False, client=r, prefix=prefix)._repr_html_()
     panel = entry_html(dead_id, opslib.dead_letters(client=r, prefix=prefix).loc[dead_id])
@@ -168,7 +168,7 @@ def test_a_job_enqueued_just_under_max_job_bytes_still_retries_until_its_policy_
     enqueue(r, "fail_fifteen_retries", fields, prefix=prefix)
     [(_id, entry)] = r.xrange(keys.jobs)
     assert wire.job_bytes({k.decode(): v.decode() for k, v in entry.items()}) == limit
-    workers.burst(KINDS, MAX_JOB_BYTES=str(limit))
+    workers.here(KINDS, MAX_JOB_BYTES=str(limit))
     [dead] = dead_fields(r, keys).values()
     assert (dead["reason"], dead["attempts"]) == ("exhausted", "16"), dead["error"]
     assert len(attempt_log.parse(dead["attempt_log"])) == attempt_log.KEPT_ATTEMPTS

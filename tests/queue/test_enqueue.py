@@ -86,6 +86,26 @@ def test_enqueue_reads_the_queue_settings_through_settings_and_only_those(
         enqueue(r, "noop", {"job_id": "env-2"})
 
 
+def test_the_queue_settings_are_parsed_once_and_again_when_they_change(
+    r: redis.Redis, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from worker.store.enqueue import _queue
+
+    monkeypatch.setenv("QUEUE_PREFIX", prefix)
+    before = _queue.cache_info().misses
+    for n in range(5):
+        enqueue(r, "noop", {"job_id": f"same-{n}"})
+    assert _queue.cache_info().misses == before + 1  # read five times, parsed once
+    monkeypatch.setenv("QUEUE_PREFIX", f"{prefix}other:")
+    enqueue(r, "noop", {"job_id": "moved"})
+    assert [f[b"job_id"] for _, f in r.xrange(Keys(f"{prefix}other:").jobs)] == [b"moved"]
+    monkeypatch.setenv("MAX_JOB_BYTES", "lots")
+    for _ in range(2):  # a bad value is refused every time, never kept
+        with pytest.raises(SettingsError, match="MAX_JOB_BYTES='lots'"):
+            enqueue(r, "noop", {"job_id": "refused"})
+    r.delete(Keys(f"{prefix}other:").jobs)
+
+
 def test_a_worker_name_given_is_told_from_the_host_pid_default() -> None:
     assert not Settings.from_env({}).worker_name_set
     assert Settings.from_env({"WORKER_NAME": "box-1"}).worker_name_set

@@ -84,7 +84,6 @@ class Runs:
             self.done.append(entry_id)
         finally:
             self.running.discard(entry_id)
-            self.slots.free_slot(part.index, entry_id)
 
 
 def slots_for(capacity: int, runs: Runs) -> Slots:

@@ -25,7 +25,7 @@ def registry() -> Registry:
 def parse(
     raw: dict[bytes, bytes], registry: Registry, limit: int = 1024, job_limit: int = 1 << 20
 ) -> wire.Malformed | object:
-    return wire.parse_entry("1-0", raw, registry, limit, job_limit)
+    return wire.parse_entry("1-0", raw, registry.kinds, limit, job_limit)
 
 
 def test_a_valid_entry_becomes_a_job(registry: Registry) -> None:

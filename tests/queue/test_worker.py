@@ -1,4 +1,5 @@
-"""The worker as a real process against a real server: outcomes, limits, crashes, shutdown."""
+"""The worker against a real server: outcomes and limits in this process (``run_worker``); crashes and
+shutdown as a real process."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ def dead_entries(r: redis.Redis, keys: Keys) -> list[dict[str, str]]:
 
 def test_async_and_sync_handlers_succeed_and_are_acknowledged(r: redis.Redis, keys: Keys, workers: Workers) -> None:
     ids = [enqueue(r, kind, {"n": i}, prefix=keys.prefix) for i in range(30) for kind in ("noop", "sync_noop")]
-    workers.burst(KINDS)
+    workers.here(KINDS)
     assert r.scard(tkey(keys, "done")) == len(ids)
     assert r.xpending(keys.jobs, GROUP)["pending"] == 0
     assert r.xlen(keys.dead) == 0
@@ -48,7 +49,7 @@ def test_each_policy_makes_its_attempts_then_dead_letters(
 ) -> None:
     entry = enqueue(r, kind, {"order_id": "4471", "request_id": "7f3a9c2e", "trace": "4bf92f35"}, prefix=keys.prefix)
     job_id = r.xrange(keys.jobs, entry, entry)[0][1][b"job_id"].decode()
-    workers.burst(KINDS)
+    workers.here(KINDS)
     assert int(r.get(tkey(keys, f"attempts:{job_id}"))) == attempts
     [dead] = dead_entries(r, keys)
     assert dead["kind"] == kind
@@ -70,7 +71,7 @@ def test_an_error_the_policy_gives_up_on_is_dead_lettered_as_permanent_after_one
     refused = enqueue(r, "refused_or_failing", {"order_id": "4471", "refuse": "yes"}, prefix=keys.prefix)
     failing = enqueue(r, "refused_or_failing", {"order_id": "4472"}, prefix=keys.prefix)
     job_ids = [r.xrange(keys.jobs, e, e)[0][1][b"job_id"].decode() for e in (refused, failing)]
-    result = workers.burst(KINDS)
+    result = workers.here(KINDS)
     assert [int(r.get(tkey(keys, f"attempts:{job_id}"))) for job_id in job_ids] == [1, 6]
     by_order = {dead["order_id"]: dead for dead in dead_entries(r, keys)}
     assert by_order["4471"]["reason"] == "permanent"
@@ -85,7 +86,7 @@ def test_an_error_the_policy_gives_up_on_is_dead_lettered_as_permanent_after_one
 
 def test_a_passing_condition_is_retried_until_it_succeeds(r: redis.Redis, keys: Keys, workers: Workers) -> None:
     enqueue(r, "flaky_then_ok", {}, prefix=keys.prefix)
-    result = workers.burst(KINDS)
+    result = workers.here(KINDS)
     assert r.scard(tkey(keys, "done")) == 1
     assert r.xlen(keys.dead) == 0
     assert result.stdout.count("retrying in") == 2
@@ -96,7 +97,7 @@ def test_a_passing_condition_is_retried_until_it_succeeds(r: redis.Redis, keys: 
 
 def test_a_timeout_counts_as_a_failure(r: redis.Redis, keys: Keys, workers: Workers) -> None:
     enqueue(r, "slow_with_timeout", {}, prefix=keys.prefix)
-    workers.burst(KINDS)
+    workers.here(KINDS)
     [dead] = dead_entries(r, keys)
     assert dead["error"] == "JobTimeout: slow_with_timeout ran longer than its timeout of 0.2 s"
 
@@ -117,7 +118,7 @@ def test_malformed_entries_are_dead_lettered_with_their_reason_and_the_loop_goes
 ) -> None:
     r.xadd(keys.jobs, fields)
     enqueue(r, "noop", {}, prefix=keys.prefix)
-    workers.burst(KINDS)
+    workers.here(KINDS)
     [(_, dead)] = r.xrange(keys.dead)
     assert dead[b"reason"] == reason.encode()
     assert named in dead[b"error"].decode()
@@ -131,7 +132,7 @@ def test_malformed_entries_are_dead_lettered_with_their_reason_and_the_loop_goes
 def test_concurrency_never_exceeds_the_slots(r: redis.Redis, keys: Keys, workers: Workers) -> None:
     for _ in range(40):
         enqueue(r, "sleepy", {"sleep_s": "0.03"}, prefix=keys.prefix)
-    workers.burst(KINDS, WORKER_CONCURRENCY="3")
+    workers.here(KINDS, WORKER_CONCURRENCY="3")
     assert r.scard(tkey(keys, "done")) == 40
     assert int(r.get(tkey(keys, "max_active"))) == 3
 
@@ -140,7 +141,7 @@ def test_delayed_jobs_run_at_their_time_not_before(r: redis.Redis, keys: Keys, w
     member = enqueue(r, "stamp", {"n": 1}, delay_s=1.0, prefix=keys.prefix)
     job_id = json.loads(member)["job_id"]
     due = r.zscore(keys.delayed, member)
-    workers.burst(KINDS)
+    workers.here(KINDS)
     ran_at = float(r.get(tkey(keys, f"ran_at:{job_id}")))
     assert due <= ran_at < due + 1.5
     assert r.zcard(keys.delayed) == 0

@@ -21,7 +21,8 @@ batch      the batch id of the move ('' for pause, resume and throttle)
 detail     what else the action carries (a throttle's rate), JSON
 =========  ===================================================================
 
-Created by the same migration as the archive (:func:`worker.archive.table.migrate`).
+Created by the same migration as the archive (:func:`worker.archive.table.migrate`), partitioned by
+month of ``at`` as the archive is by ``dead_at`` (:mod:`worker.archive.months`).
 """
 
 from __future__ import annotations
@@ -40,7 +41,10 @@ CREATE TABLE IF NOT EXISTS {ACTIONS_TABLE} (
     reason   text        NOT NULL DEFAULT '',
     batch    text        NOT NULL DEFAULT '',
     detail   jsonb       NOT NULL DEFAULT '{{}}',
-    PRIMARY KEY (queue, id)
-);
+    PRIMARY KEY (queue, id, at)
+) PARTITION BY RANGE (at);
+CREATE TABLE IF NOT EXISTS {ACTIONS_TABLE}_default PARTITION OF {ACTIONS_TABLE} DEFAULT;
+"""
+ACTIONS_INDEX_DDL = f"""
 CREATE INDEX IF NOT EXISTS {ACTIONS_TABLE}_at ON {ACTIONS_TABLE} (queue, at);
 """

@@ -27,6 +27,10 @@ each over every partition of the queue (each has its own ``jobs:dead``, group
     removes dead workers' consumers from group ``archive`` once they own
     nothing, as the ``forget-consumers`` chore does for group ``workers``.
 
+``archive-months`` (every 10 min)
+    keeps the coming months' partitions ready and applies ``ARCHIVE_RETENTION``
+    (:mod:`worker.archive.retention`).
+
 PostgreSQL away: the chore counts the error, drops its connection and tries
 again with backoff; nothing in Redis waits for it.
 """
@@ -49,6 +53,7 @@ from prometheus_client.registry import Collector
 
 from worker.app import Chore
 from worker.archive.dead_log import next_id, parse_record
+from worker.archive.retention import Retention
 from worker.archive.rows import INSERT_ROW, LOG_LOCK, TRY_LOG_LOCK, Statement, dead_row, record_statements, runs
 from worker.archive.schema_check import NotMigrated, check_async
 from worker.archive.table import MIGRATE_COMMAND, WANTED, migrate_async
@@ -193,6 +198,7 @@ class Archiver:
             Chore("archive", INTERVAL_S, self.run),
             Chore("trim-dead", TRIM_INTERVAL_S, self.trim),
             Chore("forget-archive-consumers", FORGET_INTERVAL_S, self.forget_consumers),
+            Retention(self.settings, self.dsn).chore(),
         ]
 
     async def start(self) -> None:

@@ -47,7 +47,9 @@ INSERT_ROW = (
     f"INSERT INTO {TABLE} ({', '.join(ROW_COLUMNS)}) VALUES ({', '.join(['%s'] * len(ROW_COLUMNS))})"
     " ON CONFLICT DO NOTHING"
 )
-_KEY = "queue = %s AND partition = %s AND dead_id = %s"
+#: A row by its key; ``dead_at`` (derived from the id, as the row was written) lets PostgreSQL look in the
+#: row's month's partition only.
+_KEY = "queue = %s AND partition = %s AND dead_id = %s AND dead_at = %s"
 MARK_REPLAYED = (
     f"UPDATE {TABLE} SET status = '{STATUS_REPLAYED}', replayed_at = %s::timestamptz, replay_batch = %s,"
     f" replay_new_id = %s, replayed_by = NULLIF(%s, '') WHERE {_KEY} AND status = '{STATUS_DEAD}'"
@@ -130,7 +132,7 @@ def record_statements(queue: str, partition: int, records: Iterable[Record]) -> 
         for dead_id in sorted(carried, key=_id_order)
     ]
     for record in records:
-        key = (queue, partition, record.dead_id)
+        key = (queue, partition, record.dead_id, dead_at(record.dead_id))
         meta = record.meta
         if record.event == EVENT_REPLAYED:
             replayed = (meta.get("at"), meta.get("batch"), meta.get("new_id"), meta.get("by", ""))

@@ -13,8 +13,9 @@ declaration. A new column is one line there; an ``entry`` column also needs
 its value in :func:`worker.archive.rows.dead_row` (a test fails until it has
 one), and opslib's ``archive()`` frame says whether it shows it.
 
-``python -m worker migrate`` applies :data:`DDL` (idempotent, under an
-advisory lock so that runs together do not race); a worker applies it at start
+``python -m worker migrate`` applies :func:`migration` (idempotent, under an
+advisory lock so that runs together do not race; the table is partitioned by
+month, :mod:`worker.archive.months`); a worker applies it at start
 only with ``ARCHIVE_MIGRATE=on`` (the embedded stack's default), and otherwise
 checks that the table has every column (the operators' audit table,
 :mod:`worker.archive.actions_table`, is created by the same migration) (:mod:`worker.archive.schema_check`),
@@ -26,9 +27,11 @@ from __future__ import annotations
 import base64
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
-from worker.archive.actions_table import ACTIONS_DDL
+from worker.archive.actions_table import ACTIONS_DDL, ACTIONS_INDEX_DDL, ACTIONS_TABLE
+from worker.archive.months import FUNCTIONS, ready_statements
 from worker.store.vocabulary import (
     ARCHIVED_DEAD,
     ARCHIVED_DISCARDED,
@@ -120,13 +123,16 @@ PRIMARY_KEY = ("queue", "partition", "dead_id")
 ENTRY_COLUMNS = tuple(column.name for column in COLUMNS if column.writer == "entry")
 
 _WIDTH = max(map(len, COLUMN_NAMES)) + 1
+#: The partitioned table and its default partition (see :mod:`worker.archive.months`); the month column
+#: is in the key because PostgreSQL's unique keys of a partitioned table must hold the partition key.
 DDL = (
     f"""
 CREATE TABLE IF NOT EXISTS {TABLE} (
 """
     + "".join(f"    {column.name.ljust(_WIDTH)}{column.sql},\n" for column in COLUMNS)
-    + f"""    PRIMARY KEY ({", ".join(PRIMARY_KEY)})
-);
+    + f"""    PRIMARY KEY ({", ".join(PRIMARY_KEY)}, dead_at)
+) PARTITION BY RANGE (dead_at);
+CREATE TABLE IF NOT EXISTS {TABLE}_default PARTITION OF {TABLE} DEFAULT;
 """
     # A column declared after the table was made is added to it (it must be nullable or have a default).
     + "".join(
@@ -134,14 +140,21 @@ CREATE TABLE IF NOT EXISTS {TABLE} (
         for column in COLUMNS
         if column.name not in PRIMARY_KEY
     )
-    + f"""CREATE INDEX IF NOT EXISTS {TABLE}_kind_dead_at ON {TABLE} (queue, kind, dead_at);
+)
+#: The readers' indexes, made after a conversion's copy (one build per partition, not a row at a time).
+INDEX_DDL = f"""CREATE INDEX IF NOT EXISTS {TABLE}_kind_dead_at ON {TABLE} (queue, kind, dead_at);
 -- Covers opslib.history(): an index-only scan reads ~60 bytes a row, not the heap's tracebacks.
 CREATE INDEX IF NOT EXISTS {TABLE}_dead_at ON {TABLE} (queue, dead_at)
     INCLUDE (kind, replayed_at, discarded_at, replay_outcome);
 CREATE INDEX IF NOT EXISTS {TABLE}_signature ON {TABLE} (queue, signature);
 CREATE INDEX IF NOT EXISTS {TABLE}_replay_batch ON {TABLE} (replay_batch) WHERE replay_batch IS NOT NULL;
+-- Retention's batches: the rows of one status past its age, without reading the others.
+CREATE INDEX IF NOT EXISTS {TABLE}_status_dead_at ON {TABLE} (queue, status, dead_at);
 """
-)
+#: The whole migration, in order: an old unpartitioned table set aside, the partitioned tables made and
+#: filled from it, the coming months' partitions (:func:`worker.archive.months.ready_statements`), then indexes.
+SET_ASIDE = f"SELECT archive_set_aside('{TABLE}'), archive_set_aside('{ACTIONS_TABLE}')"
+FILL = f"SELECT archive_fill('{TABLE}'), archive_fill('{ACTIONS_TABLE}')"
 
 
 #: What a worker writes, for the check at its start: the table and every column.
@@ -149,20 +162,34 @@ WANTED = {TABLE: COLUMN_NAMES}
 MIGRATE_COMMAND = "python -m worker migrate"
 
 
+def migration(now: datetime) -> list[tuple[str, tuple[Any, ...]]]:
+    """The statements of one migration at ``now``, in order (run in one transaction)."""
+    return [
+        ("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,)),
+        (FUNCTIONS, ()),
+        (SET_ASIDE, ()),
+        (DDL, ()),
+        (ACTIONS_DDL, ()),
+        (FILL, ()),
+        *ready_statements(now),
+        (INDEX_DDL, ()),
+        (ACTIONS_INDEX_DDL, ()),
+    ]
+
+
 def migrate(conn: psycopg.Connection[Any]) -> None:
-    """Create what is missing of the queue's tables in ``conn``'s current schema, in one transaction."""
+    """Create what is missing of the queue's tables in ``conn``'s current schema, in one transaction,
+    converting unpartitioned ones (:mod:`worker.archive.months`)."""
     with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
-        conn.execute(DDL)
-        conn.execute(ACTIONS_DDL)
+        for sql, params in migration(datetime.now(UTC)):
+            conn.execute(sql, params or None)
 
 
 async def migrate_async(conn: psycopg.AsyncConnection[Any]) -> None:
     """:func:`migrate` on an asyncio connection (the archiver's, at worker start)."""
     async with conn.transaction():
-        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
-        await conn.execute(DDL)
-        await conn.execute(ACTIONS_DDL)
+        for sql, params in migration(datetime.now(UTC)):
+            await conn.execute(sql, params or None)
 
 
 def migrate_url(database_url: str) -> None:

@@ -1,1 +1,1 @@
-"""The read loop: the runner, its slots, the rotation over partitions, outcomes, upkeep chores, the scheduler chore."""
+"""The read loop: the worker, its executor and slots, the partitions rotation, outcomes, upkeep and scheduler chores."""

@@ -5,7 +5,7 @@ retry, dead-letter) and makes the moves; this module builds what they carry:
 a dead entry's fields (:func:`dead_fields`, the failed job's ``attempt_log``
 with the final attempt appended, see :mod:`worker.store.attempt_log`), a
 retry's delayed member (:func:`retry_member`, encoded by the caller), and a job's facts for a log
-record (:func:`log_fields`).
+record (:func:`log_fields`, :func:`dead_log_line`), all before the move is made.
 """
 
 from __future__ import annotations
@@ -94,12 +94,24 @@ def dead_fields(burial: Burial, *, worker: str, at: str) -> dict[str, str]:
     return fields
 
 
-def poison_log_fields(dead: dict[str, str], burial: Burial) -> dict[str, Any]:
-    """The log fields of an entry never parsed here, from its dead entry's fields ``dead`` (read back)."""
-    return {
+def dead_log_line(burial: Burial) -> tuple[str, dict[str, Any]] | None:
+    """The subject of a dead letter's log line ("Job <kind> <id>", "Entry <id>") and its fields; None for
+    an entry never parsed here (poison), which only its dead entry describes (:func:`poison_log_line`)."""
+    job = burial.job
+    if job is not None:
+        return f"Job {job.kind} {job.job_id}", log_fields(job, OUTCOME_DEAD, burial.duration_s, burial.reason)
+    if burial.kind is None:
+        return None
+    return f"Entry {burial.entry_id}", {"kind": burial.kind or None, "outcome": OUTCOME_DEAD, "reason": burial.reason}
+
+
+def poison_log_line(dead: dict[str, str], burial: Burial) -> tuple[str, dict[str, Any]]:
+    """:func:`dead_log_line` of an entry never parsed here, from its dead entry's fields ``dead`` (read back)."""
+    extra = {
         "kind": dead.get("kind", "?"),
         "job_id": job_id_of(dead, "?"),
         "attempt": burial.attempts,
         "outcome": OUTCOME_DEAD,
         "reason": burial.reason,
     }
+    return f"Job {extra['kind']} {extra['job_id']} (entry {burial.entry_id})", extra

@@ -13,22 +13,9 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from typing import Protocol
 
+from worker.observability.observer import Observer, overrides
 from worker.store.vocabulary import OUTCOME_SUCCEEDED
-
-
-class Observer(Protocol):
-    """What the loop reports about each job it starts and finishes (metrics implement it)."""
-
-    def job_started(self, kind: str, wait_s: float) -> None:
-        """A job's handler is about to run; ``wait_s``: start time minus the entry's time on ``jobs``."""
-
-    def job_finished(self, kind: str, outcome: str, duration_s: float, reason: str | None) -> None:
-        """A job was retried or dead-lettered (successes come in :meth:`jobs_succeeded`)."""
-
-    def jobs_succeeded(self, kinds: Sequence[str], durations_s: Sequence[float]) -> None:
-        """Jobs whose handlers returned since the last report: each one's kind and run time, in step."""
 
 
 class Successes:
@@ -47,7 +34,7 @@ class Successes:
     def __init__(self, observers: Iterable[Observer]) -> None:
         self.kinds: list[str] = []
         self.durations_s: list[float] = []
-        self.observers = list(observers)
+        self.observers = overrides(observers, "jobs_succeeded")
 
     def hand_over(self) -> None:
         """Report what gathered to every observer, and start again."""
@@ -59,7 +46,7 @@ class Successes:
         self.durations_s.clear()
 
 
-class Tally:
+class Tally(Observer):
     """Counts outcomes per kind for the periodic summary log line, and keeps when each kind last succeeded
     (published with the kinds a worker runs: ``opslib.kinds()``'s ``last_succeeded_at``)."""
 
@@ -67,9 +54,6 @@ class Tally:
         self.counts: Counter[tuple[str, str]] = Counter()
         self.since = time.monotonic()
         self.last_success: dict[str, float] = {}
-
-    def job_started(self, kind: str, wait_s: float) -> None:
-        """The summary line counts outcomes only."""
 
     def job_finished(self, kind: str, outcome: str, duration_s: float, reason: str | None) -> None:
         if outcome == OUTCOME_SUCCEEDED:

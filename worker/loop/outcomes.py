@@ -15,7 +15,7 @@ the moves carry (a dead entry's fields, a retry's member with its
 ``attempt_log``).
 
 The attempt's ``process`` span, when the worker traces, is marked here too
-(:mod:`worker.loop.tracing`; the runner records the exception): the outcome,
+(:mod:`worker.loop.tracing`; the executor records the exception): the outcome,
 and its context as ``trace_link`` on the retried job and the dead letter.
 
 A job that carries ``replay_batch`` (a replay put it back) also records its
@@ -37,11 +37,12 @@ import redis.asyncio as aioredis
 
 from worker.archive.dead_log import outcome_record
 from worker.kinds import Job, KindSpec
-from worker.loop.burial import Burial, dead_fields, log_fields, poison_log_fields, retry_member
+from worker.loop.burial import Burial, dead_fields, dead_log_line, log_fields, poison_log_line, retry_member
 from worker.loop.episode import Episode
 from worker.loop.fence import StaleSettles
-from worker.loop.observe import Observer, Successes
+from worker.loop.observe import Successes
 from worker.loop.tracing import link_field, mark_dead, retrying
+from worker.observability.observer import Observer
 from worker.retry import Retry, decide
 from worker.settings import Settings
 from worker.store import wire
@@ -190,6 +191,7 @@ class Outcomes:
 
     async def _retry(self, job: Job, decision: Retry, error: str, of: str, duration_s: float) -> None:
         run_at = CLOCK.now() + decision.delay_s  # Redis's time: a wrong local clock runs no retry early
+        extra = log_fields(job, OUTCOME_RETRIED, duration_s)
         fields = retry_member(
             job, decision.attempts, error=error, duration_s=duration_s, worker=self.name, at=now_iso()
         )
@@ -206,7 +208,7 @@ class Outcomes:
             of,
             error,
             decision.delay_s,
-            extra=log_fields(job, OUTCOME_RETRIED, duration_s),
+            extra=extra,
         )
         for observer in self.observers:
             observer.job_finished(job.kind, OUTCOME_RETRIED, duration_s, None)
@@ -232,30 +234,38 @@ class Outcomes:
 
         Only if it is still pending and idle ``idle_ms``: else it was claimed or
         acknowledged since the reclaim loop looked, and is not poison after all.
+        Its log line names the kind and job id its dead entry holds (read back:
+        the entry was never parsed here).
         """
         error = (
             f"Poison: delivered {deliveries} times (MAX_DELIVERIES={self.settings.max_deliveries}) "
             f"without an outcome; last consumer {consumer}"
         )
         happened = f"killed its worker {deliveries} times"
-        return await self.dead_letter(
-            Burial(
-                entry_id,
-                reason=REASON_POISON,
-                attempts=deliveries,
-                error=error,
-                happened=happened,
-                kind=None,
-                min_idle_ms=idle_ms,
-            )
+        burial = Burial(
+            entry_id,
+            reason=REASON_POISON,
+            attempts=deliveries,
+            error=error,
+            happened=happened,
+            kind=None,
+            min_idle_ms=idle_ms,
         )
+        dead_id = await self.dead_letter(burial)
+        if dead_id is not None:
+            found: Any = await self.redis.xrange(self.keys.dead, dead_id, dead_id)
+            dead = {text(k): text(v) for k, v in (found[0][1] if found else {}).items()}
+            self._report_dead(burial, dead_id, poison_log_line(dead, burial))
+        return dead_id
 
     async def dead_letter(self, burial: Burial) -> str | None:
         """Move the entry to ``jobs:dead`` (bury script: XADD dead + XACK), log it, tell the observers.
 
         Returns the dead entry's id, or None when the entry was no longer
         pending (another worker recorded its outcome, or claimed it since).
+        A poison entry's log line and report are :meth:`poison`'s.
         """
+        line = dead_log_line(burial)
         fields = dead_fields(burial, worker=self.name, at=now_iso()) | link_field()
         buried = await self.episode.land(
             self._key(burial.entry_id),
@@ -274,22 +284,18 @@ class Outcomes:
             return None
         dead_id = wire.text(buried)
         mark_dead(burial.reason, burial.error, dead_id)
-        job = burial.job
-        if job is not None:
-            extra = log_fields(job, OUTCOME_DEAD, burial.duration_s, burial.reason)
-            subject = f"Job {job.kind} {job.job_id}"
-        elif burial.kind is None:
-            extra = await poison_fields(self.redis, self.keys.dead, dead_id, burial)
-            subject = f"Job {extra['kind']} {extra['job_id']} (entry {burial.entry_id})"
-        else:
-            extra = {"kind": burial.kind or None, "outcome": OUTCOME_DEAD, "reason": burial.reason}
-            subject = f"Entry {burial.entry_id}"
+        if line is not None:
+            self._report_dead(burial, dead_id, line)
+        if burial.job is not None:
+            await self.record_replay(burial.job, {"status": RECORDED_FAILED, "dead_id": dead_id, "error": burial.error})
+        return dead_id
+
+    def _report_dead(self, burial: Burial, dead_id: str, line: tuple[str, dict[str, Any]]) -> None:
+        """The dead letter's log line (``line``: its subject and fields) and the observers' report."""
+        subject, extra = line
         log.error("%s %s and was dead-lettered as %s: %s", subject, burial.happened, dead_id, burial.error, extra=extra)
         for observer in self.observers:
             observer.job_finished(extra["kind"] or "?", OUTCOME_DEAD, burial.duration_s, burial.reason)
-        if job is not None:
-            await self.record_replay(job, {"status": RECORDED_FAILED, "dead_id": dead_id, "error": burial.error})
-        return dead_id
 
     async def record_replay(self, job: Job, outcome: dict[str, Any]) -> None:
         """For a replayed job, record ``outcome`` in its batch's ``replay:<batch>`` hash."""
@@ -313,9 +319,3 @@ class Outcomes:
             await pipe.execute()
 
         await self.episode.land(self._key(job.entry_id), write)
-
-
-async def poison_fields(redis_client: aioredis.Redis, dead: str, dead_id: str, burial: Burial) -> dict[str, Any]:
-    """The log fields of an entry never parsed here, read back from its dead entry on ``dead`` (a rare path)."""
-    found: Any = await redis_client.xrange(dead, dead_id, dead_id)
-    return poison_log_fields({text(k): text(v) for k, v in (found[0][1] if found else {}).items()}, burial)

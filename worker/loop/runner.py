@@ -1,49 +1,47 @@
-"""The worker: its partitions, slots, read loop and chores put together; running one entry; drain on stop.
+"""The worker's life: its partitions, slots, read loop and chores put together; start, stop, drain.
 
 The read loop (:mod:`worker.loop.rotation`, one partition or several) starts
 entries in the worker's :class:`~worker.loop.slots.Slots`; everything else is
 a timed chore beside it (:mod:`worker.loop.upkeep`).
 
-A slot runs :meth:`Worker.run_entry`, which never raises: it returns after
-the handler succeeded (the entry is acknowledged in the next batch), or
-:mod:`worker.loop.outcomes` has put the job in ``delayed`` with attempts + 1
-(retry script: ZADD + XACK) or dead-lettered it (bury script: XADD dead +
-XACK). An entry delivered before (reclaimed from a dead process) runs alone
-and is acknowledged at once, so an innocent neighbour of a crasher never
-drifts toward the poison limit.
+A slot runs its entry in the :class:`~worker.loop.executor.Executor`, which
+never raises: it returns after the handler succeeded (the entry is
+acknowledged in the next batch), or :mod:`worker.loop.outcomes` has put the
+job in ``delayed`` with attempts + 1 (retry script: ZADD + XACK) or
+dead-lettered it (bury script: XADD dead + XACK). An entry delivered before
+(reclaimed from a dead process) runs alone and is acknowledged at once, so an
+innocent neighbour of a crasher never drifts toward the poison limit.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import functools
 import logging
 import random
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
 
 import redis.asyncio as aioredis
 import redis.exceptions
 
 from worker.app import Chore
-from worker.errors import JobTimeout
-from worker.kinds import Job, KindSpec, Registry
+from worker.kinds import Registry
 from worker.loop.chores import run_chore
 from worker.loop.declare import declare_chore
 from worker.loop.episode import Episode
+from worker.loop.executor import Executor
 from worker.loop.gate import Gate
-from worker.loop.observe import Observer, Tally
+from worker.loop.observe import Tally
 from worker.loop.outcomes import Outcomes
 from worker.loop.partition_reader import PartitionReader, give_back
 from worker.loop.read_ahead import ReadAhead
 from worker.loop.rotation import Rotation
-from worker.loop.slots import Raw, Slots
-from worker.loop.tracing import record_failure, traced
+from worker.loop.slots import Slots
+from worker.loop.tracing import traced
 from worker.loop.upkeep import Upkeep
+from worker.observability.observer import Observer
 from worker.settings import Settings
-from worker.store import wire
 from worker.store.keys import GROUP, Keys
 from worker.store.partitions import partition_keys
 from worker.store.reconnect import lost_connection
@@ -81,31 +79,22 @@ class Worker:
         self.extra_chores = list(chores)
         self.more_work = list(more_work)
         self.stopping = asyncio.Event()
-        self._traced, run = traced(self.run_entry, self.keys.jobs)  # with an OpenTelemetry SDK, each in its span
         self.episode = Episode()
         """Redis refusing writes: decided outcomes kept until they land (:mod:`worker.loop.episode`)."""
-        self.slots = Slots(settings.concurrency, run, self.episode.troubles)
-        self._threads = ThreadPoolExecutor(settings.concurrency, thread_name_prefix="job")
         self._rng = random.Random()
         block_ms = min(settings.block_ms, 50) if burst else settings.block_ms
         observing = [self.tally, *observers]
-        # Bound once, for every job: the wait observers (the tally counts outcomes only) and the field limit.
-        self._job_started = [observer.job_started for observer in observing[1:]]
-        self._max_field_bytes, self._max_job_bytes = settings.max_field_bytes, settings.max_job_bytes
-        self.parts: list[PartitionReader] = []
-        for keys in partition_keys(settings):
-            scripts = Scripts(redis_client, keys, wait_replicas=settings.wait_replicas)
-            outcomes = Outcomes(
-                redis_client,
-                scripts,
-                settings,
-                observing,
-                promote_soon=functools.partial(self._promote_soon, scripts),
-                episode=self.episode,
-                rng=self._rng,
-            )
-            self.parts.append(PartitionReader(redis_client, outcomes, self.name, block_ms))
+        self.parts = [self._partition(keys, observing, block_ms) for keys in partition_keys(settings)]
         self.gate = Gate(redis_client, self.keys, self.parts[0].keys, registry)
+        self.executor = Executor(
+            registry,
+            self.gate,
+            observing,
+            threads=settings.concurrency,
+            field_limits=(settings.max_field_bytes, settings.max_job_bytes),
+        )
+        self._traced, run = traced(self.executor.run, self.keys.jobs)  # with an OpenTelemetry SDK, each in its span
+        self.slots = Slots(settings.concurrency, run, self.episode.troubles)
         self.upkeep = Upkeep(
             redis_client, settings, self.slots, self.parts, self.stopping, self.tally, episode=self.episode
         )
@@ -119,6 +108,20 @@ class Worker:
             rng=self._rng,
             read_ahead=ReadAhead(settings.prefetch, settings.reclaim_idle_ms),
         )
+
+    def _partition(self, keys: Keys, observing: list[Observer], block_ms: int) -> PartitionReader:
+        """One partition's reader, with its scripts and the :class:`Outcomes` that record what its entries became."""
+        scripts = Scripts(self.redis, keys, wait_replicas=self.settings.wait_replicas)
+        outcomes = Outcomes(
+            self.redis,
+            scripts,
+            self.settings,
+            observing,
+            promote_soon=functools.partial(self._promote_soon, scripts),
+            episode=self.episode,
+            rng=self._rng,
+        )
+        return PartitionReader(self.redis, outcomes, self.name, block_ms)
 
     def _promote_soon(self, scripts: Scripts, delay_s: float) -> None:
         self.upkeep.promote_soon(scripts, delay_s)
@@ -152,8 +155,12 @@ class Worker:
                 task.cancel()
             await asyncio.gather(*chores, return_exceptions=True)
             await self._goodbye()
-            self._threads.shutdown(wait=False, cancel_futures=True)
+            self.executor.shutdown()
             self.upkeep.log_summary()
+
+    def outcomes_waiting(self) -> int:
+        """Outcomes decided but kept until Redis takes them again (the metrics' gauge)."""
+        return self.episode.waiting
 
     def stop(self) -> None:
         """Stop reading; running jobs get ``SHUTDOWN_GRACE_S`` to finish."""
@@ -249,56 +256,3 @@ class Worker:
         for part in self.parts:
             await part.node.release()
         await self.upkeep.stop_heartbeat()
-
-    # ---------------------------------------------------------------- slots
-
-    async def run_entry(self, part: PartitionReader, entry_id: str, raw: Raw, alone: bool = False) -> None:
-        """Run one entry of ``part`` through its handler, record the outcome and free its slot. Never raises."""
-        outcomes = part.outcomes
-        try:
-            parsed = wire.parse_entry(entry_id, raw, self.registry, self._max_field_bytes, self._max_job_bytes)
-            if isinstance(parsed, wire.Malformed):
-                await outcomes.malformed(parsed)
-                return
-            spec = self.registry.kinds[parsed.kind]
-            if parsed.kind in self.gate.held and not await self.gate.admit(part, parsed):
-                return
-            if self._job_started:
-                waited_s = time.time() - wire.entry_epoch_s(entry_id)
-                for job_started in self._job_started:
-                    job_started(parsed.kind, waited_s)
-            started = time.perf_counter()
-            try:
-                if spec.is_async and spec.timeout_s is None:
-                    await spec.handler(parsed)  # the common case, without _call's frame
-                else:
-                    await self._call(spec, parsed)
-            except (Exception, SystemExit) as exc:
-                record_failure(exc)  # on the attempt's span, when the worker traces
-                await outcomes.failed(spec, parsed, exc, time.perf_counter() - started)
-                return
-            part.succeeded(parsed, time.perf_counter() - started)
-            if alone:
-                await outcomes.flush_kept(entry_id)
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            # Only an error Redis will not get over (a refusal or a lost connection waits in the
-            # episode) can get here; the entry stays pending and is reclaimed.
-            log.exception("Could not record the outcome of entry %s; it stays pending.", entry_id)
-        finally:
-            self.slots.free_slot(part.index, entry_id)
-
-    async def _call(self, spec: KindSpec, job: Job) -> None:
-        if spec.is_async:
-            call = spec.handler(job)
-        else:
-            run = contextvars.copy_context().run  # the task's context (the attempt's span) goes with it, as to_thread
-            call = asyncio.get_running_loop().run_in_executor(self._threads, run, spec.handler, job)
-        if spec.timeout_s is None:
-            await call
-            return
-        try:
-            await asyncio.wait_for(call, spec.timeout_s)
-        except TimeoutError:
-            raise JobTimeout(f"{spec.name} ran longer than its timeout of {spec.timeout_s} s") from None

@@ -6,8 +6,9 @@ script as the XADD, ``worker/store/lua/schedule_tick.lua``; with partitions, eve
 puts a tick in the partition of ``<name>:<tick>``, lock and job alike). Its lifetime is longer
 than the catch-up window plus twice the tolerated clock skew plus one
 interval, so a worker whose clock is late, or that wakes late, finds the lock
-still there; nothing has to line up with the next tick (the chapter's
-``SET sched:expire_holds NX EX 55`` enqueues twice as soon as clocks drift).
+still there; nothing has to line up with the next tick (a lock per schedule
+with a fixed lifetime, ``SET sched:<name> NX EX 55``, would enqueue twice as
+soon as clocks drift; docs/worker.md, "Schedules").
 
 Each worker keeps a cursor per schedule: the instant up to which it has
 looked. A wake considers the ticks after the cursor up to its clock's now, so

@@ -1,10 +1,11 @@
 """What a worker runs at once: its slots, the reads that hold one, and running an entry alone.
 
 The read loop (:mod:`worker.loop.rotation`), the chores (:mod:`worker.loop.upkeep`)
-and the runner (:mod:`worker.loop.runner`) share this one object instead of
+and the worker (:mod:`worker.loop.runner`) share this one object instead of
 reaching into each other: the loop asks how many slots are free and starts
-entries in them; a slot frees itself when its entry is done
-(:meth:`Slots.free`), which wakes the loop; the reclaim chore runs a suspect
+entries in them; each runs in the executor (:mod:`worker.loop.executor`), and
+its slot frees itself when the entry is done (:meth:`Slots.free_slot`), which
+wakes the loop; the reclaim chore runs a suspect
 entry with nothing else in flight (:meth:`Slots.run_alone`); the claim
 refresher reads when each entry started.
 
@@ -52,7 +53,7 @@ class Partition(Protocol):
 #: An entry to run alone: its partition, its id, and the claim that takes it (its fields, or None).
 Suspect = tuple[Partition, str, Callable[[], Awaitable[Raw | None]]]
 
-#: Runs one entry in a slot and frees the slot when done (:meth:`worker.loop.runner.Worker.run_entry`).
+#: Runs one entry in a slot, never raising (:meth:`worker.loop.executor.Executor.run`); the slot frees itself after.
 RunEntry = Callable[[Any, str, Raw, bool], Coroutine[Any, Any, None]]
 
 
@@ -93,14 +94,20 @@ class Slots:
     def start(
         self, part: Partition, entry_id: str, raw: Raw, alone: bool = False, read_at: float = 0.0
     ) -> asyncio.Task[None]:
-        """Run ``entry_id`` of ``part`` in a slot of its own (the entry's runner frees it); ``read_at``: when
-        it became ours (monotonic; default now)."""
+        """Run ``entry_id`` of ``part`` in a slot of its own (freed when it is done); ``read_at``: when it
+        became ours (monotonic; default now)."""
         slot = (part.index, entry_id)
-        run = self._run_entry(part, entry_id, raw, True) if alone else self._run_on(part, entry_id, raw)
+        run = self._run_alone(part, entry_id, raw) if alone else self._run_on(part, entry_id, raw)
         task = asyncio.create_task(run)
         self.inflight[slot] = task
         self.started_at[slot] = read_at or time.monotonic()
         return task
+
+    async def _run_alone(self, part: Partition, entry_id: str, raw: Raw) -> None:
+        try:
+            await self._run_entry(part, entry_id, raw, True)
+        finally:
+            self.free_slot(part.index, entry_id)
 
     async def _run_on(self, part: Partition, entry_id: str, raw: Raw) -> None:
         """Run an entry; then, while entries wait :attr:`ahead` and no entry waits to run alone, the next
@@ -108,7 +115,10 @@ class Slots:
         task = asyncio.current_task()
         ahead, inflight, started_at = self.ahead, self.inflight, self.started_at
         while True:
-            await self._run_entry(part, entry_id, raw, False)
+            try:
+                await self._run_entry(part, entry_id, raw, False)
+            finally:
+                self.free_slot(part.index, entry_id)
             if not ahead or self.quieting or self.troubles or task is None or self.free <= 0:
                 return
             part, entry_id, raw, read_at = ahead.popleft()
@@ -160,7 +170,7 @@ class Slots:
         return old
 
     def free_slot(self, index: int, entry_id: str) -> None:
-        """The entry's runner is done with its slot: forget it and wake the loop, unless the slot goes on
+        """The entry is done with its slot: forget it and wake the loop, unless the slot goes on
         to an entry read ahead and enough of them are left (more than :attr:`low_water`)."""
         slot = (index, entry_id)
         self.inflight.pop(slot, None)

@@ -18,7 +18,7 @@ module) and each attempt runs inside a CONSUMER span ``process <queue>``
 - a replayed job's first attempt starts a new trace linked to the replay's
   span (the ``traceparent`` the replay wrote).
 
-The outcome marks the span (called by the runner and :mod:`worker.loop.outcomes`,
+The outcome marks the span (called by the executor and :mod:`worker.loop.outcomes`,
 on the current span, so they cost a dictionary lookup without OpenTelemetry):
 the exception is recorded, a retry or dead letter sets status ERROR, a dead
 letter adds a ``dead_letter`` event with the reason, and the retry and bury

@@ -2,7 +2,7 @@
 times, added up in Redis for ``opslib.throughput()`` (layout in :mod:`worker.store.flow`).
 
 :class:`FlowCounter` is one of the loop's observers
-(:class:`worker.loop.observe.Observer`). On the loop's path it only adds to
+(:class:`worker.observability.observer.Observer`). On the loop's path it only adds to
 dictionaries in this process (a bucket index and an increment: well under a
 microsecond a job, see ``benchmarks/hot_path.py --flow``); a chore hands
 what it gathered to Redis about once a second, in one pipeline of HINCRBYs
@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import redis.exceptions
 
 from worker.app import Chore
+from worker.observability.observer import Observer
 from worker.store.flow import (
     BOUNDS_S,
     BUCKETS,
@@ -63,7 +64,7 @@ _SUCCEEDED, _RETRIED, _DEAD = (BUCKETS + COUNTS.index(name) for name in (SUCCEED
 _ROW = BUCKETS + len(COUNTS)
 
 
-class FlowCounter:
+class FlowCounter(Observer):
     """Counts what the loop reports, per kind, until :meth:`flush` adds it to Redis."""
 
     def __init__(self, client: Any, keys: Keys, kinds: Iterable[str], retention_days: int) -> None:

@@ -4,12 +4,12 @@ Two kinds of numbers, collected two ways:
 
 * **This process's work** — job outcomes per kind, job durations, the last
   success of each kind, and the scheduler's ticks. :class:`Metrics` is the
-  loop's :class:`~worker.loop.observe.Observer` (``job_finished``) and the
+  loop's :class:`~worker.observability.observer.Observer` (``job_finished``) and the
   scheduler's (``tick_enqueued`` / ``tick_skipped``). Every worker exports its
   own counts: add them up across replicas with ``sum``.
-* **The queue's state** — dead-stream length and evictions, pending, pending
-  idle beyond ``RECLAIM_IDLE_MS``, group lag, delayed and delayed-due, live
-  consumers, summed over the partitions, read by
+* **The queue's state** — each field of
+  :class:`~worker.observability.queue_state.QueueState` that declares a
+  metric (lag, pending, delayed, dead, parked, ...), summed over the partitions, read by
   :func:`worker.observability.queue_state.read_partitions_state_async` (the
   reader ``opslib.queue_stats`` uses too, so both show the same numbers).
   These are the same for every replica, so one worker at a time reads them
@@ -24,36 +24,11 @@ Two kinds of numbers, collected two ways:
   stale ones.
 
 Every name starts with ``METRICS_NAMESPACE`` (``worker`` by default; an
-application's deployment may set its own, e.g. ``myapp``), written ``<ns>`` here.
-
-Queue-wide, from the lock holder only (label ``queue``): gauges
-``<ns>_queue_dead_length``, ``<ns>_queue_pending``,
-``<ns>_queue_pending_idle``, ``<ns>_queue_lag``,
-``<ns>_queue_delayed``, ``<ns>_queue_delayed_due``,
-``<ns>_queue_consumers_live``, ``<ns>_queue_oldest_waiting_seconds``; counter
-``<ns>_queue_dead_evicted_total`` (with the archive on, only the hard
-ceiling ``DEAD_HARD_MAXLEN`` evicts). With the archive on, also gauges
-``<ns>_archive_unarchived`` (dead entries and log records not yet in
-PostgreSQL) and ``<ns>_archive_oldest_unarchived_age_seconds``, and
-counter ``<ns>_archive_dead_added_total``.
-
-From every worker (labels ``queue`` and ``kind``, ``schedule`` or ``reason``; ``kind`` is one
-the worker declares, or ``other`` for every other kind a dead entry named):
-counters ``<ns>_jobs_succeeded_total``, ``<ns>_jobs_retried_total``,
-``<ns>_jobs_dead_total`` (kind, reason), ``<ns>_scheduler_ticks_enqueued_total``
-and ``<ns>_scheduler_ticks_skipped_total`` (schedule); histogram
-``<ns>_job_duration_seconds`` and ``<ns>_job_wait_seconds`` (how long
-each job waited on ``jobs`` before it started); gauges
-``<ns>_job_last_success_timestamp_seconds`` and
-``<ns>_schedule_interval_seconds`` (schedule, kind). With the archive
-on (label ``queue``): counters ``<ns>_archive_archived_total`` and
-``<ns>_archive_errors_total``. Gauge ``<ns>_outcomes_waiting``: decided
-outcomes the worker keeps while Redis refuses their move; counter
-``<ns>_settles_stale_total``: settles dropped by the fence (the entry was
-another worker's by then). Gauge ``<ns>_clock_offset_seconds``: Redis's clock
-minus this worker's.
-
-Plus prometheus_client's ``process_*`` series (CPU, memory, start time).
+application's deployment may set its own, e.g. ``myapp``). Each series, its
+type, labels and meaning is in the metrics table of ``docs/operations.md``
+("Metrics"), which ``tests/docs/test_catalogues.py`` checks against what this
+registry exports, so a gauge declared on ``QueueState`` is one row in the
+table and nothing here. Plus prometheus_client's ``process_*`` series (CPU, memory, start time).
 """
 
 from __future__ import annotations
@@ -76,6 +51,7 @@ from worker.app import Chore
 from worker.archive.archiver import ArchiveCollector, Archiver, read_partitions_backlog
 from worker.kinds import Registry
 from worker.observability.endpoint import MetricsEndpoint
+from worker.observability.observer import Observer
 from worker.observability.queue_state import QueueState, read_partitions_state_async, stat_fields
 from worker.settings import Settings
 from worker.store.keys import Keys
@@ -140,7 +116,7 @@ class CountAtScrape(Collector):
         yield metric
 
 
-class JobCollector(Collector):
+class JobCollector(Collector, Observer):
     """This process's job outcomes per kind, kept as plain numbers and turned into metrics at scrape time.
 
     :meth:`job_finished` runs on the loop's success path, up to 15,000 times a
@@ -164,7 +140,7 @@ class JobCollector(Collector):
         self.wait_sum: dict[str, float] = {}
 
     def job_started(self, kind: str, wait_s: float) -> None:
-        """The loop's report of a job about to run (:class:`worker.loop.observe.Observer`): about 0.3 µs."""
+        """The loop's report of a job about to run (:class:`worker.observability.observer.Observer`): about 0.3 µs."""
         waits = self.waits.get(kind)
         if waits is None:
             waits = self.waits[kind] = [0] * (len(WAIT_BUCKETS_S) + 1)
@@ -172,7 +148,7 @@ class JobCollector(Collector):
         self.wait_sum[kind] = self.wait_sum.get(kind, 0.0) + wait_s
 
     def job_finished(self, kind: str, outcome: str, duration_s: float, reason: str | None) -> None:
-        """The loop's report of one retried or dead job (:class:`worker.loop.observe.Observer`)."""
+        """The loop's report of one retried or dead job (:class:`worker.observability.observer.Observer`)."""
         if outcome == OUTCOME_SUCCEEDED:
             self.jobs_succeeded((kind,), (duration_s,))
             return
@@ -267,7 +243,7 @@ def histogram(
     return family
 
 
-class Metrics:
+class Metrics(Observer):
     """The metrics of one worker process, in a registry of its own."""
 
     def __init__(
@@ -336,11 +312,11 @@ class Metrics:
     # ------------------------------------------------------------ observers
 
     def job_started(self, kind: str, wait_s: float) -> None:
-        """The loop's report of a job about to run (:class:`worker.loop.observe.Observer`)."""
+        """The loop's report of a job about to run (:class:`worker.observability.observer.Observer`)."""
         self.jobs.job_started(kind, wait_s)
 
     def job_finished(self, kind: str, outcome: str, duration_s: float, reason: str | None) -> None:
-        """The loop's report of one finished job (:class:`worker.loop.observe.Observer`). A kind this worker
+        """The loop's report of one finished job (:class:`worker.observability.observer.Observer`). A kind this worker
         does not declare (an unknown kind, a malformed entry's, poison's) counts under ``kind="other"``, so
         whoever writes to the stream cannot grow the label values without bound."""
         self.jobs.job_finished(kind if kind in self.declared else OTHER_KIND, outcome, duration_s, reason)

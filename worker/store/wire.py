@@ -1,6 +1,6 @@
 """The job wire format: parsing entries at the loop's edge and encoding jobs.
 
-A job is a flat map of strings (DESIGN.md): ``kind``, ``job_id`` or
+A job is a flat map of strings (docs/worker.md, "Jobs and dead entries"): ``kind``, ``job_id`` or
 ``outbox_id``, ``attempts``, the payload's fields, ``request_id``, ``trace``,
 and the W3C trace fields ``traceparent``, ``tracestate``, ``trace_link``
 (:mod:`worker.store.trace_context`).
@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from itertools import chain
 from typing import Any
 
-from worker.kinds import Job, Registry
+from worker.job import Job
 from worker.store import attempt_log
 from worker.store.vocabulary import REASON_MALFORMED, REASON_OVERSIZED, REASON_UNKNOWN_KIND
 
@@ -52,9 +52,10 @@ def _preview(value: bytes | str, limit: int = 80) -> str:
 
 
 def parse_entry(
-    entry_id: str, raw: dict[bytes, bytes], registry: Registry, max_field_bytes: int, max_job_bytes: int
+    entry_id: str, raw: dict[bytes, bytes], kinds: Collection[str], max_field_bytes: int, max_job_bytes: int
 ) -> Job | Malformed:
-    """Turn a stream entry into a :class:`Job`, or say exactly why it is not one.
+    """Turn a stream entry into a :class:`Job`, or say exactly why it is not one; ``kinds``: the names of
+    the kinds this worker runs (its registry's, passed in: the store knows no registry).
 
     It runs once for every job, so it reads only what the loop needs before
     the job starts (kind, attempts, ids) and checks the rest is UTF-8 text,
@@ -92,8 +93,8 @@ def parse_entry(
             f"MalformedJob: the entry has no 'kind' field (fields: {_preview(names.decode().replace(chr(10), ', '))})",
             "",
         )
-    if kind not in registry.kinds:
-        known = ", ".join(sorted(registry.kinds)) or "none"
+    if kind not in kinds:
+        known = ", ".join(sorted(kinds)) or "none"
         return Malformed(
             entry_id,
             REASON_UNKNOWN_KIND,

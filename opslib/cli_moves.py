@@ -1,0 +1,191 @@
+"""The moves of ``python -m opslib`` (replay, discard, run-now, cancel): one confirm-and-report path.
+
+Each first runs its dry run and shows what it would take, then asks on a
+terminal (``--yes`` skips the question, ``--dry-run`` stops after showing;
+without a terminal and without ``--yes`` it refuses), moves exactly the rows
+shown, and reports how many moved, how many someone else took meanwhile, and
+the batch. A :class:`CliMove` states only what differs: the dry run, the
+move, how its plan is listed and what the report says.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TextIO
+
+import pandas as pd
+
+from opslib.display import frame_text, plural
+from opslib.moves.delayed_jobs import CANCELLED, MISSING, QUEUED, cancel_delayed, run_now
+from opslib.moves.discard import discard, discard_kind
+from opslib.moves.replay import replay, replay_kind
+from opslib.queries import dead_letters, delayed
+from worker.store.vocabulary import DISCARD_DISCARDED, DISCARD_WOULD_DISCARD, REPLAY_REPLAYED, REPLAY_WOULD_REPLAY
+
+SHOWN = 20
+"""A move lists at most this many of the entries it will take before asking."""
+
+
+@dataclass(frozen=True)
+class Listing:
+    """What a move takes: its ``noun``, how the plan lists the first of them (``show``), where the ids
+    the plan misses are not (``absent``), and why ids were missing at the move (``gone``)."""
+
+    noun: str
+    show: Callable[[pd.DataFrame, TextIO], None]
+    absent: str
+    gone: str
+
+
+@dataclass(frozen=True)
+class CliMove:
+    """One command's move: ``plan()`` is its dry run, ``move(taken)`` moves the rows the plan would take
+    (those of status ``would``). ``planned`` starts the plan line (``"would replay"``); the report
+    counts the rows of status ``done``."""
+
+    question: Callable[[int], str]
+    plan: Callable[[], pd.DataFrame]
+    move: Callable[[pd.DataFrame], pd.DataFrame]
+    would: str
+    done: str
+    planned: str
+    listing: Listing
+
+
+def not_in(count: int) -> str:
+    """``1 id is not in`` / ``2 ids are not in``."""
+    return f"{plural(count, 'id')} {'is' if count == 1 else 'are'} not in"
+
+
+def confirmed(question: str, args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO) -> bool:
+    """``--yes``, or a "y" typed on a terminal; says why not on ``err`` / ``out`` otherwise."""
+    if args.yes:
+        return True
+    if not stdin.isatty():
+        verb = question.split()[0].lower()
+        print(f"error: not done: no terminal to confirm on; add --yes to {verb} without asking", file=err)
+        return False
+    print(f"{question} [y/N] ", end="", file=out, flush=True)
+    if stdin.readline().strip().lower() in ("y", "yes"):
+        return True
+    print("not done", file=out)
+    return False
+
+
+def confirm_and_move(
+    move: CliMove, args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO
+) -> pd.DataFrame | None:
+    """Show the plan, ask, move, report. The frame of the move; an empty one when there was nothing to
+    do or only a dry run was asked for; None when not confirmed."""
+    plan = move.plan()
+    taken = plan[plan["status"] == move.would]
+    missing = len(plan[plan["status"] == MISSING])
+    listing = move.listing
+    absent = f"; {not_in(missing)} {listing.absent}" if missing else ""
+    print(f"{move.planned} {plural(len(taken), listing.noun)}{absent}", file=out)
+    if len(taken):
+        listing.show(taken, out)
+    if len(taken) > SHOWN:
+        print(f"  ... and {len(taken) - SHOWN} more", file=out)
+    if args.dry_run or taken.empty:
+        return taken.iloc[0:0]
+    if not confirmed(move.question(len(taken)), args, out, err, stdin):
+        return None
+    done = move.move(taken)
+    counts = done["status"].value_counts()
+    print(
+        f"{move.done} {counts.get(move.done, 0)}, missing {counts.get(MISSING, 0)} ({listing.gone}); "
+        f"batch {done.attrs['batch']}",
+        file=out,
+    )
+    return done
+
+
+def show_dead(taken: pd.DataFrame, out: TextIO) -> None:
+    """The first dead letters of a plan: id, kind and the start of the error."""
+    dead = dead_letters()
+    for dead_id in taken["dead_id"].head(SHOWN):
+        about = f"  {dead.at[dead_id, 'kind']}  {dead.at[dead_id, 'error'][:90]}" if dead_id in dead.index else ""
+        print(f"  {dead_id}{about}", file=out)
+
+
+def show_delayed(taken: pd.DataFrame, out: TextIO) -> None:
+    """The first delayed jobs of a plan, as ``delayed`` lists them."""
+    later = delayed()
+    shown = later[later["job_id"].isin(taken["job_id"])].head(SHOWN)
+    if len(shown):
+        print(frame_text(shown[["run_at", "kind", "job_id", "attempts"]], index=False), file=out)
+
+
+DEAD_LETTERS = Listing(
+    "dead letter", show_dead, "jobs:dead nor dead in the archive (taken already)", "taken by someone else since"
+)
+DELAYED_JOBS = Listing(
+    "delayed job",
+    show_delayed,
+    "delayed (promoted, run or cancelled already)",
+    "taken by a worker or someone else since",
+)
+
+
+def replay_move(args: argparse.Namespace) -> CliMove:
+    """``replay ID ...`` or ``replay --kind K ...``."""
+
+    def plan() -> pd.DataFrame:
+        if args.kind:
+            selection = {"signature": args.signature, "error_contains": args.error_contains, "since": args.since}
+            return replay_kind(args.kind, **selection, dry_run=True)
+        return replay(args.ids, dry_run=True)
+
+    return CliMove(
+        question=lambda n: f"Replay {plural(n, 'dead letter')}?",
+        plan=plan,
+        move=lambda taken: replay(taken, reason=args.reason, by=args.by),
+        would=REPLAY_WOULD_REPLAY,
+        done=REPLAY_REPLAYED,
+        planned="would replay",
+        listing=DEAD_LETTERS,
+    )
+
+
+def discard_move(args: argparse.Namespace) -> CliMove:
+    """``discard ID ... --reason R`` or ``discard --kind K ... --reason R``."""
+    said = {"reason": args.reason, "by": args.by}
+
+    def plan() -> pd.DataFrame:
+        if args.kind:
+            selection = {"signature": args.signature, "error_contains": args.error_contains, "since": args.since}
+            return discard_kind(args.kind, **said, **selection, dry_run=True)
+        return discard(args.ids, **said, dry_run=True)
+
+    return CliMove(
+        question=lambda n: f"Discard {plural(n, 'dead letter')}?",
+        plan=plan,
+        move=lambda taken: discard(taken["dead_id"], **said),
+        would=DISCARD_WOULD_DISCARD,
+        done=DISCARD_DISCARDED,
+        planned="would discard",
+        listing=DEAD_LETTERS,
+    )
+
+
+def delayed_move(args: argparse.Namespace) -> CliMove:
+    """``run-now JOB_ID ...`` or ``cancel JOB_ID ... --reason R``."""
+    cancel = args.command == "cancel"
+
+    def run(dry_run: bool) -> pd.DataFrame:
+        if cancel:
+            return cancel_delayed(args.job_ids, reason=args.reason, dry_run=dry_run)
+        return run_now(args.job_ids, dry_run=dry_run)
+
+    return CliMove(
+        question=lambda n: f"Cancel {n} delayed jobs?" if cancel else f"Run {n} delayed jobs now?",
+        plan=lambda: run(dry_run=True),
+        move=lambda _taken: run(dry_run=False),
+        would="would cancel" if cancel else "would queue",
+        done=CANCELLED if cancel else QUEUED,
+        planned="would cancel" if cancel else "would run now",
+        listing=DELAYED_JOBS,
+    )

@@ -1,0 +1,101 @@
+"""Where one call of opslib acts: the servers the caller named, and the session a move runs in.
+
+Every public function takes ``client=`` (a Redis client), ``prefix=`` (the
+queue's ``QUEUE_PREFIX``) and, where it may reach the archive, ``conn=`` (a
+psycopg connection or URL); each None means the environment's
+(:mod:`opslib.connection`). :class:`Servers` holds the three as the caller
+gave them, so that a function hands one record down instead of three
+arguments; :func:`with_servers` turns the public call form into it.
+:meth:`Servers.session` opens them for one call: a :class:`Session` carries
+the Redis client, the queue's keys, its partitions, their scripts and the
+archive's connection (opened when first needed), and closes what it opened.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, TypeVar
+
+from opslib.actions import Action, record_action
+from opslib.connection import partitions, redis_session
+from opslib.moves.archived import Archive, open_archive
+from opslib.moves.batches import partition_scripts
+from worker.store.keys import Keys
+from worker.store.scripts import Scripts
+
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class Servers:
+    """The servers a caller named (``client=``, ``prefix=``, ``conn=``), None for the environment's."""
+
+    client: Any = None
+    prefix: str | None = None
+    conn: Any = None
+
+    @contextlib.contextmanager
+    def session(self, action: str, needs: str = "") -> Iterator[Session]:
+        """The servers opened for ``action`` (what the caller does, for error messages); ``needs``
+        says which rights a move needs (none: a read). What was opened here is closed afterwards."""
+        with (
+            redis_session(self.client, self.prefix, action, needs) as (client, keys),
+            open_archive(self.conn) as archive,
+        ):
+            yield Session(client, keys, archive, self.conn)
+
+
+@dataclass
+class Session:
+    """One call's open servers: the Redis client, the queue's keys, the archive (:class:`Archive`)."""
+
+    client: Any
+    keys: Keys
+    archive: Archive
+    conn: Any = None
+
+    @cached_property
+    def parts(self) -> list[Keys]:
+        """The keys of every partition of the queue (read once per call)."""
+        return partitions(self.client, self.keys)
+
+    @cached_property
+    def scripts(self) -> list[Scripts]:
+        """Each partition's scripts, in partition order."""
+        return partition_scripts(self.client, self.parts)
+
+    @property
+    def servers(self) -> Servers:
+        """These servers, for a public function called inside the session (it opens nothing again)."""
+        return Servers(self.client, self.keys.prefix, self.conn)
+
+    def record(self, done: Action) -> None:
+        """Record an operator's action on this queue (:func:`opslib.actions.record_action`)."""
+        record_action(self.client, self.keys, done)
+
+
+#: The public call form's last three keywords, as ``help()`` shows them.
+SERVER_PARAMETERS = [
+    inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=shown)
+    for name, shown in (("client", "redis.Redis | None"), ("prefix", "str | None"), ("conn", "Any"))
+]
+
+
+def with_servers(function: Callable[..., R]) -> Callable[..., R]:
+    """``function`` in its public call form: its own parameters, and ``client=``, ``prefix=`` and
+    ``conn=`` in place of its keyword ``servers`` (one :class:`Servers` of the three). The signature
+    shown (``help()``, Jupyter) is the public one."""
+    own = inspect.signature(function)
+    public = [p for p in own.parameters.values() if p.name != "servers"]
+
+    @functools.wraps(function)
+    def call(*args: Any, client: Any = None, prefix: str | None = None, conn: Any = None, **given: Any) -> R:
+        return function(*args, servers=Servers(client, prefix, conn), **given)
+
+    call.__signature__ = own.replace(parameters=[*public, *SERVER_PARAMETERS])  # type: ignore[attr-defined]
+    return call

@@ -1,0 +1,33 @@
+"""What the loop reports about each job it runs, as hooks an observer overrides only where it cares.
+
+The metrics (:mod:`worker.observability.metrics`), the flow counters
+(:mod:`worker.observability.flow`) and the burst tally
+(:class:`worker.loop.observe.Tally`) subclass :class:`Observer`; each hook
+does nothing unless overridden, and the loop calls ``job_started`` and
+``jobs_succeeded`` only on the observers that override them
+(:func:`overrides`), so a hook nobody needs costs a job nothing (as
+Dramatiq's ``Middleware``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+
+class Observer:
+    """Hooks on a job's life in the loop; each does nothing unless a subclass overrides it."""
+
+    def job_started(self, kind: str, wait_s: float) -> None:
+        """A job's handler is about to run; ``wait_s``: start time minus the entry's time on ``jobs``."""
+
+    def job_finished(self, kind: str, outcome: str, duration_s: float, reason: str | None) -> None:
+        """A job was retried or dead-lettered (successes come in :meth:`jobs_succeeded`)."""
+
+    def jobs_succeeded(self, kinds: Sequence[str], durations_s: Sequence[float]) -> None:
+        """Jobs whose handlers returned since the last report: each one's kind and run time, in step."""
+
+
+def overrides(observers: Iterable[Observer], hook: str) -> list[Observer]:
+    """The ``observers`` whose class overrides ``hook`` (the others would be called for nothing)."""
+    base = getattr(Observer, hook)
+    return [observer for observer in observers if getattr(type(observer), hook, base) is not base]
