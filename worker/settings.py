@@ -98,6 +98,21 @@ def check_read_timeout(block_ms: int, socket_timeout_s: float) -> None:
         )
 
 
+@dataclass(frozen=True)
+class RedisTimeouts:
+    """The worker's own timeouts for Redis (:func:`worker.store.connection.network_options`), a base of
+    :class:`Settings`; their check needs ``BLOCK_MS``, a field of the subclass."""
+
+    redis_socket_timeout_s: float = setting("REDIS_SOCKET_TIMEOUT_S", "5", positive_float, SOCKET_TIMEOUT_HELP)
+    redis_connect_timeout_s: float = setting(
+        "REDIS_CONNECT_TIMEOUT_S", "5", positive_float, "longest wait for a new connection to Redis"
+    )
+    redis_health_check_s: float = setting("REDIS_HEALTH_CHECK_S", "5", positive_float, HEALTH_CHECK_HELP)
+
+    def __post_init__(self) -> None:
+        check_read_timeout(getattr(self, "block_ms", 0), self.redis_socket_timeout_s)
+
+
 def check_tls(settings: Settings) -> None:
     """``REQUIRE_TLS=on``: refuse, in one line, a Redis URL without TLS or without verification,
     and a PostgreSQL URL whose ``sslmode`` is not ``verify-full``."""
@@ -122,7 +137,7 @@ def check_tls(settings: Settings) -> None:
 
 
 @dataclass(frozen=True, repr=False)
-class Settings:
+class Settings(RedisTimeouts):
     """The worker's configuration; build it with :meth:`from_env`."""
 
     redis_url: str = setting(
@@ -250,11 +265,6 @@ class Settings:
         "RECLAIM_INTERVAL_S", "5", positive_float, "how often each worker looks for idle pending entries"
     )
     block_ms: int = setting("BLOCK_MS", "1000", positive_int, "XREADGROUP block timeout")
-    redis_socket_timeout_s: float = setting("REDIS_SOCKET_TIMEOUT_S", "5", positive_float, SOCKET_TIMEOUT_HELP)
-    redis_connect_timeout_s: float = setting(
-        "REDIS_CONNECT_TIMEOUT_S", "5", positive_float, "longest wait for a new connection to Redis"
-    )
-    redis_health_check_s: float = setting("REDIS_HEALTH_CHECK_S", "5", positive_float, HEALTH_CHECK_HELP)
     shutdown_grace_s: float = setting(
         "SHUTDOWN_GRACE_S", "30", positive_float, "on SIGTERM, how long running jobs may take to finish"
     )
@@ -341,7 +351,7 @@ class Settings:
             )
         if self.require_tls:
             check_tls(self)
-        check_read_timeout(self.block_ms, self.redis_socket_timeout_s)
+        super().__post_init__()
 
     def current(self, name: str) -> str:
         """The secret setting ``name`` (``redis_url``, ``database_url``, ``archive_url``) as it is

@@ -51,7 +51,7 @@ class Consumer:
         """Read one entry (it must be ``entry_id``) and parse it."""
         [(got, raw)] = await self.reader.read(1, block=False)
         assert got == entry_id
-        job = wire.parse_entry(got, raw, REGISTRY, 1 << 20, 1 << 20)
+        job = wire.parse_entry(got, raw, REGISTRY.kinds, 1 << 20, 1 << 20)
         assert isinstance(job, wire.Job)
         return job
 
@@ -114,7 +114,7 @@ def test_an_ack_batch_lands_for_the_entries_still_ours(redis_url: str, r: redis.
         read = await a.reader.read(3, block=False)
         r.xclaim(keys.jobs, GROUP, "worker-b", 0, [ids[1]], justid=True)
         for entry_id, raw in read:
-            job = wire.parse_entry(entry_id, raw, REGISTRY, 1 << 20, 1 << 20)
+            job = wire.parse_entry(entry_id, raw, REGISTRY.kinds, 1 << 20, 1 << 20)
             assert isinstance(job, wire.Job)
             a.outcomes.succeeded(job, 0.01)
         await a.reader.read(1, block=False)

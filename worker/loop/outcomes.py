@@ -47,7 +47,7 @@ from worker.retry import Retry, decide
 from worker.settings import Settings
 from worker.store import wire
 from worker.store.failures import bounded_traceback, describe_error, now_iso
-from worker.store.keys import REPLAY_OUTCOME_TTL_S
+from worker.store.keys import REPLAY_OUTCOME_TTL_S, Keys
 from worker.store.scripts import Scripts
 from worker.store.server_clock import CLOCK
 from worker.store.vocabulary import (
@@ -136,10 +136,6 @@ class Outcomes:
     def give_back_acks(self, acks: list[str]) -> None:
         self.acks[:0] = acks
 
-    def _key(self, entry_id: str) -> str:
-        """An outcome's name in the episode: partition and entry."""
-        return f"{self.keys.partition}/{entry_id}"
-
     async def flush_kept(self, what: str) -> None:
         """:meth:`flush` until it lands (an episode keeps what could not be sent; ``what`` names it)."""
         await self.episode.land(f"{self.keys.partition}/{what}", self.flush)
@@ -197,7 +193,7 @@ class Outcomes:
         )
         member = wire.encode_member(fields | retrying(error, decision))
         move = functools.partial(self.scripts.retry, job.entry_id, run_at, member, consumer=self.name)
-        if not await self.episode.land(self._key(job.entry_id), move):
+        if not await self.episode.land(outcome_key(self.keys, job.entry_id), move):
             return self.stale.dropped("retry", [job.entry_id], job)
         if decision.delay_s < 1.0:
             self.promote_soon(decision.delay_s)
@@ -268,7 +264,7 @@ class Outcomes:
         line = dead_log_line(burial)
         fields = dead_fields(burial, worker=self.name, at=now_iso()) | link_field()
         buried = await self.episode.land(
-            self._key(burial.entry_id),
+            outcome_key(self.keys, burial.entry_id),
             lambda: self.scripts.bury(
                 burial.entry_id,
                 fields,
@@ -318,4 +314,9 @@ class Outcomes:
                 pipe.xadd(self.keys.dead_log, outcome_record(replay_of, batch, dead_again=dead_again, at=outcome["at"]))
             await pipe.execute()
 
-        await self.episode.land(self._key(job.entry_id), write)
+        await self.episode.land(outcome_key(self.keys, job.entry_id), write)
+
+
+def outcome_key(keys: Keys, entry_id: str) -> str:
+    """An outcome's name in the episode: partition and entry."""
+    return f"{keys.partition}/{entry_id}"

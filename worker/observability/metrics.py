@@ -290,13 +290,7 @@ class Metrics(Observer):
             registry=self.registry,
         )
         self.outcomes_waiting.labels(self.queue).set(0)
-        self.clock_offset = Gauge(
-            f"{ns}_clock_offset_seconds",
-            "Redis's clock minus this worker's, as last measured (TIME at each heartbeat); past 2 s it is logged.",
-            ["queue"],
-            registry=self.registry,
-        )
-        self.clock_offset.labels(self.queue).set_function(lambda: CLOCK.offset_s)
+        self.settles_stale = self._network_series(ns)
         started = time.time()
         for schedule in registry.schedules.values():
             self.interval.labels(self.queue, schedule.name, schedule.kind).set(
@@ -330,11 +324,24 @@ class Metrics(Observer):
         """Read ``waiting()`` (the worker's :attr:`worker.loop.episode.Episode.waiting`) at each scrape."""
         self.outcomes_waiting.labels(self.queue).set_function(waiting)
 
+    def _network_series(self, ns: str) -> CountAtScrape:
+        """The clock's offset (a gauge read at each scrape) and the counter of stale settles, 0 until
+        :meth:`watch_stale`."""
+        clock_offset = Gauge(
+            f"{ns}_clock_offset_seconds",
+            "Redis's clock minus this worker's, as last measured (TIME at each heartbeat); past 2 s it is logged.",
+            ["queue"],
+            registry=self.registry,
+        )
+        clock_offset.labels(self.queue).set_function(lambda: CLOCK.offset_s)
+        help_text = "Settles (ack, retry, dead letter) dropped because the entry was no longer this worker's."
+        settles_stale = CountAtScrape(f"{ns}_settles_stale", help_text, self.queue, lambda: 0)
+        self.registry.register(settles_stale)
+        return settles_stale
+
     def watch_stale(self, stale: Callable[[], int]) -> None:
         """Report ``stale()`` (settles the fence dropped, :mod:`worker.loop.fence`) at each scrape."""
-        help_text = "Settles (ack, retry, dead letter) dropped because the entry was no longer this worker's."
-        name = f"{self.settings.metrics_namespace}_settles_stale"
-        self.registry.register(CountAtScrape(name, help_text, self.queue, stale))
+        self.settles_stale.count = stale
 
     def tick_enqueued(self, schedule: str) -> None:
         """The scheduler won a tick's lock and enqueued the job."""
