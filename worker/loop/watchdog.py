@@ -75,9 +75,9 @@ class Watchdog:
         asyncio.run(self._watch())
 
     async def _watch(self) -> None:
-        pool = self.client.connection_pool
         client = None
         if not is_cluster(self.client):
+            pool = self.client.connection_pool
             clone = aioredis.ConnectionPool(connection_class=pool.connection_class, **pool.connection_kwargs)
             client = aioredis.Redis(connection_pool=clone)
         try:
