@@ -63,6 +63,7 @@ from opslib.moves.replay import replay_status
 from opslib.queries import delayed, pending, queue_stats
 from opslib.runbook import DEFAULT_OUT, RunbookFailed, run_runbook
 from opslib.show import show
+from worker.printable import printable_stream
 from worker.store.vocabulary import (
     STATUS_SUCCEEDED,
 )
@@ -174,7 +175,7 @@ def cmd_runbook(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 def main(argv: Sequence[str] | None = None, *, stdin: TextIO | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    out, err = sys.stdout, sys.stderr
+    out, err = printable_stream(sys.stdout), printable_stream(sys.stderr)  # no raw control reaches the terminal
     if args.command in ("replay", "discard"):
         verb = args.command
         if bool(args.ids) == bool(args.kind):

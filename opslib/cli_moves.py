@@ -22,6 +22,7 @@ from opslib.moves.delayed_jobs import CANCELLED, MISSING, QUEUED, cancel_delayed
 from opslib.moves.discard import discard, discard_kind
 from opslib.moves.replay import replay, replay_kind
 from opslib.queries import dead_letters, delayed
+from worker.printable import printable
 from worker.store.vocabulary import DISCARD_DISCARDED, DISCARD_WOULD_DISCARD, REPLAY_REPLAYED, REPLAY_WOULD_REPLAY
 
 SHOWN = 20
@@ -108,7 +109,7 @@ def show_dead(taken: pd.DataFrame, out: TextIO) -> None:
     dead = dead_letters()
     for dead_id in taken["dead_id"].head(SHOWN):
         about = f"  {dead.at[dead_id, 'kind']}  {dead.at[dead_id, 'error'][:90]}" if dead_id in dead.index else ""
-        print(f"  {dead_id}{about}", file=out)
+        print(f"  {dead_id}{printable(about)}", file=out)  # one line each, whatever the error holds
 
 
 def show_delayed(taken: pd.DataFrame, out: TextIO) -> None:

@@ -73,6 +73,7 @@ from opslib.panel.layout import AUTO_REFRESH_S, ENTRY_ROWS, PanelWidgets
 from opslib.panel.pause_control import PauseControl
 from opslib.panel.ticker import Ticker
 from opslib.queries import dead_letters, failure_groups, queue_stats
+from worker.printable import printable
 
 LABEL_CHARS = 90
 UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
@@ -143,7 +144,7 @@ class DeadLetterPanel(PanelWidgets):
             self.pause_control.load()
             self.dead = dead_letters(**self.at)
             kinds = sorted(set(self.dead["kind"]))
-            options = [("all kinds", ALL_KINDS), *[(kind or "(none)", kind) for kind in kinds]]
+            options = [("all kinds", ALL_KINDS), *[(printable(kind) or "(none)", kind) for kind in kinds]]
             kept = self.kind.value if self.kind.value in kinds else ALL_KINDS
             self._set(self.kind, options=options, value=kept)
             self.apply_filters()
@@ -165,7 +166,7 @@ class DeadLetterPanel(PanelWidgets):
             groups = failure_groups(self.shown) if not self.shown.empty else pd.DataFrame()
             self.table.value = groups_html(groups, filters.kind)
             options = [
-                (f"{count} × {signature[:LABEL_CHARS]}", signature)
+                (printable(f"{count} × {signature[:LABEL_CHARS]}"), signature)
                 for count, signature in zip(groups.get("count", []), groups.get("signature", []), strict=True)
             ]
             values = [value for _label, value in options]

@@ -28,7 +28,6 @@ import contextvars
 import logging
 import time
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
 
 from worker.errors import JobTimeout
 from worker.kinds import Job, KindSpec, Registry
@@ -37,6 +36,7 @@ from worker.loop.outcomes import Outcomes
 from worker.loop.partition_reader import PartitionReader
 from worker.loop.slots import Raw
 from worker.loop.tracing import record_failure
+from worker.loop.unfinished import HandlerThreads
 from worker.observability.observer import Observer, overrides
 from worker.store import wire
 
@@ -67,8 +67,8 @@ class Executor:
         # Bound once, for every job; only the observers that count starts (the tally does not).
         self._job_started = [observer.job_started for observer in overrides(observers, "job_started")]
         self._max_field_bytes, self._max_job_bytes = field_limits
-        self.threads = ThreadPoolExecutor(threads, thread_name_prefix="job")
-        """Where synchronous handlers run (their ``job`` threads)."""
+        self.threads = HandlerThreads(threads, thread_name_prefix="job")
+        """Where synchronous handlers run (their ``job`` threads), knowing whose (a stop's give-back asks)."""
 
     async def run(self, part: PartitionReader, entry_id: str, raw: Raw, alone: bool = False) -> None:
         """Run one entry of ``part`` through its handler and record the outcome. Never raises.

@@ -39,6 +39,7 @@ from worker.loop.read_ahead import ReadAhead
 from worker.loop.rotation import Rotation
 from worker.loop.slots import Slots
 from worker.loop.tracing import traced
+from worker.loop.unfinished import cancel, give_back_unfinished
 from worker.loop.upkeep import Upkeep
 from worker.observability.observer import Observer
 from worker.settings import Settings
@@ -94,7 +95,7 @@ class Worker:
             field_limits=(settings.max_field_bytes, settings.max_job_bytes),
         )
         self._traced, run = traced(self.executor.run, self.keys.jobs)  # with an OpenTelemetry SDK, each in its span
-        self.slots = Slots(settings.concurrency, run, self.episode.troubles)
+        self.slots = Slots(settings.concurrency, run, self.episode.troubles, self.stopping)
         self.upkeep = Upkeep(
             redis_client, settings, self.slots, self.parts, self.stopping, self.tally, episode=self.episode
         )
@@ -218,7 +219,8 @@ class Worker:
     async def _drain(self) -> None:
         """On stop: what was read ahead runs as slots free (else it is given back), running jobs and outcomes
         kept through an episode get ``SHUTDOWN_GRACE_S``, then the acknowledgements are sent, until the same
-        deadline. What is left stays pending for reclaim (as a dead process's entries do), said in one line."""
+        deadline. Cancelled jobs are given back (:mod:`worker.loop.unfinished`); what is left stays pending for
+        reclaim once idle (as a dead process's entries do), said in one line."""
         grace_s = self.settings.shutdown_grace_s
         deadline = time.monotonic() + grace_s
         await give_back(self.parts, await self.slots.run_out_ahead(deadline))  # what was read ahead
@@ -229,10 +231,7 @@ class Worker:
             timeout = max(0.0, deadline - time.monotonic())
             _done, left = await asyncio.wait(list(inflight.values()), timeout=timeout)
         kept, reason = self.episode.waiting, self.episode.reason
-        for task in left:
-            task.cancel()
-        if left:
-            await asyncio.wait(left, timeout=1.0)
+        cancelled = await cancel(inflight, left, give_back=not kept)  # decided outcomes waiting: none given back
         unsent = 0
         for part in self.parts:
             try:
@@ -241,11 +240,12 @@ class Worker:
                 if not (lost_connection(exc) or isinstance(exc, redis.exceptions.RedisError)):
                     raise
                 unsent += len(part.outcomes.acks)
-        if left or unsent:
+        given = await give_back_unfinished(self.parts, cancelled, self.executor.threads)
+        if len(left) > given or unsent:
             log.warning(
                 "%d jobs did not finish within SHUTDOWN_GRACE_S=%g s, and %d outcomes and %d acknowledgements "
                 "were not recorded%s: their entries are left pending, for reclaim to run again.",
-                len(left) - kept,
+                len(left) - kept - given,
                 grace_s,
                 kept,
                 unsent,

@@ -50,6 +50,7 @@ from prometheus_client.registry import Collector
 from worker.app import Chore
 from worker.archive.archiver import ArchiveCollector, Archiver, read_partitions_backlog
 from worker.kinds import Registry
+from worker.observability.backlog import BacklogCollector, read_backlog_async
 from worker.observability.endpoint import MetricsEndpoint
 from worker.observability.observer import Observer
 from worker.observability.queue_state import QueueState, read_partitions_state_async, stat_fields
@@ -259,6 +260,8 @@ class Metrics(Observer):
         ns = settings.metrics_namespace
         self.queue_collector = QueueCollector(self.queue, ns)
         self.registry.register(self.queue_collector)
+        self.backlog = BacklogCollector(ns)
+        self.registry.register(self.backlog)
         self.jobs = JobCollector(self.queue, ns)
         self.registry.register(self.jobs)
         self.archive: ArchiveCollector | None = None
@@ -364,16 +367,17 @@ class Metrics(Observer):
                 self.queue_collector.state = await read_partitions_state_async(
                     self.redis, partition_keys(self.settings), reclaim_idle_ms=self.settings.reclaim_idle_ms
                 )
+                self.backlog.readings = await read_backlog_async(self.redis, partition_keys(self.settings), time.time())
                 if self.archive is not None:
                     self.archive.backlog = await read_partitions_backlog(
                         self.redis, partition_keys(self.settings), time.time()
                     )
             else:
-                self.queue_collector.state = None
+                self.queue_collector.state = self.backlog.readings = None
                 if self.archive is not None:
                     self.archive.backlog = None
         except BaseException:
-            self.queue_collector.state = None
+            self.queue_collector.state = self.backlog.readings = None
             if self.archive is not None:
                 self.archive.backlog = None
             raise
