@@ -103,16 +103,13 @@ def check_read_timeout(block_ms: int, socket_timeout_s: float) -> None:
 @dataclass(frozen=True)
 class RedisTimeouts:
     """The worker's own timeouts for Redis (:func:`worker.store.connection.network_options`), a base of
-    :class:`Settings`; their check needs ``BLOCK_MS``, a field of the subclass."""
+    :class:`Settings`; checked against ``BLOCK_MS`` where the worker connects (:func:`check_read_timeout`)."""
 
     redis_socket_timeout_s: float = setting("REDIS_SOCKET_TIMEOUT_S", "5", positive_float, SOCKET_TIMEOUT_HELP)
     redis_connect_timeout_s: float = setting(
         "REDIS_CONNECT_TIMEOUT_S", "5", positive_float, "longest wait for a new connection to Redis"
     )
     redis_health_check_s: float = setting("REDIS_HEALTH_CHECK_S", "5", positive_float, HEALTH_CHECK_HELP)
-
-    def __post_init__(self) -> None:
-        check_read_timeout(getattr(self, "block_ms", 0), self.redis_socket_timeout_s)
 
 
 def check_tls(settings: Settings) -> None:
@@ -354,7 +351,6 @@ class Settings(RedisTimeouts):
             )
         if self.require_tls:
             check_tls(self)
-        super().__post_init__()
 
     def current(self, name: str) -> str:
         """The secret setting ``name`` (``redis_url``, ``database_url``, ``archive_url``) as it is

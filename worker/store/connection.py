@@ -33,7 +33,7 @@ from redis.credentials import CredentialProvider
 
 from worker.errors import SettingsError, WorkerError
 from worker.redact import redact
-from worker.settings import Settings
+from worker.settings import Settings, check_read_timeout
 from worker.store.dev_stack import configured_or_running
 from worker.store.keys import has_hash_tag
 from worker.store.partitions import recorded_count
@@ -52,7 +52,9 @@ def network_options(settings: Settings) -> dict[str, Any]:
     within seconds whatever redis-py's own defaults are (none before 8, 5 s since); and a command whose
     connection was just reset is sent again on a new one (three tries, 50 ms to 0.5 s apart), uvloop's
     closed transport included (a ``RuntimeError`` that redis-py does not count as a lost connection:
-    :func:`worker.store.reconnect.lost_connection`)."""
+    :func:`worker.store.reconnect.lost_connection`). A ``BLOCK_MS`` not below the socket timeout is refused
+    here, in one line."""
+    check_read_timeout(settings.block_ms, settings.redis_socket_timeout_s)
     return {
         "socket_timeout": settings.redis_socket_timeout_s,
         "socket_connect_timeout": settings.redis_connect_timeout_s,
