@@ -3,9 +3,10 @@
 One process per run enqueues ``--jobs`` (20,000) jobs of three small fields, each call awaited before
 the next (``benchmarks/peers/produce.py``, ``benchmarks/bullmq/producer.mjs``), into a dedicated server
 flushed before every run; runs interleaved (A B C ... A B C ...) so the machine's drift hits every system
-alike; medians of ``--rounds`` (3) with min-max, the load average beside. Printed with the issue's
-targets (one at a time >= 1.5x BullMQ's awaited ``add`` and >= 1.2x the best Python peer, p99 <= 1 ms,
-``enqueue_many`` >= ``addBulk``), and written to ``benchmarks/results/``. Figures: docs/performance.md.
+alike; medians of ``--rounds`` (3) with min-max, the producer's CPU a job and the load average beside.
+Printed with the issue's targets (one at a time >= 1.5x BullMQ's awaited ``add`` and >= 1.2x the best
+Python peer, p99 <= 1 ms, ``enqueue_many`` >= ``addBulk``), and written to ``benchmarks/results/``.
+Figures: docs/performance.md.
 """
 
 from __future__ import annotations
@@ -103,10 +104,12 @@ def main() -> None:
           f"median of {args.rounds} (min-max); {os.cpu_count()} cores")  # fmt: skip
     for name, figures in runs.items():
         rate, low, high = median_range([f["rate"] for f in figures])
-        p50, p99, load = (median_range([f[k] for f in figures])[0] for k in ("p50_us", "p99_us", "load_1m"))
-        table[name] = {"rate": rate, "p50_us": p50, "p99_us": p99, "load_1m": load}
+        p50, p99, cpu, load = (
+            median_range([f[k] for f in figures])[0] for k in ("p50_us", "p99_us", "cpu_us", "load_1m")
+        )
+        table[name] = {"rate": rate, "p50_us": p50, "p99_us": p99, "cpu_us": cpu, "load_1m": load}
         print(f"  {name:40} {rate:>9,.0f} jobs/s ({low:,.0f}-{high:,.0f})  p50 {p50:>7.0f} us  "
-              f"p99 {p99:>7.0f} us per call  load {load:.1f}")  # fmt: skip
+              f"p99 {p99:>7.0f} us per call  CPU {cpu:>5.1f} us a job  load {load:.1f}")  # fmt: skip
     if all(name in table for name in SYSTEMS):  # the targets, when every system ran
         for line in verdicts(table):
             print(f"  {line}")

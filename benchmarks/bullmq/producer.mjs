@@ -1,7 +1,7 @@
 // The producer's side of BullMQ, as benchmarks/peers/produce.py measures the Python systems:
 // `node producer.mjs add N` awaits one Queue.add at a time; `node producer.mjs addBulk N` sends
 // Queue.addBulk calls of 1,000 jobs. Every job carries the same three small fields; connecting and a
-// warm-up of 200 jobs stay outside the clock. Prints {"rate", "p50_us", "p99_us", "calls"}.
+// warm-up of 200 jobs stay outside the clock. Prints {"rate", "p50_us", "p99_us", "calls", "cpu_us"} (CPU µs a job).
 import { Queue } from "bullmq";
 
 const url = new URL(process.env.REDIS_URL);
@@ -21,6 +21,7 @@ const call =
     : () => queue.add("noop", FIELDS, OPTS);
 for (let i = 0; i < Math.max(1, WARM_UP / perCall); i += 1) await call();
 const latencies = [];
+const cpu = process.cpuUsage();
 const started = process.hrtime.bigint();
 for (let i = 0; i < count / perCall; i += 1) {
   const before = process.hrtime.bigint();
@@ -28,7 +29,9 @@ for (let i = 0; i < count / perCall; i += 1) {
   latencies.push(Number(process.hrtime.bigint() - before));
 }
 const elapsed = Number(process.hrtime.bigint() - started) / 1e9;
+const used = process.cpuUsage(cpu);
 latencies.sort((a, b) => a - b);
 const rank = (q) => latencies[Math.max(1, Math.min(latencies.length, Math.ceil((q / 100) * latencies.length))) - 1] / 1000;
-console.log(JSON.stringify({ rate: count / elapsed, calls: latencies.length, p50_us: rank(50), p99_us: rank(99) }));
+const cpu_us = (used.user + used.system) / count;
+console.log(JSON.stringify({ rate: count / elapsed, calls: latencies.length, p50_us: rank(50), p99_us: rank(99), cpu_us }));
 await queue.close();

@@ -1,5 +1,6 @@
 """The producer's side: ``produce.py SYSTEM N`` enqueues N jobs one awaited call at a time and prints
-``{"rate": jobs/s, "p50_us": ..., "p99_us": ..., "calls": ...}`` (per-call latencies, each call timed).
+``{"rate": jobs/s, "p50_us": ..., "p99_us": ..., "calls": ..., "cpu_us": ...}`` (per-call latencies, each
+call timed; the process's CPU a job, which a loaded machine disturbs less than wall time).
 
 Run by ``benchmarks/producer_bench.py`` with each system's own interpreter: the peers' from
 ``benchmarks/.venv/<peer>``, this worker's (``ours-*``) from the project's venv. Every job carries the
@@ -32,9 +33,9 @@ def nearest_rank(ordered: list[int], q: float) -> float:
     return ordered[max(1, min(len(ordered), math.ceil(q / 100 * len(ordered)))) - 1] / 1000
 
 
-def report(count: int, elapsed_s: float, latencies_ns: list[int]) -> None:
+def report(count: int, elapsed_s: float, latencies_ns: list[int], cpu_s: float) -> None:
     ordered = sorted(latencies_ns)
-    figures = {"rate": count / elapsed_s, "calls": len(ordered)}
+    figures = {"rate": count / elapsed_s, "calls": len(ordered), "cpu_us": cpu_s / count * 1e6}
     figures.update(p50_us=nearest_rank(ordered, 50), p99_us=nearest_rank(ordered, 99))
     print(json.dumps(figures))
 
@@ -45,12 +46,12 @@ def timed(call: Call, count: int, per_call: int = 1) -> None:
         call()
     clock = time.perf_counter_ns
     latencies = []
-    started = clock()
+    started, cpu = clock(), time.process_time()
     for _ in range(count // per_call):
         before = clock()
         call()
         latencies.append(clock() - before)
-    report(count, (clock() - started) / 1e9, latencies)
+    report(count, (clock() - started) / 1e9, latencies, time.process_time() - cpu)
 
 
 async def timed_async(call: AsyncCall, count: int) -> None:
@@ -59,12 +60,12 @@ async def timed_async(call: AsyncCall, count: int) -> None:
         await call()
     clock = time.perf_counter_ns
     latencies = []
-    started = clock()
+    started, cpu = clock(), time.process_time()
     for _ in range(count):
         before = clock()
         await call()
         latencies.append(clock() - before)
-    report(count, (clock() - started) / 1e9, latencies)
+    report(count, (clock() - started) / 1e9, latencies, time.process_time() - cpu)
 
 
 def ours(mode: str, count: int) -> None:
