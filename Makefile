@@ -12,7 +12,7 @@ export UV_PROJECT_ENVIRONMENT := $(VENV)
 export UV_COMPILE_BYTECODE := 1
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: run test lint typecheck bench profile lab clean venv container-test compose-test chromium audit fault-episode-60
+.PHONY: run test lint typecheck bench profile lab clean venv container-test compose-test chromium audit fault-episode-60 k8s-check
 
 $(UV):
 	$(PYTHON) -m venv .tools
@@ -29,11 +29,17 @@ run: venv
 
 # The tests, then the analysts' notebooks, each against a fresh demo night with its outputs
 # compared by nbval (the panel notebook is run by the browser test instead).
-test: venv chromium
+test: venv chromium k8s-check
 	$(VENV)/bin/lint-imports --no-cache
 	$(PY) -m pytest -q
 	$(PY) -m pytest -q -p tests.notebooks.nbval_stack --nbval --nbval-current-env \
 		--nbval-sanitize-with notebooks/sanitize.cfg --ignore=notebooks/dead_letter_panel.ipynb notebooks
+
+# deploy/k8s/ validated offline: Kubernetes' kinds against kubernetes-validate's schemas (strict), each
+# ScaledObject against KEDA's CRD schema kept in deploy/k8s/schemas/ (check-jsonschema), the kustomization
+# against the folder (docs/operations.md, "On Kubernetes").
+k8s-check: venv
+	$(PY) scripts/k8s_check.py
 
 # Debian's chromium for the panel's browser test, where this can install it (root with apt-get);
 # elsewhere that test skips and says why (under CI=true it fails instead).

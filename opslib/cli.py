@@ -14,8 +14,8 @@ Commands::
                                            jobs succeeded, retried, dead, and their waits per period
     find VALUE                             where a job is now (job id, entry id, outbox id, payload value)
     pending [--kind K]
-    replay ID ...                          replay these dead entries
-    replay --kind K [--signature S | --error-contains T] [--since T] [--dry-run] [--yes]
+    replay ID ... [--set FIELD=VALUE ...]  replay these dead entries (with those fields set: edit and replay)
+    replay --kind K [--signature S | --error-contains T] [--since T] [--set FIELD=VALUE] [--dry-run] [--yes]
     status BATCH [--wait SECONDS]          what became of a replay batch
     discard ID ... --reason TEXT           take dead entries out for good, saying why (kept in the archive)
     discard --kind K [--signature S | --error-contains T] [--since T] --reason TEXT [--dry-run] [--yes]
@@ -55,7 +55,7 @@ from typing import TextIO
 import pandas as pd
 
 from opslib import incident_cli
-from opslib.cli_moves import confirm_and_move, delayed_move, discard_move, replay_move
+from opslib.cli_moves import add_set_option, confirm_and_move, delayed_move, discard_move, replay_move
 from opslib.cli_reads import add_read_commands, echo_window, run_read
 from opslib.display import frame_text
 from opslib.errors import OpslibError, UnknownKind
@@ -63,6 +63,7 @@ from opslib.moves.replay import replay_status
 from opslib.queries import delayed, pending, queue_stats
 from opslib.runbook import DEFAULT_OUT, RunbookFailed, run_runbook
 from opslib.show import show
+from worker.printable import printable_stream
 from worker.store.vocabulary import (
     STATUS_SUCCEEDED,
 )
@@ -106,6 +107,8 @@ def build_parser() -> argparse.ArgumentParser:
         else:
             rep.add_argument("--reason", help="why (optional; kept in the operators' actions)")
         rep.add_argument("--by", help=f"who {verb}s them (default: the operating-system user)")
+        if verb == "replay":
+            add_set_option(rep)
         rep.add_argument("--dry-run", action="store_true", help=f"show what would be {verb}ed and stop")
         rep.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     status = sub.add_parser("status", help="what became of a replay batch")
@@ -174,7 +177,7 @@ def cmd_runbook(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 def main(argv: Sequence[str] | None = None, *, stdin: TextIO | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    out, err = sys.stdout, sys.stderr
+    out, err = printable_stream(sys.stdout), printable_stream(sys.stderr)  # no raw control reaches the terminal
     if args.command in ("replay", "discard"):
         verb = args.command
         if bool(args.ids) == bool(args.kind):

@@ -18,10 +18,13 @@ from typing import TextIO
 import pandas as pd
 
 from opslib.display import frame_text, plural
+from opslib.errors import OpslibError
 from opslib.moves.delayed_jobs import CANCELLED, MISSING, QUEUED, cancel_delayed, run_now
 from opslib.moves.discard import discard, discard_kind
+from opslib.moves.patch import assignment_of
 from opslib.moves.replay import replay, replay_kind
 from opslib.queries import dead_letters, delayed
+from worker.printable import printable
 from worker.store.vocabulary import DISCARD_DISCARDED, DISCARD_WOULD_DISCARD, REPLAY_REPLAYED, REPLAY_WOULD_REPLAY
 
 SHOWN = 20
@@ -104,11 +107,33 @@ def confirm_and_move(
 
 
 def show_dead(taken: pd.DataFrame, out: TextIO) -> None:
-    """The first dead letters of a plan: id, kind and the start of the error."""
+    """The first dead letters of a plan: id, kind and the start of the error (and, for a patched replay,
+    what each would become)."""
     dead = dead_letters()
-    for dead_id in taken["dead_id"].head(SHOWN):
+    changes = taken["changes"] if "changes" in taken else pd.Series("", index=taken.index)
+    for dead_id, change in zip(taken["dead_id"].head(SHOWN), changes.head(SHOWN), strict=True):
         about = f"  {dead.at[dead_id, 'kind']}  {dead.at[dead_id, 'error'][:90]}" if dead_id in dead.index else ""
-        print(f"  {dead_id}{about}", file=out)
+        # one line each, whatever the error or the change holds
+        print(f"  {dead_id}{printable(about)}{printable('  set ' + change) if change else ''}", file=out)
+
+
+def add_set_option(parser: argparse.ArgumentParser) -> None:
+    """``replay``'s ``--set FIELD=VALUE`` (edit and replay: :mod:`opslib.moves.patch`)."""
+    parser.add_argument(
+        "--set",
+        action="append",
+        type=assignment,
+        metavar="FIELD=VALUE",
+        help="set this field on every replayed job (repeatable; 'v' re-runs the upcasters)",
+    )
+
+
+def assignment(text: str) -> tuple[str, str]:
+    """A ``--set FIELD=VALUE`` argument as (field, value); argparse's one-line error otherwise."""
+    try:
+        return assignment_of(text)
+    except OpslibError as exc:
+        raise argparse.ArgumentTypeError(f"--set: {exc}") from None
 
 
 def show_delayed(taken: pd.DataFrame, out: TextIO) -> None:
@@ -133,16 +158,18 @@ DELAYED_JOBS = Listing(
 def replay_move(args: argparse.Namespace) -> CliMove:
     """``replay ID ...`` or ``replay --kind K ...``."""
 
+    patch = dict(getattr(args, "set", None) or [])
+
     def plan() -> pd.DataFrame:
         if args.kind:
             selection = {"signature": args.signature, "error_contains": args.error_contains, "since": args.since}
-            return replay_kind(args.kind, **selection, dry_run=True)
-        return replay(args.ids, dry_run=True)
+            return replay_kind(args.kind, **selection, dry_run=True, patch=patch)
+        return replay(args.ids, dry_run=True, patch=patch)
 
     return CliMove(
-        question=lambda n: f"Replay {plural(n, 'dead letter')}?",
+        question=lambda n: f"Replay {plural(n, 'dead letter')}{' with ' + ', '.join(patch) + ' set' if patch else ''}?",
         plan=plan,
-        move=lambda taken: replay(taken, reason=args.reason, by=args.by),
+        move=lambda taken: replay(taken, reason=args.reason, by=args.by, patch=patch),
         would=REPLAY_WOULD_REPLAY,
         done=REPLAY_REPLAYED,
         planned="would replay",

@@ -19,11 +19,12 @@ import pandas as pd
 
 from opslib.archive import archive, history
 from opslib.checks import parse_since
-from opslib.display import as_typed, duration, frame_text, local_time
+from opslib.display import as_typed, duration, frame_text, local_time, spreadsheet_safe
 from opslib.export import export_month
 from opslib.find import DEAD, DELAYED, RUNNING, find
 from opslib.flow import throughput
 from opslib.queries import dead_letters, failure_groups
+from worker.printable import printable
 
 EXIT_OK, EXIT_NOT_FOUND = 0, 1
 DEAD_SUMMARY = ["dead_at", "kind", "job_id", "outbox_id", "attempts", "reason", "error"]
@@ -97,7 +98,7 @@ def emit(frame: pd.DataFrame, args: argparse.Namespace, out: TextIO, summary: li
     if args.json:
         out.write(frame.reset_index().to_json(orient="records", lines=True, date_format="iso", date_unit="ms"))
     elif args.csv:
-        frame.to_csv(out, date_format="%Y-%m-%dT%H:%M:%S.%fZ")
+        spreadsheet_safe(frame).to_csv(out, date_format="%Y-%m-%dT%H:%M:%S.%fZ")
     else:
         shown = frame[summary] if summary and not frame.empty else frame
         print(frame_text(shown), file=out)
@@ -152,7 +153,11 @@ def cmd_flow(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def found_line(row: pd.Series) -> str:
-    """One place a job was found, as a sentence for a terminal."""
+    """One place a job was found, as one line for a terminal (a newline in a value cannot forge another)."""
+    return printable(_found_sentence(row))
+
+
+def _found_sentence(row: pd.Series) -> str:
     job = f"{row['kind'] or '(no kind)'} {row['job_id'] or '(no job id)'}"
     where = row["where"]
     if where == RUNNING:

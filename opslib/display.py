@@ -19,7 +19,13 @@ frame opslib returned (``frame.attrs["opslib"]``, kept by filters, ``head``,
 ``sort_values``...) render through :func:`frame_html` (and its plain text,
 what nbval compares, through :func:`frame_text`); other frames render as
 pandas renders them. The CLI prints :func:`frame_text`. Every value is
-HTML-escaped (``DataFrame.to_html(escape=True)``).
+HTML-escaped (``DataFrame.to_html(escape=True)``, :func:`escape_html`).
+
+Every text a person sees, in a table, a page or a terminal, goes through
+:func:`worker.printable.printable` first: control, bidi and zero-width
+characters show as escapes (``\\x1b``, ``\\u202e``), inert in a terminal and in
+HTML alike. A CSV export (:func:`spreadsheet_safe`) puts ``'`` before a text
+that a spreadsheet would read as a formula.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from opslib.columns import MARK
 from opslib.errors import OpslibError
 from opslib.settings import OpslibSettings
 from worker.errors import SettingsError
+from worker.printable import printable
 
 TEXT_CHARS = 120
 """Text cells are cut to this many characters for display."""
@@ -65,6 +72,8 @@ WHOLE = frozenset(
 )
 """Columns shown whole: a person copies these values into a call or a search."""
 MULTILINE = frozenset({"traceback"})
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+"""A CSV cell starting with one of these is a formula to a spreadsheet (CSV injection): it gets a ``'``."""
 STYLE = (
     "<style>.opslib-frame td{white-space:pre-wrap;vertical-align:top;text-align:left}"
     ".opslib-frame th{text-align:left}</style>"
@@ -164,6 +173,27 @@ def traceback_tail(value: str, lines: int = TRACEBACK_LINES) -> str:
     return "\n".join((["…"] if len(rows) > lines else []) + shown)
 
 
+def escape_html(value: object) -> str:
+    """``value`` as text for an HTML page: escaped, its control and bidi characters shown as escapes."""
+    return html.escape(printable(str(value), lines=True))
+
+
+def spreadsheet_safe(frame: pd.DataFrame) -> pd.DataFrame:
+    """A copy of ``frame`` for a CSV export: each text cell (and text index) that starts like a formula
+    (:data:`FORMULA_STARTS`) gets a leading ``'``, so a spreadsheet shows it as text."""
+
+    def safe(value: Any) -> Any:
+        return "'" + value if isinstance(value, str) and value.startswith(FORMULA_STARTS) else value
+
+    shown = frame.copy()
+    for name in shown.columns:
+        if shown[name].dtype == object or shown[name].dtype == "str":
+            shown[name] = shown[name].map(safe)
+    if not isinstance(shown.index, pd.MultiIndex) and shown.index.dtype == object:
+        shown.index = shown.index.map(safe)
+    return shown
+
+
 def readable(frame: pd.DataFrame) -> pd.DataFrame:
     """A copy of ``frame`` for a person to read: every cell text, as the module docstring describes."""
     shown = frame.copy()
@@ -181,6 +211,12 @@ def readable(frame: pd.DataFrame) -> pd.DataFrame:
             shown[name] = [cut(json.dumps(v, ensure_ascii=False)) if isinstance(v, dict) else v for v in column]
         elif key not in WHOLE and (column.dtype == "str" or column.dtype == object):
             shown[name] = [cut(v) if isinstance(v, str) else v for v in column]
+        if shown[name].dtype == "str" or shown[name].dtype == object:
+            shown[name] = [printable(v, lines=key in MULTILINE) if isinstance(v, str) else v for v in shown[name]]
+    if not isinstance(shown.columns, pd.MultiIndex):  # a payload field's name is a column: it is shown too
+        names = [printable(c) if isinstance(c, str) else c for c in shown.columns]
+        if names != list(shown.columns):
+            shown.columns = pd.Index(names, name=shown.columns.name)
     return shown
 
 
@@ -191,6 +227,8 @@ def readable_index(index: pd.Index) -> pd.Index:
         return pd.MultiIndex.from_arrays(levels, names=index.names)
     if isinstance(index, pd.DatetimeIndex):
         return pd.Index([local_time(t) for t in index], name=index.name)
+    if index.dtype == object or index.dtype == "str":
+        return pd.Index([printable(v) if isinstance(v, str) else v for v in index], name=index.name)
     return index
 
 
@@ -269,10 +307,10 @@ class Sentence:
         self.text = text
 
     def __repr__(self) -> str:
-        return self.text
+        return printable(self.text, lines=True)
 
     def _repr_html_(self) -> str:
-        return f"<p>{html.escape(self.text)}</p>"
+        return f"<p>{escape_html(self.text)}</p>"
 
 
 def frame_or(frame: pd.DataFrame, sentence: str) -> pd.DataFrame | Sentence:

@@ -13,7 +13,11 @@ delayed, parked (waiting for resume), throttled (deferred by the throttle),
 dead (int64), last_succeeded_at (datetime64[ns, UTC]: the latest success a
 live worker saw since it started; NaT for none), paused (bool), paused_since (datetime64[ns, UTC]), paused_by,
 paused_reason (str), throttle_per_s (float64: the rate in force, opslib's
-or the kind's own ``rate_limit``; NaN for none). The counts are of at most
+or the kind's own ``rate_limit``; NaN for none), version (Int64: the highest
+payload version a live worker runs; NA when none declares the kind),
+awaiting (int64: jobs handed back to wait in ``delayed`` because no live
+worker runs their kind or version), awaiting_versions (str: which versions
+they carry, e.g. ``v2: 20``; docs/worker.md, "Changing a kind's payload safely"). The counts are of at most
 :data:`opslib.bounded.CAP` entries of each structure (read in pages, so that no
 call stalls Redis); ``attrs["notes"]`` says which structure was cut short.
 
@@ -46,6 +50,7 @@ from opslib.frames import parse_outcome
 from opslib.pending_reads import read_pending
 from worker.store.heartbeats import live_workers
 from worker.store.keys import GROUP, Keys
+from worker.store.versions import VERSION_FIELD, WAITING_SINCE_FIELD
 from worker.store.wire import decode_member, text
 
 FLOAT = "float64"
@@ -61,6 +66,9 @@ KIND_COLUMNS = {
     "paused_by": TEXT,
     "paused_reason": TEXT,
     "throttle_per_s": FLOAT,
+    "version": "Int64",
+    "awaiting": COUNT,
+    "awaiting_versions": TEXT,
 }
 KNOWN_WHERE = "the live workers declare or the queue or archive has seen"
 
@@ -78,9 +86,9 @@ def declared_kinds(client: Any, keys: Keys) -> dict[str, dict[str, Any]]:
         except ValueError:
             continue
         for kind, policy in declared.get("kinds", {}).items():
-            entry = found.setdefault(kind, {"workers": [], "last_succeeded_at": None})
+            entry = found.setdefault(kind, {"workers": [], "last_succeeded_at": None, "version": 1})
             last = max(filter(None, (entry["last_succeeded_at"], policy.get("last_succeeded_at"))), default=None)
-            entry.update(policy, last_succeeded_at=last)
+            entry.update(policy, last_succeeded_at=last, version=max(entry["version"], policy.get("version", 1)))
             entry["workers"].append(name)
     return found
 
@@ -145,7 +153,7 @@ def check_known_kind(kind: object, client: Any, keys: Keys, parts: list[Keys]) -
 def _counts(client: Any, parts: list[Keys], notes: list[str]) -> dict[str, Counter[str]]:
     """Per kind: waiting, running, delayed, throttled and dead jobs over every partition (parked apart), each
     structure read in pages up to :data:`~opslib.bounded.CAP` (``notes`` says which were cut short)."""
-    counts: dict[str, Counter[str]] = {name: Counter() for name in COUNTS}
+    counts: dict[str, Counter[str]] = {name: Counter() for name in (*COUNTS, "awaiting", "awaiting_v")}
     for keys in parts:
         last, lag = "0-0", None
         try:
@@ -164,9 +172,13 @@ def _counts(client: Any, parts: list[Keys], notes: list[str]) -> dict[str, Count
             scan = Scan(f"{name} ({zset})")
             for member in zset_members(client, zset, scan):
                 try:
-                    counts[name][decode_member(member).get("kind", "")] += 1
+                    job = decode_member(member)
                 except ValueError:
                     continue
+                counts[name][job.get("kind", "")] += 1
+                if WAITING_SINCE_FIELD in job:  # handed back: no live worker runs its kind or version
+                    counts["awaiting"][job.get("kind", "")] += 1
+                    counts["awaiting_v"][f"{job.get('kind', '')} v{job.get(VERSION_FIELD, '1')}"] += 1
             if scan.capped:
                 notes.append(scan.note(client.zcard(zset)))
     counts["running"] = Counter(read_pending(client, parts)["kind"])
@@ -182,7 +194,8 @@ def kinds(*, client: redis.Redis | None = None, prefix: str | None = None) -> pd
         paused, throttles = held_back(redis_client, parts[0])
         notes: list[str] = []
         counts = _counts(redis_client, parts, notes)
-    names = sorted((set(declared) | set(paused) | set(throttles) | {k for c in counts.values() for k in c}) - {""})
+    named = {k for name in COUNTS for k in counts[name]}
+    names = sorted((set(declared) | set(paused) | set(throttles) | named) - {""})
     columns: dict[str, list[Any]] = {name: [] for name in KIND_COLUMNS}
     for kind in names:
         policy = declared.get(kind, {})
@@ -201,6 +214,12 @@ def kinds(*, client: redis.Redis | None = None, prefix: str | None = None) -> pd
         columns["paused_reason"].append((pause or {}).get("reason", ""))
         rate = throttles.get(kind, {}).get("per_s") or policy.get("rate_limit")
         columns["throttle_per_s"].append(rate)
+        columns["version"].append(policy.get("version", pd.NA))
+        columns["awaiting"].append(counts["awaiting"][kind])
+        waits = sorted(
+            (key.rpartition(" ")[2], n) for key, n in counts["awaiting_v"].items() if key.startswith(kind + " ")
+        )
+        columns["awaiting_versions"].append(", ".join(f"{version}: {n}" for version, n in waits))
     frame = typed_frame(columns, KIND_COLUMNS, index=pd.Index(names, dtype=TEXT, name="kind"))
     frame.attrs["notes"] = notes
     return frame

@@ -100,6 +100,7 @@ from opslib.pending_reads import read_pending
 from opslib.search import check_search, search_mask
 from opslib.signatures import check_signature, failure_groups_to_frame
 from worker.observability.queue_state import read_partitions_state, stat_fields
+from worker.printable import printable
 from worker.store.connection import on_owner
 from worker.store.keys import GROUP, Keys
 
@@ -276,12 +277,13 @@ class QueueStats:
 
     def _repr_html_(self) -> str:
         paused = "<p><b>paused kinds</b></p>" + self.paused.to_html(escape=True) if len(self.paused) else ""
-        return (
+        page = (
             self.counts.to_html(escape=True)
             + f"<p><b>consumers of group {html.escape(GROUP)}</b></p>"
             + self.consumers.to_html(index=False, escape=True)
             + paused
         )
+        return printable(page, lines=True)  # a kind's or consumer's bidi and control characters, inert
 
 
 PAUSE_COLUMNS = {"since": TIME, "by": TEXT, "reason": TEXT}

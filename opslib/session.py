@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
@@ -91,7 +92,8 @@ def with_servers(function: Callable[..., R]) -> Callable[..., R]:
     ``conn=`` in place of its keyword ``servers`` (one :class:`Servers` of the three). The signature
     shown (``help()``, Jupyter) is the public one."""
     own = inspect.signature(function)
-    public = [p for p in own.parameters.values() if p.name != "servers"]
+    public = [p for p in own.parameters.values() if p.name != "servers" and p.kind != p.VAR_KEYWORD]
+    public += _unpacked(function)
 
     @functools.wraps(function)
     def call(*args: Any, client: Any = None, prefix: str | None = None, conn: Any = None, **given: Any) -> R:
@@ -99,3 +101,17 @@ def with_servers(function: Callable[..., R]) -> Callable[..., R]:
 
     call.__signature__ = own.replace(parameters=[*public, *SERVER_PARAMETERS])  # type: ignore[attr-defined]
     return call
+
+
+def _unpacked(function: Callable[..., Any]) -> list[inspect.Parameter]:
+    """The keywords of a ``**options: Unpack[SomeTypedDict]`` of ``function``, each shown as a keyword
+    of its own (default None), so that ``help()`` names them (``replay_kind``'s filters)."""
+    rest = [p for p in inspect.signature(function).parameters.values() if p.kind == p.VAR_KEYWORD]
+    unpacked = re.fullmatch(r"Unpack\[(\w+)\]", str(rest[0].annotation)) if rest else None
+    if unpacked is None:
+        return []
+    options = function.__globals__[unpacked[1]].__annotations__
+    return [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=shown)
+        for name, shown in options.items()
+    ]

@@ -24,12 +24,13 @@ left the stream) and lays it out for a person:
   view says why the archive was not read.
 
 The result renders as HTML in Jupyter (every value escaped) and as plain text
-anywhere else (``print``, ``repr``, the CLI).
+anywhere else (``print``, ``repr``, the CLI); in both, control, bidi and
+zero-width characters show as escapes (:mod:`worker.printable`), so a field
+cannot forge a line of the view nor drive the terminal.
 """
 
 from __future__ import annotations
 
-import html
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,12 +43,13 @@ from opslib.attempts import attempt_rows, attempts_frame
 from opslib.checks import check_entry_id
 from opslib.columns import entry_times
 from opslib.connection import archive_url, partitions, redis_session
-from opslib.display import MONOSPACE, cut, local_time
+from opslib.display import MONOSPACE, cut, escape_html, local_time
 from opslib.errors import OpslibError
 from opslib.moves.archived import apply_pending_log
 from opslib.signatures import error_type, signature
 from opslib.trace_links import trace_link_html, trace_url
 from worker.archive.table import TABLE, fields_from_json
+from worker.printable import printable
 from worker.store import attempt_log
 from worker.store.trace_context import TRACE_FIELDS, TRACEPARENT, trace_ids
 
@@ -191,15 +193,13 @@ class DeadLetter:
         return f"Dead letter {self.dead_id} · {kind} · {reason} · in {self.where}"
 
     def __str__(self) -> str:
-        lines = [self._title()]
+        lines = [printable(self._title())]
         for title, rows in self.sections():
             lines.append(f"\n{title}:")
+            rows = [(printable(label), printable(value)) for label, value in rows]  # a newline too: one line each
             width = max((len(label) for label, _ in rows), default=0)
-            for label, value in rows:
-                first, *more = value.split("\n") or [""]
-                lines.append(f"  {label:<{width}}  {first}".rstrip())
-                lines += [f"  {'':<{width}}  {line}".rstrip() for line in more]
-        traceback = self.fields.get("traceback", "")
+            lines += [f"  {label:<{width}}  {value}".rstrip() for label, value in rows]
+        traceback = printable(self.fields.get("traceback", ""), lines=True)
         lines.append("\nTraceback:" if traceback else "\nTraceback: (none)")
         lines += [f"  {line}" for line in traceback.rstrip("\n").split("\n")] if traceback else []
         return "\n".join(lines)
@@ -208,7 +208,7 @@ class DeadLetter:
         return str(self)
 
     def _repr_html_(self) -> str:
-        esc = html.escape
+        esc = escape_html
         parts = [
             '<div class="opslib-show">',
             f"<h4>{esc(self._title())}</h4>",

@@ -26,8 +26,11 @@ if TYPE_CHECKING:
 from worker.errors import KindAlreadyRegistered, SettingsError, UnknownKind
 from worker.job import Job
 from worker.retry import RetryPolicy
+from worker.store.versions import DECLARED, VERSION_FIELD
 
 Handler = Callable[[Job], Awaitable[Any] | Any]
+Upcaster = Callable[[dict[str, str]], Mapping[str, Any]]
+"""Turns a payload's fields (every field, as strings) of one version into the next version's."""
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,20 @@ class KindSpec:
     is_async: bool
     rate_limit: float | None = None
     """Jobs a second across all workers, unless ``opslib.throttle`` sets another (None: no limit)."""
+    version: int = 1
+    """The payload version the handler reads (the field ``v``; :mod:`worker.store.versions`)."""
+    upcast: Mapping[int, Upcaster] = field(default_factory=dict)
+    """For each older version n, the function turning a version-n payload into version n + 1."""
+
+    def upcasted(self, job: Job, version: int) -> Job:
+        """``job`` (a payload of ``version``, below :attr:`version`) as the handler reads it: through each
+        upcaster from ``version`` up, its ``v`` set to this version. An upcaster's exception is the job's
+        failure, retried or dead-lettered as the kind's policy says."""
+        fields = dict(job.fields)
+        for step in range(version, self.version):
+            fields = {str(name): str(value) for name, value in self.upcast[step](dict(fields)).items()}
+        fields[VERSION_FIELD] = str(self.version)
+        return Job(job.kind, job.job_id, job.attempts, job.entry_id, fields)
 
 
 Lifespan = Callable[["WorkerApp"], AbstractAsyncContextManager[None]]
@@ -88,17 +105,26 @@ def job_kind(
     timeout_s: float | None = None,
     rate_limit: float | None = None,
     registry: Registry | None = None,
+    version: int = 1,
+    upcast: Mapping[int, Upcaster] | None = None,
 ) -> Callable[[Handler], Handler]:
     """Declare ``name`` as a job kind handled by the decorated function; ``rate_limit``: at most that many
-    of its jobs start a second across all workers (``opslib.throttle`` overrides it until lifted)."""
+    of its jobs start a second across all workers (``opslib.throttle`` overrides it until lifted).
+
+    ``version``: the payload version the handler reads; ``upcast``: for each older version n, a function
+    from a version-n payload to version n + 1 (chains apply: 1 -> 2 -> 3), so a job enqueued before a
+    deploy runs after it (docs/worker.md, "Changing a kind's payload safely")."""
     if not name or not isinstance(name, str):
         raise ValueError(f"a kind name must be a non-empty string, got {name!r}")
     if timeout_s is not None and timeout_s <= 0:
         raise ValueError(f"timeout_s must be > 0 or None, got {timeout_s!r}")
     if rate_limit is not None and (isinstance(rate_limit, bool) or not rate_limit > 0):
         raise ValueError(f"rate_limit must be jobs a second > 0 (e.g. 10) or None, got {rate_limit!r}")
+    upcasters = _checked_upcasters(name, version, upcast or {})
 
     def register(handler: Handler) -> Handler:
+        if registry is None:  # the process-wide registry: this process's enqueue stamps its version
+            DECLARED[name] = version
         (registry or REGISTRY).add(
             KindSpec(
                 name=name,
@@ -107,6 +133,8 @@ def job_kind(
                 timeout_s=timeout_s,
                 is_async=inspect.iscoroutinefunction(handler),
                 rate_limit=None if rate_limit is None else float(rate_limit),
+                version=version,
+                upcast=upcasters,
             )
         )
         return handler
@@ -156,6 +184,7 @@ def declaration(registry: Registry, last_success: Mapping[str, float] | None = N
             "give_up_on": [error.__name__ for error in spec.retry.give_up_on],
             "timeout_s": spec.timeout_s,
             "rate_limit": spec.rate_limit,
+            "version": spec.version,
             "last_succeeded_at": succeeded.get(spec.name),
         }
         for spec in registry.kinds.values()
@@ -165,6 +194,20 @@ def declaration(registry: Registry, last_success: Mapping[str, float] | None = N
         for name, sched in registry.schedules.items()
     }
     return json.dumps({"kinds": kinds, "schedules": schedules}, sort_keys=True)
+
+
+def _checked_upcasters(name: str, version: int, upcast: Mapping[int, Upcaster]) -> dict[int, Upcaster]:
+    """``upcast`` checked against ``version``: one callable for each of 1 .. version - 1, nothing else."""
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise ValueError(f"kind {name!r}: version must be an integer >= 1 (e.g. 2), got {version!r}")
+    wanted = set(range(1, version))
+    if set(upcast) != wanted or not all(callable(fn) for fn in upcast.values()):
+        need = ", ".join(f"{n}: fn({n} -> {n + 1})" for n in sorted(wanted)) or "none"
+        raise ValueError(
+            f"kind {name!r} at version {version}: upcast must map each older version to a function, "
+            f"got versions {sorted(upcast)}; give {{{need}}}"
+        )
+    return dict(upcast)
 
 
 def _where(handler: Handler) -> str:

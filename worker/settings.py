@@ -25,10 +25,12 @@ import dataclasses
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from re import Pattern
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 from worker.errors import SettingsError
+from worker.redact import parse_patterns
 from worker.setting_parsers import (
     ARCHIVE_OFF,
     archive_url,
@@ -289,6 +291,7 @@ class Settings:
         choice("DEBUG", "INFO", "WARNING", "ERROR", case=str.upper),
         "DEBUG, INFO, WARNING or ERROR",
     )
+    redact_patterns: tuple[Pattern[str], ...] = setting("REDACT_PATTERNS", "", parse_patterns, "more secrets (regexes)")
     data_dir: str = setting("WORKER_DATA_DIR", ".data", as_is, "where the embedded servers keep their files")
     secret_files: dict[str, str] = dataclasses.field(default_factory=dict, compare=False, repr=False)
 

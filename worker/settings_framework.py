@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from worker.errors import SettingsError
-from worker.redact import redact
+from worker.redact import redact, remember_secret
 
 Parser = Callable[[str, str], Any]
 """Parses a setting's raw text; called with the setting's name (for its one-line refusal) and the text."""
@@ -61,13 +61,19 @@ def read_secret_file(file_env: str, path: str) -> str:
 
 def raw_value(spec: Setting, env: Mapping[str, str]) -> tuple[str, str]:
     """``(value, file)``: the value of ``spec`` from ``env``, or from its file (then also the file's
-    path, to read again later). Both set is refused: which one wins would be a guess."""
+    path, to read again later). Both set is refused: which one wins would be a guess. A secret's value
+    is remembered (:func:`worker.redact.remember_secret`): it is hidden wherever it shows up from now on,
+    a handler's error included."""
     path = env.get(spec.file_env, "").strip() if spec.secret else ""
     if not path:
-        return env.get(spec.env, spec.default), ""
-    if env.get(spec.env, ""):
+        value = env.get(spec.env, spec.default)
+    elif env.get(spec.env, ""):
         raise SettingsError(f"both {spec.env} and {spec.file_env} are set; set only one of them")
-    return read_secret_file(spec.file_env, path), path
+    else:
+        value = read_secret_file(spec.file_env, path)
+    if spec.secret:
+        remember_secret(value)
+    return value, path
 
 
 S = TypeVar("S")
@@ -107,7 +113,9 @@ def current(settings: Any, name: str) -> str:
     if not path:
         return str(getattr(settings, name))
     spec = declared(type(settings))[name]
-    return str(spec.parse(spec.file_env, read_secret_file(spec.file_env, path)))
+    value = read_secret_file(spec.file_env, path)
+    remember_secret(value)  # a rotated password is hidden too
+    return str(spec.parse(spec.file_env, value))
 
 
 def settings_repr(settings: Any) -> str:

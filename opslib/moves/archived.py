@@ -36,7 +36,7 @@ from worker.archive.table import STATUS_DEAD, STATUS_DISCARDED, STATUS_REPLAYED,
 from worker.redact import one_line
 from worker.store.keys import Keys
 from worker.store.scripts import Scripts
-from worker.store.trace_context import TRACE_FIELDS, TRACE_LINK, add_links
+from worker.store.trace_context import TRACE_FIELDS, TRACE_LINK, TRACEPARENT, add_links
 from worker.store.wire import DEAD_FIELDS, text
 
 LOG_PAGE = 500
@@ -171,10 +171,12 @@ def replay_job(
 ) -> list[tuple[bytes, bytes]]:
     """The job a replay re-adds from an archived entry's ``fields``: as ``replay.lua`` builds it
     (error fields dropped, attempts 0, ``replay_of``, ``replay_batch``, ``replays`` + 1; the replay's
-    trace ``context``, when given, in place of the entry's trace fields)."""
+    trace ``context``, when given, in place of the entry's trace fields; a patch's fields in it in place
+    of the entry's own)."""
     drop = {name.encode() for name in (*DEAD_FIELDS, "attempts", "replay_of", "replay_batch", "replays")}
-    if context:
+    if context and TRACEPARENT in context:
         drop |= {name.encode() for name in TRACE_FIELDS}
+    drop |= {name.encode() for name in context or {}}  # a patch's fields replace the entry's
     fields = fields_from_json(stored)
     before = next((value for name, value in fields if name == b"replays"), b"0")
     replays = str((int(before) if before.isdigit() else 0) + 1).encode()

@@ -59,6 +59,10 @@ class DeadMove(ABC):
 
     operator: Operator
 
+    def detail(self) -> dict[str, Any]:
+        """What the action's record keeps beside who, why and how many (a replay's patch)."""
+        return {}
+
     @abstractmethod
     def take(self, scripts: Scripts, dead_id: str, batch: Batch, pipe: Any) -> Any:
         """Queue the script that takes ``dead_id`` from its partition's ``jobs:dead`` on ``pipe``."""
@@ -93,7 +97,8 @@ def move_dead(
             batch = Batch(new_batch_id(), now_iso(), session.archive.enabled, context)
             results = _take_all(move, found, session, batch, on_progress)
         moved = sum(1 for result in results if result)
-        session.record(Action(move.verb, move.operator, kind_of(asked, found.kinds), entries=moved, batch=batch.id))
+        kind = kind_of(asked, found.kinds)
+        session.record(Action(move.verb, move.operator, kind, entries=moved, batch=batch.id, detail=move.detail()))
         return move.to_frame(found, results, batch.id)
 
 

@@ -18,13 +18,15 @@ discarding) the same entries at once move each once; an entry no longer
 there is reported as ``missing``, not an error. The calls are pipelined, 500
 at a time.
 
-``replay(ids, *, dry_run=False, conn=None)``, and
-``replay_kind(kind, *, signature=None, error_contains=None, since=None, dry_run=False, conn=None)``
+``replay(ids, *, dry_run=False, patch=None, conn=None)``, and
+``replay_kind(kind, *, signature=None, error_contains=None, since=None, dry_run=False, patch=None, conn=None)``
     One row per dead id: dead_id, new_id (str, ``""`` unless replayed),
     status (str: replayed / missing / would replay), batch (str, the same on
     every row, ``""`` in a dry run, which writes nothing), partition (int64:
     the queue partition holding the entry, -1 when found in none). Index
-    0..n-1; the batch is also in ``frame.attrs["batch"]``. ``replay_kind`` takes the
+    0..n-1; the batch is also in ``frame.attrs["batch"]``. With ``patch`` (fields set on every
+    replayed job, :mod:`opslib.moves.patch`), a dry run has one more column, changes (str: what
+    each entry would become). ``replay_kind`` takes the
     matching entries of ``jobs:dead`` and of the archive. ``conn``: the
     archive's PostgreSQL (a psycopg connection or URL; None: ``ARCHIVE_URL``,
     else ``DATABASE_URL`` or the ``make run`` stack); it is only contacted
@@ -52,9 +54,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import pandas as pd
 import redis
@@ -74,6 +76,7 @@ from opslib.moves.archived import apply_pending_log, open_archive, replay_from_a
 from opslib.moves.batches import BATCH_TIME
 from opslib.moves.dead_moves import Batch, DeadMove, move_dead
 from opslib.moves.locate import Located, Progress
+from opslib.moves.patch import checked_patch, with_changes
 from opslib.moves.selection import Selection
 from opslib.operator import Operator
 from opslib.queries import entry_floor
@@ -99,6 +102,12 @@ class Replay(DeadMove):
     needs = NEEDS_WRITE
     traced = True
 
+    patch: Mapping[str, str] = field(default_factory=dict)
+    """Fields set on every replayed job (:mod:`opslib.moves.patch`), each replacing the entry's own."""
+
+    def detail(self) -> dict[str, Any]:
+        return {"patch": dict(self.patch)} if self.patch else {}
+
     def take(self, scripts: Scripts, dead_id: str, batch: Batch, pipe: Any) -> Any:
         return scripts.replay(
             dead_id,
@@ -108,14 +117,21 @@ class Replay(DeadMove):
             record=batch.record,
             by=self.operator.by,
             client=pipe,
-            context=batch.context,
+            context={**batch.context, **self.patch},
         )
 
     def take_archived(
         self, pg: Any, session: Session, keys: Keys, dead_ids: list[str], batch: Batch
     ) -> Mapping[str, Any]:
         return replay_from_archive(
-            pg, session.client, keys, dead_ids, batch.id, batch.at, by=self.operator.by, context=batch.context
+            pg,
+            session.client,
+            keys,
+            dead_ids,
+            batch.id,
+            batch.at,
+            by=self.operator.by,
+            context={**batch.context, **self.patch},
         )
 
     def to_frame(self, found: Located, results: Sequence[Any], batch: str) -> pd.DataFrame:
@@ -130,6 +146,7 @@ def replay(
     by: str | None = None,
     dry_run: bool = False,
     on_progress: Progress | None = None,
+    patch: Mapping[str, object] | None = None,
     servers: Servers,
 ) -> pd.DataFrame:
     """Put dead letters back on ``jobs`` (columns in the module docstring); ``dry_run`` writes nothing.
@@ -139,23 +156,36 @@ def replay(
     is looked for in every partition; one found in two partitions is refused
     (pass the ``dead_letters()`` rows instead). ``on_progress(done, total)``
     is called after each chunk. ``reason`` (optional) and ``by`` (default: the
-    operating-system user) go into the action's record (:func:`opslib.actions`).
+    operating-system user) go into the action's record (:func:`opslib.actions`). ``patch``: fields
+    set on every replayed job (:mod:`opslib.moves.patch`; a dry run shows each entry's ``changes``).
     """
-    move = Replay(Operator.acting("replay", by=by, reason=reason, required=False))
-    return move_dead(move, ids, servers, dry_run=dry_run, on_progress=on_progress)
+    move = Replay(Operator.acting("replay", by=by, reason=reason, required=False), checked_patch(patch))
+    return _shown(move, move_dead(move, ids, servers, dry_run=dry_run, on_progress=on_progress), servers)
+
+
+def _shown(move: Replay, frame: pd.DataFrame, servers: Servers) -> pd.DataFrame:
+    """A patched replay's frame with each entry's ``changes`` in a dry run (the entries are there still)."""
+    return with_changes(frame, move.patch, servers) if move.patch and not frame["batch"].any() else frame
+
+
+class Filters(TypedDict, total=False):
+    """Which of a kind's dead letters ``replay_kind`` takes (each None or absent: no filter)."""
+
+    signature: str | None
+    error_contains: str | None
+    since: object
 
 
 @with_servers
 def replay_kind(
     kind: str,
     *,
-    signature: str | None = None,
-    error_contains: str | None = None,
-    since: object = None,
     reason: str | None = None,
     by: str | None = None,
     dry_run: bool = False,
+    patch: Mapping[str, object] | None = None,
     servers: Servers,
+    **filters: Unpack[Filters],
 ) -> pd.DataFrame:
     """Replay every dead letter of ``kind`` that matches the filters (columns in the module docstring).
 
@@ -164,11 +194,11 @@ def replay_kind(
     ``since`` keeps entries dead at or after a time. The entries come from
     ``jobs:dead`` and from the archive (those the stream was trimmed of). Run
     it with ``dry_run=True`` first: it returns the same rows with status
-    ``would replay`` and writes nothing.
+    ``would replay`` and writes nothing. ``patch``: as :func:`replay`'s.
     """
-    move = Replay(Operator.acting("replay", by=by, reason=reason, required=False))
-    selection = Selection(kind, signature=signature, error_contains=error_contains, since=since)
-    return move_dead(move, selection, servers, dry_run=dry_run)
+    move = Replay(Operator.acting("replay", by=by, reason=reason, required=False), checked_patch(patch))
+    selection = Selection(kind, **filters)
+    return _shown(move, move_dead(move, selection, servers, dry_run=dry_run), servers)
 
 
 def replay_status(

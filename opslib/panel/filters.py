@@ -24,6 +24,7 @@ from opslib.display import cut, display_tz, local_time, plural
 from opslib.errors import OpslibError
 from opslib.frames import select_dead
 from opslib.search import search_mask
+from worker.printable import printable
 
 ALL_KINDS = ""
 """The kind selector's value for every kind."""
@@ -99,12 +100,13 @@ def chosen_rows(group: pd.DataFrame, selected: Sequence[str]) -> pd.DataFrame:
 
 
 def entry_label(dead_id: str, row: pd.Series) -> str:
-    """One entry as a line of the entry list (plain text: a select's options are not HTML)."""
+    """One entry as a line of the entry list (plain text: a select's options are not HTML), escaped."""
     job = row.get("job_id") or row.get("outbox_id") or "no job id"
     error = cut(str(row["error"]), ENTRY_LABEL_CHARS)
     badge = replay_badge(row)
     again = f" · {badge}" if badge else ""
-    return f"{dead_id}{again} · {local_time(row['dead_at'])} · {row['kind'] or '(none)'} · {job} · {error}"
+    line = f"{dead_id}{again} · {local_time(row['dead_at'])} · {row['kind'] or '(none)'} · {job} · {error}"
+    return printable(line)  # a select shows controls and bidi characters raw
 
 
 def failed_again(row: pd.Series) -> bool:

@@ -2,21 +2,21 @@
 
 Pure functions from frames to HTML strings. Every untrusted string (errors,
 tracebacks, payload fields and their names, kinds, reasons) goes through
-:func:`html.escape` or ``DataFrame.to_html(escape=True)``; nothing from the
-queue reaches the page as raw HTML. Times are shown in the display time
+:func:`opslib.display.escape_html` or ``readable(...).to_html(escape=True)``; nothing from the
+queue reaches the page as raw HTML, and control and bidi characters show as escapes. The CSV link
+puts ``'`` before a cell a spreadsheet would read as a formula. Times are shown in the display time
 zone (:func:`opslib.display.readable`), while the frames keep UTC.
 """
 
 from __future__ import annotations
 
 import base64
-import html
 from collections.abc import Sequence
 
 import pandas as pd
 
 from opslib.attempts import attempt_rows
-from opslib.display import MONOSPACE, display_tz, local_time, plural, readable
+from opslib.display import MONOSPACE, display_tz, escape_html, local_time, plural, readable, spreadsheet_safe
 from opslib.frames import DEAD_COLUMNS
 from opslib.panel.filters import newest_first, replay_badge
 from opslib.queries import QueueStats
@@ -61,13 +61,13 @@ def table_html(frame: pd.DataFrame) -> str:
 
 
 def times_note() -> str:
-    return f'<p style="color:#666;font-size:small">times in {html.escape(display_tz())}</p>'
+    return f'<p style="color:#666;font-size:small">times in {escape_html(display_tz())}</p>'
 
 
 def groups_html(groups: pd.DataFrame, kind: str = "") -> str:
     """The failure groups of the entries the filters keep (``kind``: the kind selector's, for the sentence)."""
     if groups.empty:
-        where = f" of {html.escape(kind)}" if kind else ""
+        where = f" of {escape_html(kind)}" if kind else ""
         return f"<p>No dead letters{where} match the filters.</p>"
     return table_html(groups[["count", "kinds", "error_type", "signature", "last_seen"]]) + times_note()
 
@@ -96,10 +96,10 @@ def page_html(first: int, last: int, total: int) -> str:
 
 def csv_link_html(taken: pd.DataFrame, name: str) -> str:
     """A link that saves ``taken`` (every column, times in UTC) as ``name``: the data is in the link itself."""
-    data = taken.to_csv(date_format="%Y-%m-%dT%H:%M:%S.%fZ").encode("utf-8")
+    data = spreadsheet_safe(taken).to_csv(date_format="%Y-%m-%dT%H:%M:%S.%fZ").encode("utf-8")
     href = "data:text/csv;charset=utf-8;base64," + base64.b64encode(data).decode("ascii")
     label = f"Save {name} ({plural(len(taken), 'entry', 'entries')})"
-    return f'<a download="{html.escape(name)}" href="{href}">{html.escape(label)}</a>'
+    return f'<a download="{escape_html(name)}" href="{href}">{escape_html(label)}</a>'
 
 
 def entry_html(dead_id: str | None, row: pd.Series | None) -> str:
@@ -109,27 +109,27 @@ def entry_html(dead_id: str | None, row: pd.Series | None) -> str:
         return "<p><i>Select an entry in the list to read its traceback.</i></p>"
     attempts = plural(int(row["attempts"]), "attempt") if pd.notna(row["attempts"]) else "attempts not known"
     parts = [dead_id, local_time(row["dead_at"]), row["kind"], row["reason"], attempts]
-    about = " · ".join(html.escape(str(part)) for part in parts)
+    about = " · ".join(escape_html(str(part)) for part in parts)
     badge = replay_badge(row)
     if badge:
-        of = html.escape(str(row.get("replay_of") or ""))
-        about += f' <span style="{BADGE_STYLE}">{html.escape(badge)}</span> failed again; it came from {of}'
+        of = escape_html(str(row.get("replay_of") or ""))
+        about += f' <span style="{BADGE_STYLE}">{escape_html(badge)}</span> failed again; it came from {of}'
 
     traceback = str(row["traceback"] or "")
     cut_note = ""
     if len(traceback) > TRACEBACK_CHARS:
         traceback, cut_note = "…" + traceback[-TRACEBACK_CHARS:], f" (its last {TRACEBACK_CHARS} characters)"
     body = (
-        f'<pre style="{PRE_STYLE}">{html.escape(traceback)}</pre>'
+        f'<pre style="{PRE_STYLE}">{escape_html(traceback)}</pre>'
         if traceback
         else "<p><i>This entry has no traceback.</i></p>"
     )
     trace_id = str(row.get("trace_id", "") or "")
     trace = f"<p>Trace {trace_link_html(trace_id)} (the request that enqueued it)</p>" if trace_id else ""
     return (
-        f"<p><b>{about}</b></p><p><code>{html.escape(str(row['error']))}</code></p>{trace}"
+        f"<p><b>{about}</b></p><p><code>{escape_html(str(row['error']))}</code></p>{trace}"
         + attempts_html(row)
-        + f"<p>Traceback{cut_note} · the whole entry: <code>opslib.show({html.escape(repr(dead_id))})</code></p>"
+        + f"<p>Traceback{cut_note} · the whole entry: <code>opslib.show({escape_html(repr(dead_id))})</code></p>"
         + body
     )
 
@@ -140,7 +140,7 @@ def attempts_html(row: pd.Series) -> str:
     rows = attempt_rows(str(row.get("attempt_log", "") or ""), attempts)
     if not rows:
         return ""
-    items = "".join(f"<li>{html.escape(label)}: {html.escape(line)}</li>" for label, line in rows)
+    items = "".join(f"<li>{escape_html(label)}: {escape_html(line)}</li>" for label, line in rows)
     return f"<p>Attempts (oldest first):</p><ol style='list-style:none;padding-left:1em'>{items}</ol>"
 
 
@@ -155,7 +155,7 @@ def discard_result_html(done: pd.DataFrame) -> str:
 def _moved_html(done: pd.DataFrame, verb: str, moved: str) -> str:
     """How many rows of a replay or discard frame have status ``moved``, how many were missing, and the batch."""
     counts = done["status"].value_counts()
-    batch = html.escape(str(done.attrs.get("batch", "")))
+    batch = escape_html(str(done.attrs.get("batch", "")))
     return (
         f"<p>{verb} <b>{counts.get(moved, 0)}</b> of {len(done)}"
         f" ({counts.get(REPLAY_MISSING, 0)} missing: taken by someone else since) · batch <code>{batch}</code></p>"
@@ -164,25 +164,30 @@ def _moved_html(done: pd.DataFrame, verb: str, moved: str) -> str:
 
 def status_html(status: pd.DataFrame) -> str:
     counts = status["status"].value_counts()
-    summary = ", ".join(f"{html.escape(str(name))}: <b>{count}</b>" for name, count in counts.items())
+    summary = ", ".join(f"{escape_html(str(name))}: <b>{count}</b>" for name, count in counts.items())
     unfinished = status[status["status"] != STATUS_SUCCEEDED]
     details = table_html(unfinished.drop(columns=["batch"]).head(PREVIEW_ROWS)) if len(unfinished) else ""
     return f"<p>Status: {summary}</p>{details}"
 
 
 def error_html(exc: Exception) -> str:
-    return f'<p style="color:#b00020">{html.escape(str(exc))}</p>'
+    return f'<p style="color:#b00020">{escape_html(str(exc))}</p>'
 
 
-def question_html(action: str, count: int, kind: str, signature: str, *, selected: bool, reason: str = "") -> str:
-    """The confirmation question of a replay or a discard (``reason``: the discard's)."""
+def question_html(
+    action: str, count: int, kind: str, signature: str, *, selected: bool, reason: str = "", setting: str = ""
+) -> str:
+    """The confirmation question of a replay or a discard (``reason``: the discard's; ``setting``: the
+    fields a patched replay sets)."""
     what = plural(count, "selected dead letter" if selected else "dead letter")
     question = (
-        f"<b>{action.capitalize()} {what}</b> of {html.escape(kind or 'every kind')}"
-        f" with the error <code>{html.escape(signature)}</code>"
+        f"<b>{action.capitalize()} {what}</b> of {escape_html(kind or 'every kind')}"
+        f" with the error <code>{escape_html(signature)}</code>"
     )
     if reason:
-        return f"{question} for good, because: <i>{html.escape(reason)}</i>?"
+        return f"{question} for good, because: <i>{escape_html(reason)}</i>?"
+    if setting:
+        return f"{question}, setting <code>{escape_html(setting)}</code>?"
     return f"{question}?"
 
 

@@ -59,6 +59,7 @@ class PanelWidgets:
         self.reason = w.Text(
             description="Reason", placeholder="why these jobs must never run (required)", layout=w.Layout(width="40%")
         )
+        self.patch = w.Text(description="Set", placeholder="field=value; ...", layout=w.Layout(width="30%"))
         self.csv_button = w.Button(description="CSV…", icon="download", tooltip="the entries an action would take")
         self.question = w.HTML()
         self.confirm = w.Button(description="Confirm replay", button_style="danger")
@@ -69,7 +70,7 @@ class PanelWidgets:
         for name, css in CLASSES.items():
             getattr(self, name).add_class(css)
         filters = w.HBox([self.kind, self.search, self.since, self.until]).add_class("opslib-filters")
-        actions = w.HBox([self.replay_button, self.discard_button, self.reason, self.csv_button, self.csv])
+        actions = w.HBox([self.replay_button, self.patch, self.discard_button, self.reason, self.csv_button, self.csv])
         self.box = w.VBox(
             [
                 w.HTML("<h3>Dead letters</h3>"),

@@ -9,13 +9,12 @@ like every other action. Text from the queue is HTML-escaped.
 
 from __future__ import annotations
 
-import html
 from typing import Any
 
 import ipywidgets as w
 import pandas as pd
 
-from opslib.display import local_time, plural
+from opslib.display import escape_html, local_time, plural
 from opslib.errors import OpslibError
 from opslib.kinds import kinds
 from opslib.moves.incident import pause, resume
@@ -28,8 +27,8 @@ def paused_html(known: pd.DataFrame) -> str:
     if held.empty:
         return "<span class='opslib-paused'>no kind is paused</span>"
     lines = [
-        f"<b>{html.escape(str(kind))}</b> paused since {html.escape(local_time(row['paused_since']))} by "
-        f"{html.escape(str(row['paused_by']))} ({html.escape(str(row['paused_reason']))}); "
+        f"<b>{escape_html(str(kind))}</b> paused since {escape_html(local_time(row['paused_since']))} by "
+        f"{escape_html(str(row['paused_by']))} ({escape_html(str(row['paused_reason']))}); "
         f"{plural(int(row['parked']), 'job')} {'waits' if int(row['parked']) == 1 else 'wait'}"
         for kind, row in held.iterrows()
     ]

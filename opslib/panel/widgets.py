@@ -44,6 +44,7 @@ import redis
 from opslib.errors import OpslibError
 from opslib.flow import throughput
 from opslib.moves.discard import discard
+from opslib.moves.patch import parsed_patch
 from opslib.moves.replay import replay, replay_status
 from opslib.operator import check_reason
 from opslib.panel.filters import (
@@ -73,6 +74,7 @@ from opslib.panel.layout import AUTO_REFRESH_S, ENTRY_ROWS, PanelWidgets
 from opslib.panel.pause_control import PauseControl
 from opslib.panel.ticker import Ticker
 from opslib.queries import dead_letters, failure_groups, queue_stats
+from worker.printable import printable
 
 LABEL_CHARS = 90
 UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
@@ -101,7 +103,7 @@ class DeadLetterPanel(PanelWidgets):
         self.newer.on_click(lambda _button: self._turn(-1))
         self.older.on_click(lambda _button: self._turn(+1))
         self.csv_button.on_click(lambda _button: self._csv())
-        self.replay_button.on_click(lambda _button: self._ask("replay"))
+        self.replay_button.on_click(lambda _button: self._guarded(lambda: self._ask("replay")))
         self.discard_button.on_click(lambda _button: self._guarded(lambda: self._ask("discard")))
         self.cancel.on_click(lambda _button: self._hide_question())
         self.confirm.on_click(lambda _button: self._confirmed())
@@ -143,7 +145,7 @@ class DeadLetterPanel(PanelWidgets):
             self.pause_control.load()
             self.dead = dead_letters(**self.at)
             kinds = sorted(set(self.dead["kind"]))
-            options = [("all kinds", ALL_KINDS), *[(kind or "(none)", kind) for kind in kinds]]
+            options = [("all kinds", ALL_KINDS), *[(printable(kind) or "(none)", kind) for kind in kinds]]
             kept = self.kind.value if self.kind.value in kinds else ALL_KINDS
             self._set(self.kind, options=options, value=kept)
             self.apply_filters()
@@ -165,7 +167,7 @@ class DeadLetterPanel(PanelWidgets):
             groups = failure_groups(self.shown) if not self.shown.empty else pd.DataFrame()
             self.table.value = groups_html(groups, filters.kind)
             options = [
-                (f"{count} × {signature[:LABEL_CHARS]}", signature)
+                (printable(f"{count} × {signature[:LABEL_CHARS]}"), signature)
                 for count, signature in zip(groups.get("count", []), groups.get("signature", []), strict=True)
             ]
             values = [value for _label, value in options]
@@ -231,6 +233,7 @@ class DeadLetterPanel(PanelWidgets):
 
     def _ask(self, action: str) -> None:
         reason = check_reason(self.reason.value) if action == "discard" else ""
+        setting = ", ".join(parsed_patch(self.patch.value)) if action == "replay" else ""
         self.question.value = question_html(
             action,
             len(self.taken),
@@ -238,6 +241,7 @@ class DeadLetterPanel(PanelWidgets):
             str(self.group.value),
             selected=bool(self.entries.value),
             reason=reason,
+            setting=setting,
         )
         self.action, self.confirm.description = action, f"Confirm {action}"
         self.asking.layout.display = "flex"
@@ -253,7 +257,9 @@ class DeadLetterPanel(PanelWidgets):
         self._guarded(self._discard if self.action == "discard" else self._replay)
 
     def _replay(self) -> None:
-        done = replay(self.taken, on_progress=self._progressed, **self.at)
+        patch = parsed_patch(self.patch.value)
+        done = replay(self.taken, on_progress=self._progressed, patch=patch, **self.at)
+        self.patch.value = ""
         self.batch = done.attrs["batch"]
         self.result.value = result_html(done)
         self.refresh_status.layout.display = "flex"

@@ -19,6 +19,7 @@ import redis.asyncio as aioredis
 from tests.helpers import ROOT
 from worker.archive.archiver import ArchiveBacklog, Archiver
 from worker.kinds import Registry
+from worker.observability.backlog import PartitionBacklog
 from worker.observability.metrics import Metrics
 from worker.observability.queue_state import QueueState, stat_fields
 from worker.settings import Settings
@@ -49,6 +50,7 @@ def exported_metrics() -> dict[str, tuple[str, tuple[str, ...] | None]]:
     metrics.queue_collector.state = QueueState(
         **{stat.name: () if stat.metadata["combine"] == "consumers" else 0 for stat in stat_fields()}
     )
+    metrics.backlog.readings = [PartitionBacklog(partition=0, undelivered=0, delayed_due=0, throttled=0, running=0)]
     assert metrics.archive is not None
     metrics.archive.backlog = ArchiveBacklog(dead=0, log=0, oldest_s=0.0, dead_added=0)
     metrics.job_started("k", 0.1)

@@ -78,21 +78,22 @@ def seed(r: redis.Redis, keys: Keys) -> None:
     r.zadd(keys.throttled, {'{"job_id":"turn","kind":"ok"}': time.time() + 60})
 
 
+async def refreshed_metrics(redis_url: str, settings: Settings) -> bytes:
+    """What a worker's metrics export after one refresh (as the lock holder), in the exposition format."""
+    client = aioredis.Redis.from_url(redis_url)
+    metrics = Metrics(settings, client, Registry())
+    try:
+        await metrics.refresh_queue_state()
+        return generate_latest(metrics.registry)
+    finally:
+        await metrics.close()
+        await client.aclose()
+
+
 def metrics_samples(redis_url: str, prefix: str) -> dict[str, float]:
     """The queue-wide series a worker's metrics export after one refresh (as the lock holder)."""
-
-    async def read() -> bytes:
-        client = aioredis.Redis.from_url(redis_url)
-        settings = Settings.from_env({"QUEUE_PREFIX": prefix, "RECLAIM_IDLE_MS": str(RECLAIM_IDLE_MS)})
-        metrics = Metrics(settings, client, Registry())
-        try:
-            await metrics.refresh_queue_state()
-            return generate_latest(metrics.registry)
-        finally:
-            await metrics.close()
-            await client.aclose()
-
-    scraped = text_string_to_metric_families(asyncio.run(read()).decode())
+    settings = Settings.from_env({"QUEUE_PREFIX": prefix, "RECLAIM_IDLE_MS": str(RECLAIM_IDLE_MS)})
+    scraped = text_string_to_metric_families(asyncio.run(refreshed_metrics(redis_url, settings)).decode())
     return {s.name: s.value for family in scraped for s in family.samples if s.name.startswith("worker_queue_")}
 
 

@@ -221,16 +221,18 @@ def test_sigterm_stops_reading_lets_running_jobs_finish_and_exits_0(
     assert r.xinfo_groups(keys.jobs)[0]["lag"] == 4
 
 
-def test_sigterm_leaves_jobs_longer_than_the_grace_pending(r: redis.Redis, keys: Keys, workers: Workers) -> None:
+def test_sigterm_gives_back_jobs_longer_than_the_grace(r: redis.Redis, keys: Keys, workers: Workers) -> None:
     enqueue(r, "sleepy", {"sleep_s": "30"}, prefix=keys.prefix)
-    proc = workers.start(KINDS, SHUTDOWN_GRACE_S="0.5")
+    proc = workers.start(KINDS, SHUTDOWN_GRACE_S="0.5", RECLAIM_IDLE_MS="600000")
     wait_for(lambda: r.scard(tkey(keys, "started")) == 1, what="the long job to start")
     started = time.monotonic()
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(30) == 0
     assert time.monotonic() - started < 10
-    assert r.xpending(keys.jobs, GROUP)["pending"] == 1  # left for reclaim
-    assert "did not finish within SHUTDOWN_GRACE_S" in workers.log(proc)
+    (pending,) = r.xpending_range(keys.jobs, GROUP, min="-", max="+", count=10)
+    assert pending["time_since_delivered"] >= 600_000  # given back: reclaimable at once, not in 10 minutes
+    assert pending["times_delivered"] == 1  # the give-back is no delivery
+    assert "Gave back 1 cancelled jobs" in workers.log(proc)
 
 
 def test_the_jobs_stream_stays_bounded(r: redis.Redis, keys: Keys, workers: Workers) -> None:

@@ -91,9 +91,14 @@ class Retention:
     async def run(self, now: datetime | None = None) -> float | None:
         """One run at ``now`` (the clock by default); 0 (again at once) when batches were left."""
         now = now or datetime.now(UTC)
-        async with await psycopg.AsyncConnection.connect(
-            self.dsn(), autocommit=True, connect_timeout=CONNECT_TIMEOUT_S
-        ) as conn:
+        try:
+            connected = await psycopg.AsyncConnection.connect(
+                self.dsn(), autocommit=True, connect_timeout=CONNECT_TIMEOUT_S
+            )
+        except psycopg.OperationalError as exc:
+            # The archive's PostgreSQL away: the chore backs off and says so in one line, as the archive does.
+            raise ConnectionError(f"PostgreSQL of the archive: {one_line(exc)}") from None
+        async with connected as conn:
             lock = (PRUNE_LOCK, self.queue)
             if not await _one(conn, "SELECT pg_try_advisory_lock(%s::int4, hashtext(%s))", lock):
                 return None

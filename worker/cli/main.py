@@ -21,6 +21,7 @@ from worker.cli.acl import cmd_acl
 from worker.cli.exits import EXIT_FAILED, EXIT_OK, one_line_errors
 from worker.cli.fail_closed import use_embedded
 from worker.cli.health import health
+from worker.cli.metrics_endpoint import serve_backlog
 from worker.cli.serve import import_kinds, run
 from worker.embedded.servers import embedded_stack
 from worker.errors import SettingsError
@@ -60,6 +61,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser(
         "health",
         help="exit 0 when Redis answers, the group exists and this worker's heartbeat is fresh",
+    )
+    sub.add_parser(
+        "metrics",
+        help="serve the backlog gauges an autoscaler reads on METRICS_PORT, from Redis at each scrape (no kinds)",
     )
     acl = sub.add_parser("acl", help="print a Redis role's rules for ACL SETUSER (scoped to QUEUE_PREFIX; no server)")
     acl.add_argument("role", choices=sorted(ROLES), help=", ".join(f"{r.name}: {r.purpose}" for r in ROLES.values()))
@@ -183,4 +188,6 @@ def command(args: argparse.Namespace) -> int:
         return health(settings)
     if args.command == "migrate":
         return cmd_migrate(settings)
+    if args.command == "metrics":
+        return serve_backlog(settings)
     return run(settings, burst=args.burst)

@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from worker.kinds import Job
+from worker.redact import capture
 from worker.store import attempt_log
+from worker.store.failures import ERROR_BYTES
 from worker.store.vocabulary import OUTCOME_DEAD
 from worker.store.wire import job_id_of
 
@@ -77,7 +79,7 @@ def dead_fields(burial: Burial, *, worker: str, at: str) -> dict[str, str]:
     fields = {
         **(burial.kept or {}),
         "attempts": str(burial.attempts),
-        "error": burial.error,
+        "error": capture(burial.error, ERROR_BYTES),  # a malformed entry's error quotes its fields
         "traceback": burial.traceback,
         "reason": burial.reason,
         "failed_at": at,

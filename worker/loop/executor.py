@@ -5,7 +5,9 @@ slot hands it here: :meth:`Executor.run` is the one place that calls a
 handler. In the order the code reads:
 
 1. parse the entry (:func:`worker.store.wire.parse_entry`); what is not a job
-   it can run is dead-lettered at once, never run;
+   it can run is dead-lettered at once, never run; an older payload version is
+   upcast, and a newer one (or a kind another live worker runs) is handed back
+   for a worker that can run it (:mod:`worker.loop.handback`);
 2. the gate (:mod:`worker.loop.gate`): a job of a paused kind is parked, one of
    a throttled kind takes a token or is deferred;
 3. the observers hear it started, with its wait (:mod:`worker.loop.observe`);
@@ -28,17 +30,19 @@ import contextvars
 import logging
 import time
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
 
 from worker.errors import JobTimeout
 from worker.kinds import Job, KindSpec, Registry
 from worker.loop.gate import Gate
+from worker.loop.handback import Fleet, HandBack
 from worker.loop.outcomes import Outcomes
 from worker.loop.partition_reader import PartitionReader
 from worker.loop.slots import Raw
 from worker.loop.tracing import record_failure
+from worker.loop.unfinished import HandlerThreads
 from worker.observability.observer import Observer, overrides
 from worker.store import wire
+from worker.store.vocabulary import REASON_UNKNOWN_KIND
 
 log = logging.getLogger("worker")
 
@@ -49,7 +53,8 @@ class Executor:
 
     ``observers`` hear each job start (those that override
     ``job_started``); ``field_limits``: ``MAX_FIELD_BYTES`` and
-    ``MAX_JOB_BYTES``.
+    ``MAX_JOB_BYTES``; ``fleet``: the kinds and versions live workers run
+    (:mod:`worker.loop.handback`; None: none but this one).
     """
 
     def __init__(
@@ -60,15 +65,19 @@ class Executor:
         *,
         threads: int,
         field_limits: tuple[int, int],
+        fleet: Fleet | None = None,
     ) -> None:
         self.kinds = registry.kinds
         """The kinds this worker runs, by name (the registry's own mapping)."""
         self.gate = gate
+        observers = list(observers)
+        self.hand_back = HandBack(fleet, observers)
+        """Upcasts older payloads; hands back what this worker cannot run (``fleet``: what live workers run)."""
         # Bound once, for every job; only the observers that count starts (the tally does not).
         self._job_started = [observer.job_started for observer in overrides(observers, "job_started")]
         self._max_field_bytes, self._max_job_bytes = field_limits
-        self.threads = ThreadPoolExecutor(threads, thread_name_prefix="job")
-        """Where synchronous handlers run (their ``job`` threads)."""
+        self.threads = HandlerThreads(threads, thread_name_prefix="job")
+        """Where synchronous handlers run (their ``job`` threads), knowing whose (a stop's give-back asks)."""
 
     async def run(self, part: PartitionReader, entry_id: str, raw: Raw, alone: bool = False) -> None:
         """Run one entry of ``part`` through its handler and record the outcome. Never raises.
@@ -80,9 +89,15 @@ class Executor:
         try:
             job = wire.parse_entry(entry_id, raw, self.kinds, self._max_field_bytes, self._max_job_bytes)
             if isinstance(job, wire.Malformed):
-                await outcomes.malformed(job)
+                if job.reason != REASON_UNKNOWN_KIND or not await self.hand_back.lacking(part, job, raw):
+                    await outcomes.malformed(job)
                 return
             spec = self.kinds[job.kind]
+            if spec.version > 1 or b"v" in raw:  # a versioned payload: upcast, or hand it back
+                fitted = await self.hand_back.fit(part, spec, job, raw)
+                if fitted is None:
+                    return
+                job = fitted
             if job.kind in self.gate.held and not await self.gate.admit(part, job):
                 return
             if self._job_started:

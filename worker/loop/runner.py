@@ -32,6 +32,7 @@ from worker.loop.declare import declare_chore
 from worker.loop.episode import Episode
 from worker.loop.executor import Executor
 from worker.loop.gate import Gate
+from worker.loop.handback import Fleet
 from worker.loop.observe import Tally
 from worker.loop.outcomes import Outcomes
 from worker.loop.partition_reader import PartitionReader, give_back
@@ -39,6 +40,7 @@ from worker.loop.read_ahead import ReadAhead
 from worker.loop.rotation import Rotation
 from worker.loop.slots import Slots
 from worker.loop.tracing import traced
+from worker.loop.unfinished import cancel, give_back_unfinished
 from worker.loop.upkeep import Upkeep
 from worker.observability.observer import Observer
 from worker.settings import Settings
@@ -85,15 +87,17 @@ class Worker:
         observing = [self.tally, *observers]
         self.parts = [self._partition(keys, observing, block_ms) for keys in partition_keys(settings)]
         self.gate = Gate(redis_client, self.keys, self.parts[0].keys, registry)
+        self.fleet = Fleet(redis_client, self.keys)
         self.executor = Executor(
             registry,
             self.gate,
             observing,
             threads=settings.concurrency,
             field_limits=(settings.max_field_bytes, settings.max_job_bytes),
+            fleet=self.fleet,
         )
         self._traced, run = traced(self.executor.run, self.keys.jobs)  # with an OpenTelemetry SDK, each in its span
-        self.slots = Slots(settings.concurrency, run, self.episode.troubles)
+        self.slots = Slots(settings.concurrency, run, self.episode.troubles, self.stopping)
         self.upkeep = Upkeep(
             redis_client, settings, self.slots, self.parts, self.stopping, self.tally, episode=self.episode
         )
@@ -171,7 +175,7 @@ class Worker:
     def chores(self) -> list[Chore]:
         """The worker's own timed chores (:mod:`worker.loop.upkeep`), then the caller's (scheduler, relay, metrics)."""
         declare = declare_chore(self.redis, self.keys, self.name, self.registry, self.tally)
-        return [*self.upkeep.chores(), self.gate.chore(), declare, *self.extra_chores]
+        return [*self.upkeep.chores(), self.gate.chore(), declare, self.fleet.chore(), *self.extra_chores]
 
     async def ensure_group(self) -> None:
         """Create group ``workers`` on each partition's ``jobs`` (and the stream) unless it exists."""
@@ -217,7 +221,8 @@ class Worker:
     async def _drain(self) -> None:
         """On stop: what was read ahead runs as slots free (else it is given back), running jobs and outcomes
         kept through an episode get ``SHUTDOWN_GRACE_S``, then the acknowledgements are sent, until the same
-        deadline. What is left stays pending for reclaim (as a dead process's entries do), said in one line."""
+        deadline. Cancelled jobs are given back (:mod:`worker.loop.unfinished`); what is left stays pending for
+        reclaim once idle (as a dead process's entries do), said in one line."""
         grace_s = self.settings.shutdown_grace_s
         deadline = time.monotonic() + grace_s
         await give_back(self.parts, await self.slots.run_out_ahead(deadline))  # what was read ahead
@@ -228,10 +233,7 @@ class Worker:
             timeout = max(0.0, deadline - time.monotonic())
             _done, left = await asyncio.wait(list(inflight.values()), timeout=timeout)
         kept, reason = self.episode.waiting, self.episode.reason
-        for task in left:
-            task.cancel()
-        if left:
-            await asyncio.wait(left, timeout=1.0)
+        cancelled = await cancel(inflight, left, give_back=not kept)  # decided outcomes waiting: none given back
         unsent = 0
         for part in self.parts:
             try:
@@ -240,11 +242,12 @@ class Worker:
                 if not isinstance(exc, (TimeoutError, redis.exceptions.RedisError, *CONNECTION_ERRORS)):
                     raise
                 unsent += len(part.outcomes.acks)
-        if left or unsent:
+        given = await give_back_unfinished(self.parts, cancelled, self.executor.threads)
+        if len(left) > given or unsent:
             log.warning(
                 "%d jobs did not finish within SHUTDOWN_GRACE_S=%g s, and %d outcomes and %d acknowledgements "
                 "were not recorded%s: their entries are left pending, for reclaim to run again.",
-                len(left) - kept,
+                len(left) - kept - given,
                 grace_s,
                 kept,
                 unsent,

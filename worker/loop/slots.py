@@ -60,8 +60,16 @@ RunEntry = Callable[[Any, str, Raw, bool], Coroutine[Any, Any, None]]
 class Slots:
     """The worker's ``capacity`` job slots: what is in flight, since when, and who waits for a free one."""
 
-    def __init__(self, capacity: int, run_entry: RunEntry, troubles: Mapping[str, float] | None = None) -> None:
+    def __init__(
+        self,
+        capacity: int,
+        run_entry: RunEntry,
+        troubles: Mapping[str, float] | None = None,
+        stopping: asyncio.Event | None = None,
+    ) -> None:
         self.capacity = capacity
+        self.stopping = stopping
+        """The worker's stop: :meth:`run_alone` then lets go of the read lock (its entry runs on, drained)."""
         self._run_entry = run_entry
         self.inflight: dict[tuple[int, str], asyncio.Task[None]] = {}
         self.started_at: dict[tuple[int, str], float] = {}
@@ -225,8 +233,23 @@ class Slots:
                     raw = await claim()
                     if raw is None:
                         continue
-                    await asyncio.shield(self.start(part, entry_id, raw, alone=True))
+                    task = self.start(part, entry_id, raw, alone=True)
                     ran += 1
+                    if not await self._alone_until_stop(task):
+                        break
         finally:
             self.quieting -= 1
         return ran
+
+    async def _alone_until_stop(self, task: asyncio.Task[None]) -> bool:
+        """Wait for an entry run alone (never cancelling it); False when the worker stops first: the read
+        loop needs the read lock to end, and the stop's drain waits for the entry or gives it back."""
+        if self.stopping is None:
+            await asyncio.shield(task)
+            return True
+        stop = asyncio.ensure_future(self.stopping.wait())
+        try:
+            await asyncio.wait([task, stop], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+        return task.done()

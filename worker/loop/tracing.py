@@ -36,6 +36,7 @@ from typing import Any
 
 from worker.loop.slots import RunEntry as SlotsRunEntry
 from worker.retry import Retry
+from worker.store.failures import bounded_traceback, describe_error
 from worker.store.keys import GROUP
 from worker.store.trace_context import (
     MESSAGING_SYSTEM,
@@ -49,6 +50,8 @@ from worker.store.trace_context import (
 )
 
 RunEntry = Callable[..., Awaitable[None]]
+SPAN_TRACEBACK_BYTES = 8192
+"""An ``exception`` event's stack trace is cut to this many bytes, its end kept (``TRACEBACK_BYTES``'s default)."""
 log = logging.getLogger("worker")
 
 
@@ -146,10 +149,21 @@ def link_field() -> dict[str, str]:
 
 
 def record_failure(exc: BaseException) -> None:
-    """Record the handler's exception on the attempt's span."""
+    """Record the handler's exception on the attempt's span: the ``exception`` event that
+    ``span.record_exception`` would add, its message and stack trace redacted and bounded as the dead
+    entry's (``record_exception`` itself would send ``str(exc)`` whole)."""
     span = active_span()
     if span is not None:
-        span.record_exception(exc)
+        module, name = type(exc).__module__, type(exc).__qualname__
+        span.add_event(
+            "exception",
+            {
+                "exception.type": name if module in ("builtins", "") else f"{module}.{name}",
+                "exception.message": describe_error(exc).partition(": ")[2],
+                "exception.stacktrace": bounded_traceback(exc, SPAN_TRACEBACK_BYTES),
+                "exception.escaped": "False",
+            },
+        )
 
 
 def retrying(error: str, decision: Retry) -> dict[str, str]:

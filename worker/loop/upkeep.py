@@ -158,8 +158,13 @@ class Upkeep:
         """The claim of one idle entry of ``part`` from ``previous``, for :meth:`Slots.run_alone`."""
 
         async def claim() -> Raw | None:
+            if self.stopping.is_set():  # a stopping worker starts nothing new: the entry stays for another
+                return None
             claimed: list[Any] = await self.redis.xclaim(part.keys.jobs, GROUP, self.name, idle_ms, [entry_id])
             if not claimed or claimed[0] is None or claimed[0][1] is None:
+                return None
+            if self.stopping.is_set():  # stopped during the claim: given back before the drain could see it
+                await part.give_back([entry_id])
                 return None
             log.warning(
                 "Reclaimed entry %s from %s (delivery %d); running it alone.", entry_id, previous, deliveries + 1

@@ -6,8 +6,13 @@ traceback included, passes through :func:`worker.redact.redact`: a driver's
 error that quotes a URL shows no password.
 
 Fields come from whoever wrote the job (a kind, an id, an error message), so
-the text lines escape control characters (``\\n``, ``\\x1b``...): an entry
-cannot forge a log line nor drive the terminal. JSON lines escape them anyway.
+the text lines escape control, bidi and zero-width characters
+(:mod:`worker.printable`: ``\\n``, ``\\x1b``, ``\\u202e``...): an entry cannot
+forge a log line, drive the terminal nor reorder what a reader sees. JSON
+lines escape them too (C0 by ``json``, the rest as ``\\u`` escapes). A
+message is cut to :data:`MESSAGE_BYTES` and a traceback to
+:data:`TRACEBACK_BYTES` (its end kept), each with a marker saying how much was
+cut (:func:`worker.redact.capture`), so no record is a 20 MB line.
 A JSON line logged inside a span (an attempt's ``process`` span when the
 worker traces) carries its ``trace_id`` and ``span_id``."""
 
@@ -17,8 +22,10 @@ import json
 import logging
 import sys
 from datetime import UTC, datetime
+from typing import Any
 
-from worker.redact import redact
+from worker.printable import json_printable, printable
+from worker.redact import capture, redact
 from worker.store.trace_context import active_span
 
 JOB_FIELDS = (
@@ -35,8 +42,15 @@ JOB_FIELDS = (
 )
 
 
-#: C0 and C1 control characters, DEL and the Unicode line breaks, as escapes (``\n``, ``\x1b``, ``\u2028``).
-CONTROL_ESCAPES = {code: ascii(chr(code))[1:-1] for code in (*range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029)}
+MESSAGE_BYTES = 8192
+"""A log record's message is cut to this many UTF-8 bytes (a job's error is within 4 KiB already)."""
+TRACEBACK_BYTES = 16384
+"""A log record's traceback is cut to this many UTF-8 bytes, its end kept."""
+
+
+def message_of(record: logging.LogRecord) -> str:
+    """The record's message, redacted and bounded."""
+    return capture(record.getMessage(), MESSAGE_BYTES)
 
 
 class JsonFormatter(logging.Formatter):
@@ -47,7 +61,7 @@ class JsonFormatter(logging.Formatter):
             "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
             "level": record.levelname,
             "logger": record.name,
-            "message": record.getMessage(),
+            "message": message_of(record),
         }
         span = active_span()
         if span is not None:
@@ -58,16 +72,23 @@ class JsonFormatter(logging.Formatter):
             if value is not None:
                 data[name] = value
         if record.exc_info:
-            data["exception"] = self.formatException(record.exc_info)
-        return redact(json.dumps(data, ensure_ascii=False, default=str))
+            data["exception"] = capture(self.formatException(record.exc_info), TRACEBACK_BYTES, keep_end=True)
+        return json_printable(redact(json.dumps(data, ensure_ascii=False, default=str)))
 
 
 class TextFormatter(logging.Formatter):
-    """The readable line (time, level, logger, message), redacted, its control characters escaped (a
-    traceback keeps its lines)."""
+    """The readable line (time, level, logger, message), redacted and bounded, its control, bidi and
+    zero-width characters escaped (a traceback keeps its lines)."""
 
     def formatMessage(self, record: logging.LogRecord) -> str:
-        return super().formatMessage(record).translate(CONTROL_ESCAPES)
+        record.message = message_of(record)
+        return printable(super().formatMessage(record))
+
+    def formatException(self, ei: Any) -> str:
+        return printable(capture(super().formatException(ei), TRACEBACK_BYTES, keep_end=True), lines=True)
+
+    def formatStack(self, stack_info: str) -> str:
+        return printable(capture(stack_info, TRACEBACK_BYTES, keep_end=True), lines=True)
 
     def format(self, record: logging.LogRecord) -> str:
         return redact(super().format(record))

@@ -50,6 +50,7 @@ from prometheus_client.registry import Collector
 from worker.app import Chore
 from worker.archive.archiver import ArchiveCollector, Archiver, read_partitions_backlog
 from worker.kinds import Registry
+from worker.observability.backlog import BacklogCollector, read_backlog_async
 from worker.observability.endpoint import MetricsEndpoint
 from worker.observability.observer import Observer
 from worker.observability.queue_state import QueueState, read_partitions_state_async, stat_fields
@@ -227,6 +228,17 @@ def histogram(
     return family
 
 
+def handed_back_counter(ns: str, registry: CollectorRegistry) -> Counter:
+    """``<ns>_jobs_handed_back_total{queue, kind, to}`` (:mod:`worker.loop.handback`)."""
+    return Counter(
+        f"{ns}_jobs_handed_back",
+        "Jobs this worker could not run (a newer payload version, a kind it lacks) handed back: to=worker "
+        "for a live worker that runs them, to=wait into delayed while none does.",
+        ["queue", "kind", "to"],
+        registry=registry,
+    )
+
+
 class Metrics(Observer):
     """The metrics of one worker process, in a registry of its own."""
 
@@ -243,6 +255,8 @@ class Metrics(Observer):
         ns = settings.metrics_namespace
         self.queue_collector = QueueCollector(self.queue, ns)
         self.registry.register(self.queue_collector)
+        self.backlog = BacklogCollector(ns)
+        self.registry.register(self.backlog)
         self.jobs = JobCollector(self.queue, ns)
         self.registry.register(self.jobs)
         self.archive: ArchiveCollector | None = None
@@ -274,6 +288,7 @@ class Metrics(Observer):
             registry=self.registry,
         )
         self.outcomes_waiting.labels(self.queue).set(0)
+        self.handed_back = handed_back_counter(ns, self.registry)
         started = time.time()
         for schedule in registry.schedules.values():
             self.interval.labels(self.queue, schedule.name, schedule.kind).set(
@@ -303,6 +318,12 @@ class Metrics(Observer):
         runs, so no kind here needs ``kind="other"``."""
         self.jobs.jobs_succeeded(kinds, durations_s)
 
+    def job_handed_back(self, kind: str, waiting: bool) -> None:
+        """A hand-back (:class:`worker.observability.observer.Observer`); an undeclared kind counts as ``other``."""
+        self.handed_back.labels(
+            self.queue, kind if kind in self.declared else OTHER_KIND, "wait" if waiting else "worker"
+        ).inc()
+
     def watch_outcomes(self, waiting: Callable[[], int]) -> None:
         """Read ``waiting()`` (the worker's :attr:`worker.loop.episode.Episode.waiting`) at each scrape."""
         self.outcomes_waiting.labels(self.queue).set_function(waiting)
@@ -328,16 +349,17 @@ class Metrics(Observer):
                 self.queue_collector.state = await read_partitions_state_async(
                     self.redis, partition_keys(self.settings), reclaim_idle_ms=self.settings.reclaim_idle_ms
                 )
+                self.backlog.readings = await read_backlog_async(self.redis, partition_keys(self.settings), time.time())
                 if self.archive is not None:
                     self.archive.backlog = await read_partitions_backlog(
                         self.redis, partition_keys(self.settings), time.time()
                     )
             else:
-                self.queue_collector.state = None
+                self.queue_collector.state = self.backlog.readings = None
                 if self.archive is not None:
                     self.archive.backlog = None
         except BaseException:
-            self.queue_collector.state = None
+            self.queue_collector.state = self.backlog.readings = None
             if self.archive is not None:
                 self.archive.backlog = None
             raise

@@ -26,6 +26,10 @@ class Observer:
     def jobs_succeeded(self, kinds: Sequence[str], durations_s: Sequence[float]) -> None:
         """Jobs whose handlers returned since the last report: each one's kind and run time, in step."""
 
+    def job_handed_back(self, kind: str, waiting: bool) -> None:
+        """A job this worker cannot run was handed back: for a live worker that runs it, or (``waiting``)
+        into ``delayed`` because none does yet (:mod:`worker.loop.handback`)."""
+
 
 def overrides(observers: Iterable[Observer], hook: str) -> list[Observer]:
     """The ``observers`` whose class overrides ``hook`` (the others would be called for nothing)."""

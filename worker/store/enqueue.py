@@ -34,7 +34,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from worker.settings import Settings
 from worker.settings_framework import declared
@@ -45,6 +45,7 @@ from worker.store.keys import Keys, partition_of, queue_partitions
 from worker.store.packed import packs_for, xadd_command, xadd_head
 from worker.store.refusals import refused_as_queue_refused
 from worker.store.trace_context import TRACEPARENT, sending
+from worker.store.versions import stamped
 from worker.store.wire import encode_member, job_bytes, job_id_of, text
 
 NOT_ENQUEUED = "the job was not enqueued; enqueue it again once Redis accepts writes"
@@ -102,6 +103,17 @@ class NewJob:
     fields: Mapping[str, FieldValue] | None = None
     delay_s: float | None = None
     run_at: datetime | float | None = None
+    version: int | None = None
+    """The payload's version (field ``v``); None: the version this process registers for the kind, if any."""
+
+
+class Where(TypedDict, total=False):
+    """The queue a call writes to, each None or absent for its setting: ``QUEUE_PREFIX``,
+    ``QUEUE_PARTITIONS``, ``WAIT_REPLICAS``."""
+
+    prefix: str | None
+    partitions: int | None
+    wait_replicas: int | None
 
 
 @dataclass(frozen=True)
@@ -114,7 +126,7 @@ class _Plan:
 
     @classmethod
     def of(cls, new: NewJob, max_job_bytes: int, context: Mapping[str, str] | None = None) -> _Plan:
-        job = job_fields(new.kind, new.fields, context)
+        job = stamped(job_fields(new.kind, new.fields, context), new.version)
         size = job_bytes(job)
         if size > max_job_bytes:
             raise ValueError(
@@ -155,6 +167,11 @@ class _Queue:
     max_job_bytes: int
     destination: str
     heads: tuple[bytes, ...]
+
+    @classmethod
+    def where(cls, where: Where) -> _Queue:
+        """The queue a call's :class:`Where` keywords name."""
+        return cls.of(where.get("prefix"), where.get("partitions"), where.get("wait_replicas"))
 
     @classmethod
     def of(cls, prefix: str | None, partitions: int | None, wait_replicas: int | None) -> _Queue:
@@ -240,20 +257,20 @@ def enqueue(
     *,
     delay_s: float | None = None,
     run_at: datetime | float | None = None,
-    prefix: str | None = None,
-    partitions: int | None = None,
-    wait_replicas: int | None = None,
+    version: int | None = None,
+    **where: Unpack[Where],
 ) -> str:
     """Add a job; return its entry id, or its ``delayed`` member when it runs later.
 
-    ``prefix``, ``partitions`` and ``wait_replicas`` default to ``QUEUE_PREFIX``,
-    ``QUEUE_PARTITIONS`` and ``WAIT_REPLICAS`` from the environment; the job goes
+    ``version`` is written as the field ``v`` (None: the version this process registers for ``kind``;
+    a kind at version 1 writes none). ``prefix``, ``partitions`` and ``wait_replicas`` (:class:`Where`)
+    default to ``QUEUE_PREFIX``, ``QUEUE_PARTITIONS`` and ``WAIT_REPLICAS`` from the environment; the job goes
     to the partition of its ``job_id``, and with ``wait_replicas`` > 0 the call
     returns once that many replicas have it (:mod:`worker.store.durable`).
     """
-    queue = _Queue.of(prefix, partitions, wait_replicas)
+    queue = _Queue.where(where)
     with sending(queue.destination, 1) as context, refused_as_queue_refused(NOT_ENQUEUED):
-        plan = queue.plan(NewJob(kind, fields, delay_s, run_at), context)
+        plan = queue.plan(NewJob(kind, fields, delay_s, run_at, version), context)
         if queue.wait_replicas:
             return _durably(redis, queue, plan)
         return plan.result(queue.send(redis, plan))
@@ -266,14 +283,13 @@ async def enqueue_async(
     *,
     delay_s: float | None = None,
     run_at: datetime | float | None = None,
-    prefix: str | None = None,
-    partitions: int | None = None,
-    wait_replicas: int | None = None,
+    version: int | None = None,
+    **where: Unpack[Where],
 ) -> str:
     """:func:`enqueue` for a ``redis.asyncio`` client."""
-    queue = _Queue.of(prefix, partitions, wait_replicas)
+    queue = _Queue.where(where)
     with sending(queue.destination, 1) as context, refused_as_queue_refused(NOT_ENQUEUED):
-        plan = queue.plan(NewJob(kind, fields, delay_s, run_at), context)
+        plan = queue.plan(NewJob(kind, fields, delay_s, run_at, version), context)
         if queue.wait_replicas:
             keys = queue.keys_of(plan)
             command = plan.command(keys)

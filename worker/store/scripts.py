@@ -5,7 +5,8 @@ once per client with ``register_script`` (EVALSHA, reloaded on NOSCRIPT), and
 this module builds their arguments, so the worker and opslib call the same
 moves the same way: schedule_tick, promote, retry, bury, replay, discard,
 replay_archived, trim, trim_dead, refresh_claims, forget_consumers, run_now,
-cancel_delayed, and the incident desk's park, unpark and take_token.
+cancel_delayed, the incident desk's park, unpark and take_token, and hand_back (an entry of a payload
+version or kind this worker cannot run, back for one that can).
 
 Every script starts with ``#!lua``, so that the server refuses a key the
 script did not declare, and every key it touches is passed in ``KEYS`` (none
@@ -33,8 +34,9 @@ import redis.cluster
 
 from worker.store.durable import write_and_wait, write_and_wait_async
 from worker.store.keys import ARCHIVE_GROUP, GROUP, REPLAY_OUTCOME_TTL_S, Keys
-from worker.store.trace_context import TRACE_LINK
+from worker.store.trace_context import TRACE_LINK, TRACEPARENT
 from worker.store.vocabulary import RECORDED_QUEUED
+from worker.store.wire import encode_member
 
 CLUSTER_PIPELINES = (redis.cluster.ClusterPipeline, aiocluster.ClusterPipeline)
 #: The moves that record a job's outcome; with ``WAIT_REPLICAS`` they wait for the replicas.
@@ -57,6 +59,7 @@ NAMES = (
     "park",
     "unpark",
     "take_token",
+    "hand_back",
 )
 
 
@@ -122,6 +125,14 @@ class Scripts:
         keys = [self.keys.jobs, self.keys.paused, self.keys.parked]
         return self._call("park", keys, [GROUP, entry_id, kind], client)
 
+    def hand_back(self, entry_id: str, consumer: str, run_at: float | None, fields: dict[str, str]) -> Any:
+        """Give an entry back: onto ``jobs`` now (``run_at`` None) or into ``delayed`` until ``run_at``."""
+        keys = [self.keys.jobs, self.keys.delayed]
+        head = [GROUP, entry_id, consumer]
+        if run_at is None:
+            return self._call("hand_back", keys, [*head, "0", *(x for pair in fields.items() for x in pair)])
+        return self._call("hand_back", keys, [*head, repr(run_at), encode_member(fields)])
+
     def unpark(self, kind: str, batch: int = 100, client: Any = None) -> Any:
         return self._call("unpark", [self.keys.parked, self.keys.jobs], [kind, batch], client)
 
@@ -173,10 +184,12 @@ class Scripts:
         client: Any = None,
         context: Mapping[str, str] | None = None,
     ) -> Any:
-        """``context``: the replay's trace fields, which replace the entry's (and its ``trace_link`` goes)."""
+        """``context``: fields that replace the entry's: the replay's trace fields (with which its
+        ``trace_link`` goes) and a patch's (``opslib.replay(..., patch=)``)."""
         args: list[Any] = [dead_id, batch, REPLAY_OUTCOME_TTL_S, RECORDED_QUEUED, at, int(record), by, *drop]
         if context:
-            args += [TRACE_LINK, "=", *(x for pair in context.items() for x in pair)]
+            args += [*([TRACE_LINK] if TRACEPARENT in context else []), "="]
+            args += [x for pair in context.items() for x in pair]
         return self._call(
             "replay", [self.keys.dead, self.keys.jobs, self.keys.replay(batch), self.keys.dead_log], args, client
         )

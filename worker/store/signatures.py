@@ -6,7 +6,9 @@ quote: ``SeatLabelInvalid: '14-C' is not ...`` and ``SeatLabelInvalid:
 timestamps with ``<time>``, UUIDs and stream entry ids with ``<id>``, hex
 runs with ``<hex>`` and numbers with ``<num>``, and folds whitespace, so both
 read ``SeatLabelInvalid: <str> is not ...`` and form one group. A signature
-is a fixed point (``signature(s) == s``).
+is a fixed point (``signature(s) == s``). It is pasted into calls and
+commands, so its control, bidi and zero-width characters are escapes
+(:func:`worker.printable.printable`), never raw.
 
 Pure functions, here in the queue core because the archiver writes each dead
 entry's ``signature`` and ``error_type`` columns with them; opslib groups the
@@ -16,6 +18,8 @@ dead letters in Redis with the same functions, so both agree.
 from __future__ import annotations
 
 import re
+
+from worker.printable import printable
 
 MAX_SIGNATURE_CHARS = 300
 """Signatures are cut to this length; the error is read up to four times as far."""
@@ -52,7 +56,7 @@ _ERROR_TYPE = re.compile(r"^([A-Za-z_][\w.]*)(?::|$)")
 
 def signature(error: str) -> str:
     """The error with its variable parts replaced by placeholders (at most 300 characters)."""
-    folded = " ".join(error[: MAX_SIGNATURE_CHARS * 4].split())
+    folded = printable(" ".join(error[: MAX_SIGNATURE_CHARS * 4].split()))  # copied into commands: printable
     return _VARIABLE.sub(_placeholder, folded)[:MAX_SIGNATURE_CHARS].rstrip()
 
 

@@ -1,0 +1,72 @@
+"""The backlog gauge (``<ns>_backlog``, :mod:`worker.observability.backlog`) on a single server: equal to
+the ground truth after XDEL, XTRIM, pause, delayed due and throttle, page by page too, and exported by a
+worker's metrics with its ``queue`` and ``partition`` labels."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+import redis
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.queue import helpers_backlog as backlog_scenario
+from tests.queue.test_queue_state import refreshed_metrics
+from worker.observability import backlog
+from worker.settings import Settings
+from worker.store.keys import GROUP, Keys
+from worker.store.partitions import partition_keys
+
+
+@pytest.mark.parametrize("page", [backlog.BACKLOG_PAGE, 2])
+def test_the_gauge_equals_the_ground_truth_after_every_change(
+    r: redis.Redis, keys: Keys, page: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(backlog, "BACKLOG_PAGE", page)  # 2: every count takes several pages on each side
+    backlog_scenario.run(r, keys)
+
+
+def test_past_the_limit_on_both_sides_the_count_says_it_is_not_exact(
+    r: redis.Redis, keys: Keys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(backlog, "BACKLOG_PAGE", 2)
+    monkeypatch.setattr(backlog, "BACKLOG_COUNT_LIMIT", 4)
+    r.xgroup_create(keys.jobs, GROUP, id="0", mkstream=True)
+    for n in range(20):
+        r.xadd(keys.jobs, {"kind": "greet", "job_id": f"j{n}", "attempts": "0"})
+    r.xreadgroup(GROUP, "c1", {keys.jobs: ">"}, count=10)  # 10 on each side of the read position
+    found = backlog_scenario.reading(r, keys, time.time())
+    assert not found.exact
+    assert 4 <= found.undelivered <= 16
+    assert found.undelivered == 10  # Redis's lag, valid here, kept between the two partial counts
+
+
+def test_a_queue_never_read_counts_every_entry(r: redis.Redis, keys: Keys) -> None:
+    for n in range(3):
+        r.xadd(keys.jobs, {"kind": "greet", "job_id": f"j{n}", "attempts": "0"})
+    found = backlog_scenario.reading(r, keys, time.time())
+    assert (found.backlog, found.running, found.exact) == (3, 0, True)
+
+
+def test_a_worker_exports_the_backlog_per_queue_and_partition(r: redis.Redis, prefix: str, redis_url: str) -> None:
+    settings = Settings.from_env({"QUEUE_PREFIX": prefix, "QUEUE_PARTITIONS": "2"})
+    parts = partition_keys(settings)
+    for keys in parts:
+        r.xgroup_create(keys.jobs, GROUP, id="0", mkstream=True)
+    for n in range(3):
+        r.xadd(parts[1].jobs, {"kind": "greet", "job_id": f"j{n}", "attempts": "0"})
+    r.zadd(parts[0].delayed, {backlog_scenario.member("greet", "d"): time.time() - 1})
+
+    samples = {
+        (s.name, s.labels["queue"], s.labels["partition"]): s.value
+        for family in text_string_to_metric_families(asyncio.run(refreshed_metrics(redis_url, settings)).decode())
+        for s in family.samples
+        if s.name in ("worker_backlog", "worker_running")
+    }
+    assert samples == {
+        ("worker_backlog", "default", "0"): 1,
+        ("worker_backlog", "default", "1"): 3,
+        ("worker_running", "default", "0"): 0,
+        ("worker_running", "default", "1"): 0,
+    }

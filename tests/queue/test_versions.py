@@ -1,0 +1,220 @@
+"""Versioned payloads: upcasting chains, the stamped ``v``, the hand-back move, and rolling deploys with old
+and new workers side by side (real worker processes on a real server)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+import redis
+import redis.asyncio as aioredis
+
+import opslib
+from tests.helpers import Workers, wait_for
+from worker.job import Job
+from worker.kinds import Registry, job_kind
+from worker.loop.handback import DEAD, HAND_BACK, RUN, WAIT, placement
+from worker.observability.metrics import Metrics
+from worker.settings import Settings
+from worker.store.enqueue import NewJob, enqueue, enqueue_many
+from worker.store.keys import GROUP, Keys
+from worker.store.scripts import Scripts
+from worker.store.wire import decode_member
+
+OLD, NEW = "tests.queue.kinds_versions_old", "tests.queue.kinds_versions_new"
+QUICK = {"WORKER_CONCURRENCY": "16", "BLOCK_MS": "100"}
+
+
+def _stamped_handler(job: Job) -> None:
+    """The handler of a kind this module registers process-wide at version 4 (never run)."""
+
+
+job_kind("versions_test_stamped", version=4, upcast={1: dict, 2: dict, 3: dict})(_stamped_handler)
+
+
+# ---------------------------------------------------------------- without a server
+
+
+def test_a_chain_of_upcasters_turns_a_version_1_payload_into_version_3() -> None:
+    registry = Registry()
+
+    def one_to_two(fields: dict[str, str]) -> dict[str, str]:
+        return {**{k: v for k, v in fields.items() if k != "email"}, "to": fields["email"]}
+
+    def two_to_three(fields: dict[str, str]) -> dict[str, str]:
+        name, _, domain = fields["to"].partition("@")
+        return {**{k: v for k, v in fields.items() if k != "to"}, "to_name": name, "to_domain": domain}
+
+    job_kind("mail", version=3, upcast={1: one_to_two, 2: two_to_three}, registry=registry)(_stamped_handler)
+    spec = registry.get("mail")
+    old = Job("mail", "j1", 0, "1-0", {"kind": "mail", "job_id": "j1", "attempts": "0", "email": "ada@example.org"})
+    assert spec.upcasted(old, 1).fields == {
+        "kind": "mail",
+        "job_id": "j1",
+        "attempts": "0",
+        "to_name": "ada",
+        "to_domain": "example.org",
+        "v": "3",
+    }
+    middle = Job("mail", "j2", 1, "2-0", {"kind": "mail", "job_id": "j2", "attempts": "1", "to": "bo@x.io", "v": "2"})
+    upcast = spec.upcasted(middle, 2)
+    assert (upcast.attempts, upcast.entry_id, upcast.fields["to_name"], upcast.fields["v"]) == (1, "2-0", "bo", "3")
+
+
+@pytest.mark.parametrize(
+    ("version", "upcast", "says"),
+    [
+        (2, {}, "give {1: fn(1 -> 2)}"),
+        (3, {1: dict}, "got versions [1]; give {1: fn(1 -> 2), 2: fn(2 -> 3)}"),
+        (1, {1: dict}, "got versions [1]; give {none}"),
+        (0, {}, "version must be an integer >= 1 (e.g. 2), got 0"),
+    ],
+)
+def test_a_kind_declared_with_a_gap_in_its_upcasters_is_refused_in_one_line(
+    version: int, upcast: dict[int, object], says: str
+) -> None:
+    with pytest.raises(ValueError, match="kind 'mail'") as raised:
+        job_kind("mail", version=version, upcast=upcast, registry=Registry())  # type: ignore[arg-type]
+    assert says in str(raised.value)
+    assert "\n" not in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("version", "mine", "fleet", "awaited", "decision"),
+    [
+        (1, 2, {}, False, RUN),  # older: upcast here
+        (2, 2, {}, False, RUN),
+        (3, 2, {"k": 3}, False, HAND_BACK),  # newer, and a live worker runs it
+        (3, 2, {"k": 2}, False, WAIT),  # newer, nobody runs it yet: wait, never dead
+        (1, None, {"k": 1}, False, HAND_BACK),  # a kind this worker lacks, another runs
+        (1, None, {}, True, WAIT),  # lacking, but awaited (declared recently, or stamped and within grace)
+        (1, None, {}, False, DEAD),  # a kind nobody declares: unknown_kind, as before
+    ],
+)
+def test_placement(version: int, mine: int | None, fleet: dict[str, int], awaited: bool, decision: str) -> None:
+    assert placement("k", version, mine, fleet, awaited) == decision
+
+
+# ---------------------------------------------------------------- against a server
+
+
+def fields_of(r: redis.Redis, keys: Keys, entry: str) -> dict[bytes, bytes]:
+    return r.xrange(keys.jobs, entry, entry)[0][1]
+
+
+def test_enqueue_writes_v_given_or_registered_and_none_for_a_kind_it_does_not_declare(
+    r: redis.Redis, keys: Keys
+) -> None:
+    assert fields_of(r, keys, enqueue(r, "send_email", {"to": "a@b"}, version=2, prefix=keys.prefix))[b"v"] == b"2"
+    assert fields_of(r, keys, enqueue(r, "versions_test_stamped", prefix=keys.prefix))[b"v"] == b"4"
+    assert b"v" not in fields_of(r, keys, enqueue(r, "not_declared_here", prefix=keys.prefix))
+    [member] = enqueue_many(r, [NewJob("send_email", {"email": "a@b"}, delay_s=60, version=1)], prefix=keys.prefix)
+    assert decode_member(member)["v"] == "1"
+    with pytest.raises(ValueError, match=r"^version must be an integer >= 1 \(e.g. 2\), got 0$"):
+        enqueue(r, "send_email", version=0, prefix=keys.prefix)
+
+
+def test_a_hand_back_is_one_owner_checked_move_and_no_delivery(r: redis.Redis, keys: Keys) -> None:
+    scripts = Scripts(r, keys)
+    r.xgroup_create(keys.jobs, GROUP, id="0", mkstream=True)
+    first = enqueue(r, "send_email", {"to": "a@b"}, version=2, prefix=keys.prefix)
+    r.xreadgroup(GROUP, "old-1", {keys.jobs: ">"}, count=1)
+    fields = {k.decode(): v.decode() for k, v in fields_of(r, keys, first).items()} | {"handed_back": "1"}
+    assert scripts.hand_back(first, "old-2", None, fields) == 0  # not its entry: nothing changes
+    assert r.xpending(keys.jobs, GROUP)["pending"] == 1
+    copy = scripts.hand_back(first, "old-1", None, fields).decode()
+    assert r.xrange(keys.jobs, first, first) == []
+    assert r.xpending(keys.jobs, GROUP)["pending"] == 0
+    [(read_id, read)] = r.xreadgroup(GROUP, "new-1", {keys.jobs: ">"}, count=10)[0][1]
+    assert read_id.decode() == copy and read[b"handed_back"] == b"1" and read[b"v"] == b"2"
+    [pending] = r.xpending_range(keys.jobs, GROUP, "-", "+", 10)
+    assert pending["times_delivered"] == 1  # the copy's first delivery: the hand-back counted none
+    assert scripts.hand_back(copy, "new-1", time.time() + 60, fields) == 1  # waiting: into delayed
+    assert r.xlen(keys.jobs) == 0 and r.zcard(keys.delayed) == 1
+
+
+def ran(r: redis.Redis, keys: Keys) -> dict[str, dict[str, str]]:
+    return {k.decode(): json.loads(v) for k, v in r.hgetall(f"{keys.prefix}test:ran").items()}
+
+
+def declared(r: redis.Redis, keys: Keys, count: int) -> bool:
+    return len(r.keys(f"{keys.prefix}kinds:*")) >= count
+
+
+def test_a_rollout_with_old_and_new_workers_half_and_half_fails_nothing(
+    r: redis.Redis, keys: Keys, workers: Workers
+) -> None:
+    for n in range(4):
+        workers.start(OLD if n % 2 else NEW, **QUICK)
+    wait_for(lambda: declared(r, keys, 4), 30, "four workers declaring their kinds")
+    jobs = [NewJob("send_email", {"email": f"u{i}@old.example", "job_id": f"old-{i}"}, version=1) for i in range(1500)]
+    jobs += [NewJob("send_email", {"to": f"u{i}@new.example", "job_id": f"new-{i}"}, version=2) for i in range(1500)]
+    jobs += [NewJob("send_sms", {"phone": f"+4420{i:07d}", "job_id": f"sms-{i}"}, version=1) for i in range(200)]
+    enqueue_many(r, jobs, prefix=keys.prefix)
+    ids = [str(job.fields["job_id"]) for job in jobs if job.fields]
+    wait_for(lambda: len(ran(r, keys)) >= len(ids), 60, f"{len(ids)} jobs run")
+    done = ran(r, keys)
+    assert set(done) == set(ids)
+    assert r.xlen(keys.dead) == 0
+    new_payloads = ids[1500:]
+    assert {done[job_id]["worker"] for job_id in new_payloads} == {"new"}  # no new payload ran on an old worker
+    assert {done[job_id]["v"] for job_id in ids[:1500] if done[job_id]["worker"] == "new"} <= {"2"}  # upcast
+    assert all(done[job_id]["address"] == f"u{i}@old.example" for i, job_id in enumerate(ids[:1500]))
+    handed = sorted(int(done[job_id]["handed_back"]) for job_id in new_payloads)
+    # A copy goes back to whichever worker reads next; old workers free their slots at once and read more,
+    # so most copies reach a new worker within a hand-back or two and a few go round old ones many times
+    # (each time a fresh entry, no delivery counted). The mean is what this bounds; the tail is reported.
+    assert sum(handed) / len(handed) < 3, (sum(handed) / len(handed), handed[-20:])
+    wait_for(lambda: r.xpending(keys.jobs, GROUP)["pending"] == 0, 10, "every entry acknowledged")
+
+
+def test_with_only_old_workers_new_payloads_and_kinds_wait_then_run_when_a_new_worker_comes(
+    r: redis.Redis, keys: Keys, workers: Workers
+) -> None:
+    workers.start(OLD, **QUICK)
+    wait_for(lambda: declared(r, keys, 1), 30, "the old worker declaring its kinds")
+    ids = [f"n{i}" for i in range(20)]
+    for job_id in ids:
+        enqueue(r, "send_email", {"to": f"{job_id}@x", "job_id": job_id}, version=2, prefix=keys.prefix)
+    enqueue(r, "send_sms", {"phone": "+44", "job_id": "sms"}, version=1, prefix=keys.prefix)  # a kind it lacks
+    ids.append("sms")
+
+    def waiting(at_least: int) -> bool:
+        members = [decode_member(m) for m in r.zrange(keys.delayed, 0, -1)]
+        return len(members) == len(ids) and all(int(m["handed_back"]) >= at_least for m in members)
+
+    wait_for(lambda: waiting(2), 30, "every job handed back to wait, twice")  # they keep waiting
+    assert r.xlen(keys.dead) == 0 and ran(r, keys) == {}
+    table = opslib.kinds(client=r, prefix=keys.prefix)
+    assert table.loc["send_email", ["version", "awaiting", "awaiting_versions"]].tolist() == [1, 20, "v2: 20"]
+    assert table.loc["send_sms", ["workers", "awaiting", "awaiting_versions"]].tolist() == [0, 1, "v1: 1"]
+    workers.start(NEW, **QUICK)
+    wait_for(lambda: len(ran(r, keys)) == len(ids), 30, "the new worker running them")
+    assert {record["worker"] for record in ran(r, keys).values()} == {"new"}
+    assert r.xlen(keys.dead) == 0
+
+
+def test_a_job_delayed_before_the_deploy_runs_after_it_through_the_upcaster(
+    r: redis.Redis, keys: Keys, workers: Workers
+) -> None:
+    member = enqueue(r, "send_email", {"email": "late@old.example"}, delay_s=0.5, version=1, prefix=keys.prefix)
+    job_id = decode_member(member)["job_id"]
+    workers.start(NEW, **QUICK)
+    wait_for(lambda: job_id in ran(r, keys), 30, "the delayed version-1 job run")
+    assert ran(r, keys)[job_id] == {"worker": "new", "v": "2", "address": "late@old.example", "handed_back": "0"}
+    assert r.xlen(keys.dead) == 0
+
+
+def test_hand_backs_are_counted_by_kind_and_where_they_went() -> None:
+    registry = Registry()
+    job_kind("send_email", registry=registry)(_stamped_handler)
+    metrics = Metrics(Settings.from_env({"QUEUE_PREFIX": "m:"}), aioredis.Redis(), registry)
+    for kind, waiting in (("send_email", True), ("send_email", True), ("send_email", False), ("typo", False)):
+        metrics.job_handed_back(kind, waiting)
+
+    def count(kind: str, to: str) -> float | None:
+        labels = {"queue": "m:", "kind": kind, "to": to}
+        return metrics.registry.get_sample_value("worker_jobs_handed_back_total", labels)
+
+    assert (count("send_email", "wait"), count("send_email", "worker"), count("other", "worker")) == (2, 1, 1)
