@@ -74,6 +74,7 @@ BENCH_PEERS := arq saq rq dramatiq celery
 
 bench: venv $(foreach p,$(BENCH_PEERS),benchmarks/.venv/$(p)/.installed) benchmarks/bullmq/node_modules/.installed
 	$(PY) benchmarks/bench.py
+	$(PY) benchmarks/producer_bench.py
 	$(PY) benchmarks/hot_path.py --flow-cost
 	$(PY) benchmarks/hot_path.py --tracing compare --jobs 30000 --runs 15
 	$(PY) benchmarks/cluster_bench.py
