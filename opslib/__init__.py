@@ -30,6 +30,7 @@ from opslib.errors import OpslibError
 from opslib.find import find
 from opslib.flow import throughput
 from opslib.kinds import kinds
+from opslib.moves.cancel import cancel
 from opslib.moves.delayed_jobs import cancel_delayed, run_now
 from opslib.moves.discard import discard, discard_kind
 from opslib.moves.incident import pause, resume, throttle
@@ -54,6 +55,7 @@ __all__ = [
     "QueueStats",
     "actions",
     "archive",
+    "cancel",
     "cancel_delayed",
     "dead_letters",
     "delayed",

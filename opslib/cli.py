@@ -22,8 +22,8 @@ Commands::
     show ID                                one dead letter whole: fields, error, traceback, archive
     delayed [--kind K]                     the delayed jobs, soonest first
     run-now JOB_ID ... [--dry-run] [--yes] move delayed jobs onto the queue now
-    cancel JOB_ID ... --reason TEXT [--dry-run] [--yes]
-                                           take delayed jobs out before they run
+    cancel ID ... --reason TEXT [--dry-run] [--yes]
+                                           stop running jobs, remove waiting and delayed ones (job or entry ids)
     runbook KIND [--since 2h] [--signature S] [--out DIR]
                                            run the investigate-kind runbook: a notebook and its HTML
     kinds, pause, resume, throttle, actions
@@ -55,7 +55,7 @@ from typing import TextIO
 import pandas as pd
 
 from opslib import incident_cli
-from opslib.cli_moves import add_set_option, confirm_and_move, delayed_move, discard_move, replay_move
+from opslib.cli_moves import add_set_option, cancel_move, confirm_and_move, discard_move, replay_move, run_now_move
 from opslib.cli_reads import add_read_commands, echo_window, run_read
 from opslib.display import frame_text
 from opslib.errors import OpslibError, UnknownKind
@@ -120,12 +120,13 @@ def build_parser() -> argparse.ArgumentParser:
     later.add_argument("--kind")
     for name, helps in (
         ("run-now", "move delayed jobs onto the queue now"),
-        ("cancel", "take delayed jobs out before they run (recorded as discarded)"),
+        ("cancel", "stop running jobs, remove waiting and delayed ones (recorded with who and why)"),
     ):
         move = sub.add_parser(name, help=helps)
-        move.add_argument("job_ids", nargs="+", metavar="JOB_ID", help="job ids (the job_id column of `delayed`)")
+        ids = "job ids or entry ids" if name == "cancel" else "job ids (the job_id column of `delayed`)"
+        move.add_argument("job_ids", nargs="+", metavar="ID" if name == "cancel" else "JOB_ID", help=ids)
         if name == "cancel":
-            move.add_argument("--reason", required=True, help="why these jobs must not run (kept in the archive)")
+            move.add_argument("--reason", required=True, help="why these jobs must stop (kept with who cancelled them)")
         move.add_argument("--dry-run", action="store_true", help="show what would be moved and stop")
         move.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     book = sub.add_parser("runbook", help="run the investigate-kind runbook for KIND: a notebook and its HTML")
@@ -147,7 +148,7 @@ def cmd_move(args: argparse.Namespace, out: TextIO, err: TextIO, stdin: TextIO) 
     if args.command in ("replay", "discard"):
         move = replay_move(args) if args.command == "replay" else discard_move(args)
     else:
-        move = delayed_move(args)
+        move = cancel_move(args) if args.command == "cancel" else run_now_move(args)
     done = confirm_and_move(move, args, out, err, stdin)
     if done is None:
         return EXIT_NOT_CONFIRMED

@@ -19,7 +19,8 @@ import pandas as pd
 
 from opslib.display import frame_text, plural
 from opslib.errors import OpslibError
-from opslib.moves.delayed_jobs import CANCELLED, MISSING, QUEUED, cancel_delayed, run_now
+from opslib.moves.cancel import cancel
+from opslib.moves.delayed_jobs import CANCELLED, MISSING, QUEUED, run_now
 from opslib.moves.discard import discard, discard_kind
 from opslib.moves.patch import assignment_of
 from opslib.moves.replay import replay, replay_kind
@@ -198,21 +199,46 @@ def discard_move(args: argparse.Namespace) -> CliMove:
     )
 
 
-def delayed_move(args: argparse.Namespace) -> CliMove:
-    """``run-now JOB_ID ...`` or ``cancel JOB_ID ... --reason R``."""
-    cancel = args.command == "cancel"
-
-    def run(dry_run: bool) -> pd.DataFrame:
-        if cancel:
-            return cancel_delayed(args.job_ids, reason=args.reason, dry_run=dry_run)
-        return run_now(args.job_ids, dry_run=dry_run)
-
+def run_now_move(args: argparse.Namespace) -> CliMove:
+    """``run-now JOB_ID ...``."""
     return CliMove(
-        question=lambda n: f"Cancel {n} delayed jobs?" if cancel else f"Run {n} delayed jobs now?",
-        plan=lambda: run(dry_run=True),
-        move=lambda _taken: run(dry_run=False),
-        would="would cancel" if cancel else "would queue",
-        done=CANCELLED if cancel else QUEUED,
-        planned="would cancel" if cancel else "would run now",
+        question=lambda n: f"Run {n} delayed jobs now?",
+        plan=lambda: run_now(args.job_ids, dry_run=True),
+        move=lambda _taken: run_now(args.job_ids),
+        would="would queue",
+        done=QUEUED,
+        planned="would run now",
         listing=DELAYED_JOBS,
+    )
+
+
+#: A cancel's statuses as the confirm-and-report path counts them: taken (stopped or removed) or missing.
+CANCEL_AS = {"would remove": "would cancel", "removed": CANCELLED, "not found": MISSING, "finished": MISSING}
+
+
+def as_taken(frame: pd.DataFrame) -> pd.DataFrame:
+    """A cancel's frame with its statuses as :data:`CANCEL_AS` counts them (its batch kept)."""
+    counted = frame.assign(status=frame["status"].replace(CANCEL_AS))
+    counted.attrs["batch"] = frame.attrs.get("batch", "")
+    return counted
+
+
+def show_jobs(taken: pd.DataFrame, out: TextIO) -> None:
+    """The first jobs of a cancel's plan: id, job id and kind."""
+    print(frame_text(taken[["id", "job_id", "kind"]].head(SHOWN), index=False), file=out)
+
+
+JOBS = Listing("job", show_jobs, "waiting, running or delayed (finished, or no such job)", "finished since")
+
+
+def cancel_move(args: argparse.Namespace) -> CliMove:
+    """``cancel ID ... --reason R``: stop running jobs, remove waiting and delayed ones."""
+    return CliMove(
+        question=lambda n: f"Cancel {plural(n, 'job')}?",
+        plan=lambda: as_taken(cancel(args.job_ids, reason=args.reason, dry_run=True)),
+        move=lambda taken: as_taken(cancel(list(taken["id"]), reason=args.reason)),
+        would="would cancel",
+        done=CANCELLED,
+        planned="would cancel",
+        listing=JOBS,
     )

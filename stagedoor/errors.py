@@ -21,6 +21,10 @@ class SeatLabelInvalid(StagedoorError):
     """A seat label is not a seat number and a row letter (``14C``); the barcode cannot encode it."""
 
 
+class RenderStopped(StagedoorError):
+    """A ticket render was told to stop (its timeout, a cancel, the worker's shutdown) between two pages."""
+
+
 class MailUnavailable(StagedoorError):
     """The mail API answered 5xx or 429, or did not answer in time: it passes, the policy retries."""
 

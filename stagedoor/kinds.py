@@ -18,6 +18,8 @@ send_reminder            5, 1 s doubling to 60  outbox, delayed            -
 render_tickets           1                      outbox                     -
 =======================  =====================  =========================  ========
 
+render_tickets has a timeout of 60 s (``RENDER_TIMEOUT_S``); a render stopped then, by a cancel
+or by the worker's shutdown stops before its next page (:mod:`stagedoor.tickets`).
 Cron times are in ``SCHEDULE_TZ`` (default UTC). send_email and send_reminder
 give up on ``MailRejected`` (the provider's 4xx refusal): such a job is
 dead-lettered at once with reason ``permanent``, whatever retries remain.

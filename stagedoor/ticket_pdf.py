@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import re
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -20,7 +21,7 @@ from reportlab.lib.pagesizes import A6, landscape
 from reportlab.lib.units import mm
 from reportlab.pdfgen import canvas
 
-from stagedoor.errors import SeatLabelInvalid
+from stagedoor.errors import RenderStopped, SeatLabelInvalid
 
 SEAT_LABEL = re.compile(r"[0-9]{1,3}[A-Z]")
 
@@ -42,8 +43,10 @@ def barcode_value(order_id: int, label: str) -> str:
     return f"SD-{order_id}-{label}"
 
 
-def render_pdf(order: TicketOrder, labels: Sequence[str]) -> bytes:
-    """The order's tickets, one page per seat label, in the order given."""
+def render_pdf(order: TicketOrder, labels: Sequence[str], stop: threading.Event | None = None) -> bytes:
+    """The order's tickets, one page per seat label, in the order given; ``stop`` (the job's ``job.stopping``)
+    set ends the render before the next page with :class:`RenderStopped`: the render runs in a thread,
+    which nothing else can stop."""
     values = [barcode_value(order.order_id, label) for label in labels]
     out = io.BytesIO()
     size = landscape(A6)
@@ -51,6 +54,8 @@ def render_pdf(order: TicketOrder, labels: Sequence[str]) -> bytes:
     pdf.setTitle(f"Stagedoor order {order.order_id}")
     height = size[1]
     for label, value in zip(labels, values, strict=True):
+        if stop is not None and stop.is_set():
+            raise RenderStopped(f"the render of order {order.order_id} was told to stop before seat {label}")
         pdf.setFont("Helvetica-Bold", 14)
         pdf.drawString(10 * mm, height - 15 * mm, order.event)
         pdf.setFont("Helvetica", 10)

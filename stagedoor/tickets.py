@@ -7,6 +7,13 @@ A replay after a half-done attempt (PDF stored, completion not recorded)
 stores it again and records it; a replay after a done one finds
 ``rendered_at`` set and changes nothing. One retry: a render that failed on
 an order's data fails the same way again (the seat labelled ``14-C``).
+
+A render is stopped after ``RENDER_TIMEOUT_S``, by a cancel or by the worker's
+shutdown: the SQL steps are cancelled (``CancelledError``), and the PDF, drawn
+in a thread, stops before its next page (``job.stopping``), so no thread of a
+stopped render runs on. Only the pure PDF step is in the thread: it needs no
+process of its own (``isolation="process"`` is for plain handlers that may
+hang in C code and have no async steps).
 """
 
 from __future__ import annotations
@@ -67,7 +74,11 @@ async def record_done(conn: AsyncConnection, order_id: int, email: str) -> bool:
     return True
 
 
-@job_kind("render_tickets", retry=RetryPolicy(retries=1))
+#: A render of a few hundred seats takes well under a second; one stuck on a bad order is stopped after this.
+RENDER_TIMEOUT_S = 60.0
+
+
+@job_kind("render_tickets", retry=RetryPolicy(retries=1), timeout_s=RENDER_TIMEOUT_S)
 async def render_tickets(job: Job) -> None:
     """Fields: ``order_id``."""
     order_id = int(job.fields["order_id"])
@@ -78,7 +89,7 @@ async def render_tickets(job: Job) -> None:
             log.info("Tickets of order %d were rendered at %s already; nothing to do.", order_id, done[0])
             return
         order, labels = await load_order(conn, order_id)
-        pdf = await asyncio.to_thread(render_pdf, order, labels)
+        pdf = await asyncio.to_thread(render_pdf, order, labels, job.stopping)  # stops between pages when told
         await store_pdf(conn, order_id, pdf, len(labels))
         if await record_done(conn, order_id, order.buyer_email):
             log.info("Rendered %d tickets of order %d (%d bytes).", len(labels), order_id, len(pdf))

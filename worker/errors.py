@@ -21,6 +21,14 @@ class JobTimeout(WorkerError):
     """A handler ran longer than its kind's ``timeout_s``."""
 
 
+class JobCancelled(WorkerError):
+    """An operator cancelled the job while it ran (``opslib.cancel``): it is recorded, never retried."""
+
+
+class JobKilled(WorkerError):
+    """A handler's child process (``isolation="process"``) died or was killed before it finished."""
+
+
 class QueueRefused(WorkerError):
     """Redis refused the write for now (out of memory, read-only, misconfigured persistence, ...); ``code`` is
     Redis's (``OOM``, ``MISCONF``, ``READONLY``, ``NOPERM``...). Nothing was written: try again later."""

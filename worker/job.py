@@ -10,6 +10,7 @@ field (:meth:`Job.field`) decode just that one.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import FrozenInstanceError
 from typing import Any
 
@@ -53,6 +54,18 @@ class Job:
             fields = {name.decode(): value.decode() for name, value in self.__dict__["_raw"].items()}
             self.__dict__["_fields"] = fields
         return fields
+
+    @property
+    def stopping(self) -> threading.Event:
+        """Set when this attempt is to stop: it timed out, was cancelled, or the worker is shutting down. A plain
+        handler that runs long checks it (``if job.stopping.is_set(): return``, or ``job.stopping.wait(s)``
+        instead of ``time.sleep(s)``); an async handler also gets ``CancelledError``. Made on first use (by
+        the handler or by the stop), so a job that never stops and never looks costs nothing."""
+        attrs = self.__dict__
+        event: threading.Event | None = attrs.get("_stopping")
+        if event is None:
+            event = attrs.setdefault("_stopping", threading.Event())  # one event, whichever thread asks first
+        return event
 
     def field(self, name: str, default: str = "") -> str:
         """One field as text, ``default`` when absent, without decoding the others (the loop's own reads)."""

@@ -44,6 +44,9 @@ class KindSpec:
     is_async: bool
     rate_limit: float | None = None
     """Jobs a second across all workers, unless ``opslib.throttle`` sets another (None: no limit)."""
+    isolation: str = "thread"
+    """Where a plain handler runs: ``thread`` (the worker's job threads) or ``process`` (a child per attempt,
+    killed when it will not stop: :mod:`worker.loop.isolation`)."""
     version: int = 1
     """The payload version the handler reads (the field ``v``; :mod:`worker.store.versions`)."""
     upcast: Mapping[int, Upcaster] = field(default_factory=dict)
@@ -104,12 +107,14 @@ def job_kind(
     retry: RetryPolicy | None = None,
     timeout_s: float | None = None,
     rate_limit: float | None = None,
+    isolation: str = "thread",
     registry: Registry | None = None,
     version: int = 1,
     upcast: Mapping[int, Upcaster] | None = None,
 ) -> Callable[[Handler], Handler]:
     """Declare ``name`` as a job kind handled by the decorated function; ``rate_limit``: at most that many
-    of its jobs start a second across all workers (``opslib.throttle`` overrides it until lifted).
+    of its jobs start a second across all workers (``opslib.throttle`` overrides it until lifted);
+    ``isolation="process"``: each attempt of a plain handler in a child process (docs/worker.md).
 
     ``version``: the payload version the handler reads; ``upcast``: for each older version n, a function
     from a version-n payload to version n + 1 (chains apply: 1 -> 2 -> 3), so a job enqueued before a
@@ -120,9 +125,13 @@ def job_kind(
         raise ValueError(f"timeout_s must be > 0 or None, got {timeout_s!r}")
     if rate_limit is not None and (isinstance(rate_limit, bool) or not rate_limit > 0):
         raise ValueError(f"rate_limit must be jobs a second > 0 (e.g. 10) or None, got {rate_limit!r}")
+    if isolation not in ("thread", "process"):
+        raise ValueError(f"isolation must be 'thread' or 'process', got {isolation!r}")
     upcasters = _checked_upcasters(name, version, upcast or {})
 
     def register(handler: Handler) -> Handler:
+        if isolation == "process" and inspect.iscoroutinefunction(handler):
+            raise ValueError(f"kind {name!r}: isolation='process' is for plain (def) handlers; make it a def")
         if registry is None:  # the process-wide registry: this process's enqueue stamps its version
             DECLARED[name] = version
         (registry or REGISTRY).add(
@@ -133,6 +142,7 @@ def job_kind(
                 timeout_s=timeout_s,
                 is_async=inspect.iscoroutinefunction(handler),
                 rate_limit=None if rate_limit is None else float(rate_limit),
+                isolation=isolation,
                 version=version,
                 upcast=upcasters,
             )

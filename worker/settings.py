@@ -84,6 +84,34 @@ DEAD_HARD_MAXLEN_FACTOR = 10
 """``DEAD_HARD_MAXLEN`` left empty is this many times ``DEAD_MAXLEN``."""
 
 
+SOCKET_TIMEOUT_HELP = (
+    "longest wait for Redis's reply (a blocking read's included: above BLOCK_MS) before the connection counts as "
+    "lost and is made again: a half-open connection is seen within this, whatever redis-py's default"
+)
+HEALTH_CHECK_HELP = "a pooled connection idle this long is checked with a PING before its next command"
+
+
+def check_read_timeout(block_ms: int, socket_timeout_s: float) -> None:
+    """A blocking read must end (after ``BLOCK_MS``) before the socket timeout counts it lost."""
+    if block_ms / 1000 >= socket_timeout_s:
+        raise SettingsError(
+            f"BLOCK_MS={block_ms} is not below REDIS_SOCKET_TIMEOUT_S={socket_timeout_s:g} s: every blocking read "
+            f"would time out; set REDIS_SOCKET_TIMEOUT_S above BLOCK_MS / 1000 (e.g. {block_ms / 1000 + 4:g})"
+        )
+
+
+@dataclass(frozen=True)
+class RedisTimeouts:
+    """The worker's own timeouts for Redis (:func:`worker.store.connection.network_options`), a base of
+    :class:`Settings`; checked against ``BLOCK_MS`` where the worker connects (:func:`check_read_timeout`)."""
+
+    redis_socket_timeout_s: float = setting("REDIS_SOCKET_TIMEOUT_S", "5", positive_float, SOCKET_TIMEOUT_HELP)
+    redis_connect_timeout_s: float = setting(
+        "REDIS_CONNECT_TIMEOUT_S", "5", positive_float, "longest wait for a new connection to Redis"
+    )
+    redis_health_check_s: float = setting("REDIS_HEALTH_CHECK_S", "5", positive_float, HEALTH_CHECK_HELP)
+
+
 def check_tls(settings: Settings) -> None:
     """``REQUIRE_TLS=on``: refuse, in one line, a Redis URL without TLS or without verification,
     and a PostgreSQL URL whose ``sslmode`` is not ``verify-full``."""
@@ -124,8 +152,15 @@ def check_combinations(settings: Settings) -> None:
         check_tls(settings)
 
 
+SHUTDOWN_GRACE_HELP = "on SIGTERM, how long running jobs may take to finish"
+STOP_GRACE_HELP = (
+    "a handler told to stop (its timeout, a cancel, the end of SHUTDOWN_GRACE_S) has this long to do so: "
+    'then a handler with isolation="process" is killed, and a stopping worker gives back what still runs'
+)
+
+
 @dataclass(frozen=True, repr=False)
-class Settings:
+class Settings(RedisTimeouts):
     """The worker's configuration; build it with :meth:`from_env`."""
 
     redis_url: str = setting(
@@ -260,9 +295,8 @@ class Settings:
         "RECLAIM_INTERVAL_S", "5", positive_float, "how often each worker looks for idle pending entries"
     )
     block_ms: int = setting("BLOCK_MS", "1000", positive_int, "XREADGROUP block timeout")
-    shutdown_grace_s: float = setting(
-        "SHUTDOWN_GRACE_S", "30", positive_float, "on SIGTERM, how long running jobs may take to finish"
-    )
+    shutdown_grace_s: float = setting("SHUTDOWN_GRACE_S", "30", positive_float, SHUTDOWN_GRACE_HELP)
+    stop_grace_s: float = setting("STOP_GRACE_S", "2", positive_float, STOP_GRACE_HELP)
     max_field_bytes: int = setting(
         "MAX_FIELD_BYTES", "65536", positive_int, "a job field larger than this is dead-lettered as malformed"
     )

@@ -47,6 +47,7 @@ from opslib.moves.discard import discard
 from opslib.moves.patch import parsed_patch
 from opslib.moves.replay import replay, replay_status
 from opslib.operator import check_reason
+from opslib.panel.cancel_control import CancelControl
 from opslib.panel.filters import (
     ALL_KINDS,
     chosen_rows,
@@ -88,8 +89,10 @@ class DeadLetterPanel(PanelWidgets):
         self.widget = self.box
         self.at: dict[str, Any] = {"client": client, "prefix": prefix}
         self.pause_control = PauseControl(self.at)
-        header = 3  # the title, the counts row and the flow line: the Pause / Resume control stands right under them
-        self.box.children = (*self.box.children[:header], self.pause_control.box, *self.box.children[header:])
+        self.cancel_control = CancelControl(self.at)
+        header = 3  # the title, the counts row and the flow line: the Pause / Resume and Cancel controls under them
+        controls = (self.pause_control.box, self.cancel_control.box)
+        self.box.children = (*self.box.children[:header], *controls, *self.box.children[header:])
         self.dead = self.shown = self.in_group = self.taken = pd.DataFrame()
         self.action, self.batch, self._settling = "replay", "", False
         self.page_at, self.paged_group = 0, None
@@ -143,6 +146,7 @@ class DeadLetterPanel(PanelWidgets):
             self.counts.value = counts_html(queue_stats(**self.at))
             self._guarded(self._read_flow, self.flow)
             self.pause_control.load()
+            self.cancel_control.load()
             self.dead = dead_letters(**self.at)
             kinds = sorted(set(self.dead["kind"]))
             options = [("all kinds", ALL_KINDS), *[(printable(kind) or "(none)", kind) for kind in kinds]]

@@ -140,15 +140,19 @@ def test_an_operator_replays_and_discards_with_no_denial(
         assert opslib.discard([second], reason="a test", **at)["status"].tolist() == ["discarded"]
         assert len(opslib.run_now(["later"], **at)) == 1
         assert len(opslib.cancel_delayed(["never"], reason="a test", **at)) == 1
+        running = enqueue(r, "ok", {"job_id": "running"}, prefix=prefix)
+        ensure_group(r, keys)
+        r.xreadgroup("workers", "w1", {keys.jobs: ">"}, count=10)
+        assert opslib.cancel(["running"], reason="a test", **at)["status"].tolist() == ["cancelled"]
         assert len(opslib.dead_letters(**at)) == 0
         opslib.pause("ok", reason="a test", **at)
         opslib.throttle("ok", 5, reason="a test", **at)
         opslib.throttle("ok", None, **at)
         opslib.resume("ok", **at)
-        assert len(opslib.actions(**at)) == 8
+        assert len(opslib.actions(**at)) == 9
     finally:
         operator.close()
-    assert (r.xlen(keys.jobs), r.zcard(keys.delayed)) == (2, 0)
+    assert running and (r.xlen(keys.jobs), r.zcard(keys.delayed)) == (3, 0)
     assert denials(r, name) == []
 
 
@@ -177,6 +181,9 @@ def test_an_analyst_reads_everything_and_is_refused_a_move_in_one_line(
         assert opslib.find("1A", **at)["where"].tolist() == ["running"]
         assert opslib.find(dead_id, **at)["where"].tolist()[-1] == "dead"
         assert len(denials(r, name)) == 1  # only the XADD above
+        assert opslib.cancel(["1A"], reason="a test", dry_run=True, **at)["status"].tolist() == ["not found"]
+        with pytest.raises(opslib.OpslibError, match="this user needs the operator role"):
+            opslib.cancel([r.xrange(keys.jobs)[0][0].decode()], reason="a test", **at)
         with pytest.raises(opslib.OpslibError) as refused:
             opslib.replay([dead_id], **at)
     finally:

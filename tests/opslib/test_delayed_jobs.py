@@ -77,7 +77,7 @@ def test_the_cli_asks_then_moves(
     monkeypatch.setenv("QUEUE_PREFIX", keys.prefix)
     assert main(["cancel", "t0", "--reason", "refunded"], stdin=io.StringIO()) == EXIT_NOT_CONFIRMED
     captured = capsys.readouterr()
-    assert "would cancel 1 delayed job\n" in captured.out and "t0" in captured.out
+    assert "would cancel 1 job\n" in captured.out and "t0" in captured.out
     assert "no terminal to confirm on; add --yes to cancel without asking" in captured.err
     assert main(["run-now", "t1", "t7", "--dry-run"]) == EXIT_OK
     assert "would run now 1 delayed job; 1 id is not in delayed" in capsys.readouterr().out

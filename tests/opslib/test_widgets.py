@@ -24,7 +24,8 @@ from opslib.panel.ticker import Ticker
 from opslib.panel.widgets import DeadLetterPanel
 from opslib.signatures import signature
 from tests.opslib.helpers import bury
-from worker.store.keys import Keys
+from worker.store.enqueue import enqueue
+from worker.store.keys import GROUP, Keys
 
 SCRIPT = "<script>alert('dead')</script>"
 IMG = "<img src=x onerror=alert(1)>"
@@ -399,3 +400,22 @@ def test_the_selected_entry_links_to_its_trace_from_opslib_trace_url(
     assert f'Trace <a href="{href}" target="_blank" rel="noopener noreferrer">{trace_id}</a>' in panel.entry.value
     panel.entries.value = (untraced,)  # a malformed traceparent: no trace, nothing of it rendered
     assert "Trace <" not in panel.entry.value and "<script" not in panel.entry.value
+
+
+def test_the_panel_cancels_a_running_job_with_a_reason(r: redis.Redis, keys: Keys) -> None:
+    entry = enqueue(r, "render_tickets", {"order_id": "4471"}, prefix=keys.prefix)
+    job_id = r.xrange(keys.jobs, entry, entry)[0][1][b"job_id"].decode()
+    r.xgroup_create(keys.jobs, GROUP, id="0")
+    r.xreadgroup(GROUP, "render-1", {keys.jobs: ">"}, count=1)  # a worker runs it
+    panel = DeadLetterPanel(client=r, prefix=keys.prefix)
+    control = panel.cancel_control
+    assert control.box in panel.widget.children
+    control.load()
+    assert control.job.options == ((f"render_tickets {job_id} on render-1", job_id),)
+    control.cancel_button.click()  # no reason: refused, nothing marked
+    assert "cancel needs a reason" in control.message.value and not r.exists(keys.cancels)
+    control.reason.value = f"wrong seats {SCRIPT}"
+    control.cancel_button.click()
+    assert control.message.value == f"render_tickets {job_id}: cancelled"
+    assert json.loads(r.hget(keys.cancels, job_id))["reason"] == f"wrong seats {SCRIPT}"
+    assert list(opslib.actions(client=r, prefix=keys.prefix)["action"]) == ["cancel"]

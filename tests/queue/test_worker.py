@@ -232,7 +232,7 @@ def test_sigterm_gives_back_jobs_longer_than_the_grace(r: redis.Redis, keys: Key
     (pending,) = r.xpending_range(keys.jobs, GROUP, min="-", max="+", count=10)
     assert pending["time_since_delivered"] >= 600_000  # given back: reclaimable at once, not in 10 minutes
     assert pending["times_delivered"] == 1  # the give-back is no delivery
-    assert "Gave back 1 cancelled jobs" in workers.log(proc)
+    assert "Gave back 1 jobs told to stop" in workers.log(proc)
 
 
 def test_the_jobs_stream_stays_bounded(r: redis.Redis, keys: Keys, workers: Workers) -> None:

@@ -4,12 +4,13 @@ after a half-done attempt completes it, after a done one changes nothing."""
 from __future__ import annotations
 
 import re
+import threading
 from datetime import UTC, datetime
 
 import psycopg
 import pytest
 
-from stagedoor.errors import SeatLabelInvalid
+from stagedoor.errors import RenderStopped, SeatLabelInvalid
 from stagedoor.ticket_pdf import TicketOrder, barcode_value, render_pdf
 from stagedoor.tickets import render_tickets
 from tests.stagedoor.conftest import RunJob, make_job
@@ -90,3 +91,10 @@ def test_a_bad_label_fails_the_render_and_a_data_fix_lets_the_replay_succeed(
     run_job(render_tickets, job)
     assert tickets(conn, order)[1] == 2  # type: ignore[index]
     assert len(ready_emails(conn)) == 1
+
+
+def test_a_render_told_to_stop_ends_before_its_next_page() -> None:
+    stop = threading.Event()
+    stop.set()
+    with pytest.raises(RenderStopped, match="told to stop before seat 14A"):
+        render_pdf(ORDER, ["14A", "14B"], stop)

@@ -12,39 +12,44 @@ handler. In the order the code reads:
    a throttled kind takes a token or is deferred;
 3. the observers hear it started, with its wait (:mod:`worker.loop.observe`);
 4. perform: the handler, on the loop (async) or in the worker's threads (sync),
-   under the kind's timeout (:meth:`Executor.perform`);
+   under the kind's timeout counted from the handler's start (:meth:`Executor.perform`); an
+   attempt told to stop (its timeout, a cancel, the shutdown: :mod:`worker.loop.attempt`) ends
+   when its handler has returned, never before;
 5. the outcome (:mod:`worker.loop.outcomes`): a success is acknowledged with the
    next read; a failure is retried or dead-lettered as the kind's policy decides;
 6. the slot frees itself when :meth:`Executor.run` returns (:mod:`worker.loop.slots`).
 
 With an OpenTelemetry SDK, the whole of it runs inside the attempt's span
 (:func:`worker.loop.tracing.traced` wraps :meth:`Executor.run`); the exception
-is recorded on it here. Stopping a running job, cancelling one and running it
-in a process of its own belong here too: this is where a job is run.
+is recorded on it here.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import logging
 import time
 from collections.abc import Iterable
 
-from worker.errors import JobTimeout
-from worker.kinds import Job, KindSpec, Registry
+from worker.job import Job
+from worker.kinds import KindSpec, Registry
+from worker.loop.attempt import CANCEL, SHUTDOWN, Attempt
 from worker.loop.gate import Gate
 from worker.loop.handback import Fleet, HandBack
+from worker.loop.handler_threads import HandlerThreads
+from worker.loop.isolation import in_child
 from worker.loop.outcomes import Outcomes
 from worker.loop.partition_reader import PartitionReader
 from worker.loop.slots import Raw
 from worker.loop.tracing import record_failure
-from worker.loop.unfinished import HandlerThreads
 from worker.observability.observer import Observer, overrides
 from worker.store import wire
 from worker.store.vocabulary import REASON_UNKNOWN_KIND
 
 log = logging.getLogger("worker")
+
+#: The cancelled ids an executor remembers, for entries it has read and not started yet.
+REMEMBERED = 10_000
 
 
 class Executor:
@@ -65,19 +70,28 @@ class Executor:
         *,
         threads: int,
         field_limits: tuple[int, int],
+        stop_grace_s: float = 2.0,
         fleet: Fleet | None = None,
     ) -> None:
         self.kinds = registry.kinds
         """The kinds this worker runs, by name (the registry's own mapping)."""
         self.gate = gate
+        self.stop_grace_s = stop_grace_s
+        """``STOP_GRACE_S``: a child process told to stop is killed this long after."""
         observers = list(observers)
         self.hand_back = HandBack(fleet, observers)
         """Upcasts older payloads; hands back what this worker cannot run (``fleet``: what live workers run)."""
         # Bound once, for every job; only the observers that count starts (the tally does not).
         self._job_started = [observer.job_started for observer in overrides(observers, "job_started")]
         self._max_field_bytes, self._max_job_bytes = field_limits
-        self.threads = HandlerThreads(threads, thread_name_prefix="job")
-        """Where synchronous handlers run (their ``job`` threads), knowing whose (a stop's give-back asks)."""
+        self.threads = HandlerThreads(threads)
+        """Where synchronous handlers run (their ``job`` threads)."""
+        self.running: dict[tuple[int, str], Attempt] = {}
+        """The attempts whose handler runs, by (partition index, entry id)."""
+        self.unfinished: list[tuple[PartitionReader, Job]] = []
+        """Entries whose handler a shutdown stopped: neither acknowledged nor retried, to be given back."""
+        self.cancelled: dict[str, str] = {}
+        """Job ids and entry ids cancelled (by the cancel channel or a mark), with ``by: reason``."""
 
     async def run(self, part: PartitionReader, entry_id: str, raw: Raw, alone: bool = False) -> None:
         """Run one entry of ``part`` through its handler and record the outcome. Never raises.
@@ -93,6 +107,9 @@ class Executor:
                     await outcomes.malformed(job)
                 return
             spec = self.kinds[job.kind]
+            if self.cancelled and (note := self.cancelled.get(job.job_id, self.cancelled.get(entry_id))) is not None:
+                await self._cancelled(part, job, note, alone)  # cancelled after its read: it never starts
+                return
             if spec.version > 1 or b"v" in raw:  # a versioned payload: upcast, or hand it back
                 fitted = await self.hand_back.fit(part, spec, job, raw)
                 if fitted is None:
@@ -104,19 +121,30 @@ class Executor:
                 waited_s = time.time() - wire.entry_epoch_s(entry_id)
                 for job_started in self._job_started:
                     job_started(job.kind, waited_s)
+            key = (part.index, entry_id)
+            attempt = self.running[key] = Attempt(job, asyncio.current_task() if spec.is_async else None)
             started = time.perf_counter()
             try:
                 if spec.is_async and spec.timeout_s is None:
                     await spec.handler(job)  # the common case, without perform's frame
                 else:
-                    await self.perform(spec, job)
+                    await self.perform(spec, attempt)
+            except asyncio.CancelledError:
+                if attempt.task is None or attempt.reason is None or attempt.task.cancelling() > 1:
+                    raise  # not (only) a stop of ours: the worker's own task is being cancelled
+                error = attempt.ended(None)
             except (Exception, SystemExit) as exc:
-                record_failure(exc)  # on the attempt's span, when the worker traces
-                await outcomes.failed(spec, job, exc, time.perf_counter() - started)
-                return
-            part.succeeded(job, time.perf_counter() - started)
-            if alone:
-                await outcomes.flush_kept(entry_id)
+                error = exc if attempt.reason is None else attempt.ended(exc)
+            else:
+                error = None if attempt.reason is None else attempt.ended(None)
+            finally:
+                del self.running[key]
+            if error is None and attempt.reason is None:
+                part.succeeded(job, time.perf_counter() - started)
+                if alone:
+                    await outcomes.flush_kept(entry_id)
+            else:
+                await self._ended(part, spec, attempt, error, time.perf_counter() - started, alone)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -124,23 +152,78 @@ class Executor:
             # episode) can get here; the entry stays pending and is reclaimed.
             log.exception("Could not record the outcome of entry %s; it stays pending.", entry_id)
 
-    async def perform(self, spec: KindSpec, job: Job) -> None:
-        """Call the handler: a coroutine on the loop, a function in a ``job`` thread (with the task's context,
-        so the attempt's span goes with it, as ``asyncio.to_thread``); past the kind's ``timeout_s``, raise
-        :class:`~worker.errors.JobTimeout` (a thread's handler is not stopped: it runs on, unawaited)."""
-        if spec.is_async:
-            call = spec.handler(job)
-        else:
-            run = contextvars.copy_context().run
-            call = asyncio.get_running_loop().run_in_executor(self.threads, run, spec.handler, job)
-        if spec.timeout_s is None:
-            await call
-            return
+    async def perform(self, spec: KindSpec, attempt: Attempt) -> None:
+        """Call the handler: a coroutine on the loop, a function in a ``job`` thread
+        (:mod:`worker.loop.handler_threads`); past the kind's ``timeout_s`` from the handler's start, the attempt
+        is told to stop (:mod:`worker.loop.attempt`), and this returns once the handler has."""
+        job = attempt.job
+        if spec.timeout_s is not None:
+            attempt.time_out(spec.timeout_s)
         try:
-            await asyncio.wait_for(call, spec.timeout_s)
-        except TimeoutError:
-            raise JobTimeout(f"{spec.name} ran longer than its timeout of {spec.timeout_s} s") from None
+            if spec.is_async:
+                await spec.handler(job)
+            elif spec.isolation == "process":
+                run = in_child(spec.handler, self.stop_grace_s)
+                await self.threads.submit(lambda job: run(job, attempt), job, attempt)
+            else:
+                await self.threads.submit(spec.handler, job, attempt)
+        finally:
+            attempt.handler_returned()
+
+    def cancel(self, ids: Iterable[str], note: str) -> None:
+        """Cancel the jobs of these job ids or entry ids (``note``: ``by: reason``): a running attempt is told
+        to stop; one read and not started never starts (the ids are remembered, the last
+        :data:`REMEMBERED` of them)."""
+        wanted = set(ids)
+        for attempt in list(self.running.values()):
+            job = attempt.job
+            if job.job_id in wanted or job.entry_id in wanted:
+                attempt.stop(CANCEL, note)
+        for cancelled_id in wanted:
+            self.cancelled[cancelled_id] = note
+        while len(self.cancelled) > REMEMBERED:
+            del self.cancelled[next(iter(self.cancelled))]
+
+    async def _ended(
+        self,
+        part: PartitionReader,
+        spec: KindSpec,
+        attempt: Attempt,
+        error: BaseException | None,
+        took_s: float,
+        alone: bool,
+    ) -> None:
+        """An attempt that failed or was told to stop: given back (shutdown), cancelled, or failed."""
+        job = attempt.job
+        if attempt.reason == SHUTDOWN:
+            self.unfinished.append((part, job))  # the drain gives it back
+        elif attempt.reason == CANCEL:
+            await self._cancelled(part, job, attempt.cancel_note, alone)
+        elif error is not None:
+            record_failure(error)  # on the attempt's span, when the worker traces
+            await part.outcomes.failed(spec, job, error, took_s)
+
+    async def _cancelled(self, part: PartitionReader, job: Job, note: str, alone: bool) -> None:
+        """A cancelled job's outcome: acknowledged (never retried nor dead-lettered), said in one line."""
+        part.outcomes.acks.append(job.entry_id)
+        log.warning(
+            "Job %s %s (entry %s) was cancelled by %s; acknowledged, never retried.",
+            job.kind,
+            job.job_id,
+            job.entry_id,
+            note,
+        )
+        if alone:
+            await part.outcomes.flush_kept(job.entry_id)
+
+    def stop_all(self, reason: str) -> list[Attempt]:
+        """Tell every running handler to stop (``job.stopping``; a cancel for async); the attempts told."""
+        return [attempt for attempt in list(self.running.values()) if attempt.stop(reason)]
+
+    def overdue(self) -> int:
+        """Handlers told to stop that still run (each keeps its slot)."""
+        return sum(1 for attempt in self.running.values() if attempt.overdue)
 
     def shutdown(self) -> None:
-        """The worker stopped: the threads of handlers still running are left to finish on their own."""
-        self.threads.shutdown(wait=False, cancel_futures=True)
+        """The worker stopped: idle threads end; a handler still running is left to its daemon thread."""
+        self.threads.shutdown()

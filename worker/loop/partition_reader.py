@@ -26,12 +26,18 @@ from worker.loop.outcomes import Outcomes
 from worker.loop.resp import pairs, resp_command
 from worker.loop.slots import Entries
 from worker.store.keys import GROUP
-from worker.store.reconnect import CONNECTION_ERRORS
+from worker.store.reconnect import CONNECTION_ERRORS, lost_connection
 
 log = logging.getLogger("worker")
 
 #: What a read may raise that the loop rides out: a lost connection, a moved slot, a lost group.
 READ_ERRORS: tuple[type[BaseException], ...] = (*CONNECTION_ERRORS, *REDIRECTIONS, redis.exceptions.ResponseError)
+
+
+def read_error(exc: BaseException) -> bool:
+    """True for an error of a read that the loop rides out: :data:`READ_ERRORS`, or any other lost
+    connection (:func:`~worker.store.reconnect.lost_connection`: uvloop's closed transport after a reset)."""
+    return isinstance(exc, READ_ERRORS) or lost_connection(exc)
 
 
 class PartitionReader:
@@ -55,7 +61,8 @@ class PartitionReader:
         self.read_after = 0.0
         """Monotonic time before which this consumer reads nothing new: it handed back a copy that had
         come round it already (:mod:`worker.loop.handback`), so that a worker able to run it reads it."""
-        self._xack_head = ("XACK", self.keys.jobs, GROUP)
+        self._ack = self.scripts.script("ack")
+        self._ack_head = ("EVALSHA", self._ack.sha, "1", self.keys.jobs, GROUP, consumer)
         self._commands: dict[tuple[int, bool], bytes] = {}
 
     @property
@@ -67,11 +74,14 @@ class PartitionReader:
         """Acknowledge this partition's finished entries and read up to ``count`` new ones, in one round
         trip; ``block``: wait up to the block time for an entry, else return at once.
 
-        The loop writes XACK and XREADGROUP to one connection together (a
-        pipeline without redis-py's per-call pipeline object, which costs more
-        than the round trip at this rate). Replay outcomes, rare, are flushed
-        separately first. After a hand-back of a copy that had come round
-        already, the read waits until :attr:`read_after`.
+        The loop writes the fenced acknowledgement (``ack.lua``: only the
+        entries still this consumer's) and XREADGROUP to one connection
+        together (a pipeline without redis-py's per-call pipeline object, which
+        costs more than the round trip at this rate). Replay outcomes, rare,
+        are flushed separately first. A server without the script (the first
+        read, a restart, SCRIPT FLUSH) gets it loaded on the same connection,
+        and the acknowledgement sent again. After a hand-back of a copy that
+        had come round already, the read waits until :attr:`read_after`.
         """
         outcomes = self.outcomes
         rest = self.read_after - time.monotonic()
@@ -81,34 +91,56 @@ class PartitionReader:
             await outcomes.flush()
         acks = outcomes.take_acks()
         conn = await self.node.get()
+        stale: Any = ()
         try:
             read = self._read_command(count, block)
             if acks:
-                await conn.send_packed_command(resp_command(self._xack_head, *acks) + read, check_health=False)
-                await conn.read_response()
+                await conn.send_packed_command(resp_command(self._ack_head, *acks) + read, check_health=False)
+                stale = await self._ack_reply(conn)
             else:
                 await conn.send_packed_command(read, check_health=False)
-            reply = await conn.read_response()
+            reply = await conn.read_response()  # within REDIS_SOCKET_TIMEOUT_S (above BLOCK_MS), or lost
+            if stale is None:  # the server lost the script: load it and acknowledge again (rare)
+                await conn.send_command("SCRIPT", "LOAD", self._ack.script, check_health=False)
+                await conn.read_response()
+                await conn.send_packed_command(resp_command(self._ack_head, *acks), check_health=False)
+                stale = await conn.read_response()
         except BaseException as exc:
             outcomes.give_back_acks(acks)
             await self.node.lost(exc)
             raise
+        if stale:
+            outcomes.stale.dropped("ack", [eid.decode() for eid in stale])
         if not reply:
             return []
         entries = next(iter(reply.values())) if isinstance(reply, dict) else reply[0][1]
         return [(eid.decode(), pairs(flat)) for eid, flat in entries]
 
-    async def give_back(self, entry_ids: list[str]) -> None:
-        """Entries read ahead that this stopping worker will not start: their idle time set to
+    @staticmethod
+    async def _ack_reply(conn: Any) -> list[bytes] | None:
+        """The fenced acknowledgement's reply: the stale ids, or None when the server lacks the script (the
+        read's reply follows all the same)."""
+        try:
+            stale: list[bytes] = await conn.read_response()
+        except redis.exceptions.NoScriptError:
+            return None
+        return stale
+
+    async def give_back(self, entry_ids: list[str], idle_ms: int | None = None) -> None:
+        """Entries this worker will not start (or run no more): their idle time set to
         RECLAIM_IDLE_MS (XCLAIM ... IDLE ... JUSTID, which leaves the delivery count alone), so that another
-        worker's reclaim takes them at once instead of after RECLAIM_IDLE_MS."""
+        worker's reclaim takes them at once instead of after RECLAIM_IDLE_MS (``idle_ms``: another idle time,
+        for a later reclaim)."""
         if not entry_ids:
             return
         ids: list[Any] = list(entry_ids)
-        idle_ms = self.outcomes.settings.reclaim_idle_ms
+        if idle_ms is None:
+            idle_ms = self.outcomes.settings.reclaim_idle_ms
         try:
             await self.outcomes.redis.xclaim(self.stream, GROUP, self.consumer, 0, ids, idle=idle_ms, justid=True)
-        except (redis.exceptions.RedisError, OSError):  # away, or refusing writes
+        except Exception as exc:  # away, or refusing writes
+            if not (lost_connection(exc) or isinstance(exc, redis.exceptions.RedisError)):
+                raise
             log.warning("Could not give back %d entries of %s; they are reclaimed once idle.", len(ids), self.stream)
 
     def _read_command(self, count: int, block: bool) -> bytes:
@@ -123,11 +155,15 @@ class PartitionReader:
         return packed
 
 
-async def give_back(parts: Sequence[PartitionReader], left: Sequence[tuple[Any, str, Any, float]]) -> None:
-    """Give back what a stopping worker read ahead and did not start (:meth:`PartitionReader.give_back`),
-    said in one line."""
+async def give_back(
+    parts: Sequence[PartitionReader],
+    left: Sequence[tuple[Any, str, Any, float]],
+    why: str = "did not start within SHUTDOWN_GRACE_S",
+) -> None:
+    """Give back entries read ahead that this worker will not start (:meth:`PartitionReader.give_back`): it is
+    stopping, or every slot is held by a handler that should have stopped; said in one line."""
     if not left:
         return
-    log.warning("%d entries read ahead did not start within SHUTDOWN_GRACE_S; giving them back.", len(left))
+    log.warning("%d entries read ahead %s; giving them back.", len(left), why)
     for part in parts:
         await part.give_back([entry_id for owner, entry_id, _raw, _at in left if owner is part])

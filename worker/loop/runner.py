@@ -27,7 +27,9 @@ import redis.exceptions
 
 from worker.app import Chore
 from worker.kinds import Registry
-from worker.loop.chores import CONNECTION_ERRORS, run_chore
+from worker.loop.attempt import SHUTDOWN
+from worker.loop.cancels import CancelWatch
+from worker.loop.chores import run_chore
 from worker.loop.declare import declare_chore
 from worker.loop.episode import Episode
 from worker.loop.executor import Executor
@@ -40,12 +42,13 @@ from worker.loop.read_ahead import ReadAhead
 from worker.loop.rotation import Rotation
 from worker.loop.slots import Slots
 from worker.loop.tracing import traced
-from worker.loop.unfinished import cancel, give_back_unfinished
+from worker.loop.unfinished import give_back_unfinished
 from worker.loop.upkeep import Upkeep
 from worker.observability.observer import Observer
 from worker.settings import Settings
 from worker.store.keys import GROUP, Keys
 from worker.store.partitions import partition_keys
+from worker.store.reconnect import lost_connection
 from worker.store.scripts import Scripts
 
 log = logging.getLogger("worker")
@@ -94,13 +97,14 @@ class Worker:
             observing,
             threads=settings.concurrency,
             field_limits=(settings.max_field_bytes, settings.max_job_bytes),
+            stop_grace_s=settings.stop_grace_s,
             fleet=self.fleet,
         )
         self._traced, run = traced(self.executor.run, self.keys.jobs)  # with an OpenTelemetry SDK, each in its span
         self.slots = Slots(settings.concurrency, run, self.episode.troubles, self.stopping)
-        self.upkeep = Upkeep(
-            redis_client, settings, self.slots, self.parts, self.stopping, self.tally, episode=self.episode
-        )
+        beside = (self.slots, self.parts, self.stopping, self.tally)
+        self.upkeep = Upkeep(redis_client, settings, *beside, episode=self.episode, overdue=self.executor.overdue)
+        self.cancels = CancelWatch(redis_client, self.parts, self.slots, self.executor)  # opslib.cancel's
         self.rotation = Rotation(
             self.slots,
             self.parts,
@@ -149,6 +153,7 @@ class Worker:
             )
         await self.gate.refresh()
         chores = [asyncio.create_task(run_chore(c, self.stopping, self.episode)) for c in self.chores()]
+        chores.append(asyncio.create_task(self.cancels.listen()))
         try:
             await self.rotation.consume()
         finally:
@@ -175,7 +180,8 @@ class Worker:
     def chores(self) -> list[Chore]:
         """The worker's own timed chores (:mod:`worker.loop.upkeep`), then the caller's (scheduler, relay, metrics)."""
         declare = declare_chore(self.redis, self.keys, self.name, self.registry, self.tally)
-        return [*self.upkeep.chores(), self.gate.chore(), declare, self.fleet.chore(), *self.extra_chores]
+        cancels = Chore("check-cancels", max(0.05, self.settings.reclaim_idle_ms / 3000), self.cancels.check)
+        return [*self.upkeep.chores(), cancels, self.gate.chore(), declare, self.fleet.chore(), *self.extra_chores]
 
     async def ensure_group(self) -> None:
         """Create group ``workers`` on each partition's ``jobs`` (and the stream) unless it exists."""
@@ -220,9 +226,10 @@ class Worker:
 
     async def _drain(self) -> None:
         """On stop: what was read ahead runs as slots free (else it is given back), running jobs and outcomes
-        kept through an episode get ``SHUTDOWN_GRACE_S``, then the acknowledgements are sent, until the same
-        deadline. Cancelled jobs are given back (:mod:`worker.loop.unfinished`); what is left stays pending for
-        reclaim once idle (as a dead process's entries do), said in one line."""
+        kept through an episode get ``SHUTDOWN_GRACE_S``; the handlers still running are then told to stop and
+        get ``STOP_GRACE_S``; the acknowledgements are sent, and the jobs told to stop are given back for
+        another worker (:mod:`worker.loop.unfinished`). What is left stays pending for reclaim once idle (as a
+        dead process's entries do), said in one line."""
         grace_s = self.settings.shutdown_grace_s
         deadline = time.monotonic() + grace_s
         await give_back(self.parts, await self.slots.run_out_ahead(deadline))  # what was read ahead
@@ -233,26 +240,44 @@ class Worker:
             timeout = max(0.0, deadline - time.monotonic())
             _done, left = await asyncio.wait(list(inflight.values()), timeout=timeout)
         kept, reason = self.episode.waiting, self.episode.reason
-        cancelled = await cancel(inflight, left, give_back=not kept)  # decided outcomes waiting: none given back
+        if left:
+            left = await self._stop_running(left)
+        stop_deadline = time.monotonic() + 1.0
         unsent = 0
         for part in self.parts:
             try:
-                await asyncio.wait_for(part.outcomes.flush_kept("acks"), max(0.5, deadline - time.monotonic()))
+                await asyncio.wait_for(part.outcomes.flush_kept("acks"), max(0.5, stop_deadline - time.monotonic()))
             except Exception as exc:
-                if not isinstance(exc, (TimeoutError, redis.exceptions.RedisError, *CONNECTION_ERRORS)):
+                if not (lost_connection(exc) or isinstance(exc, redis.exceptions.RedisError)):
                     raise
                 unsent += len(part.outcomes.acks)
-        given = await give_back_unfinished(self.parts, cancelled, self.executor.threads)
-        if len(left) > given or unsent:
+        given = await give_back_unfinished(self.parts, self.executor, grace_s)
+        if len(left) > given or unsent or kept:
             log.warning(
                 "%d jobs did not finish within SHUTDOWN_GRACE_S=%g s, and %d outcomes and %d acknowledgements "
                 "were not recorded%s: their entries are left pending, for reclaim to run again.",
-                len(left) - kept - given,
+                max(0, len(left) - given),
                 grace_s,
                 kept,
                 unsent,
                 f" (Redis refuses writes: {reason})" if reason else "",
             )
+
+    async def _stop_running(self, left: set[asyncio.Task[None]]) -> set[asyncio.Task[None]]:
+        """The grace is over: tell the handlers still running to stop, give them ``STOP_GRACE_S``; cancel what
+        runs no handler (an outcome waiting for Redis). The tasks that have not ended."""
+        stop_s = self.settings.stop_grace_s
+        told = self.executor.stop_all(SHUTDOWN)
+        log.info("Told %d running jobs to stop (job.stopping); they have STOP_GRACE_S=%g s.", len(told), stop_s)
+        _done, left = await asyncio.wait(left, timeout=stop_s)
+        inflight = self.slots.inflight
+        handling = {inflight[key] for key in self.executor.running if key in inflight}
+        for task in left:
+            if task not in handling:
+                task.cancel()
+        if left:
+            _done, left = await asyncio.wait(left, timeout=0.5)
+        return left
 
     async def _goodbye(self) -> None:
         for part in self.parts:

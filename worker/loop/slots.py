@@ -162,6 +162,10 @@ class Slots:
             if self.ahead:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.freed.wait(), max(0.0, deadline - time.monotonic()))
+        return self.take_ahead()
+
+    def take_ahead(self) -> list[tuple[Partition, str, Raw, float]]:
+        """Forget what was read ahead and return it (to be given back for another worker)."""
         left, self.ahead = list(self.ahead), deque()
         return left
 

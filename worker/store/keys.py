@@ -39,6 +39,10 @@ key (after QUEUE_PREFIX)   type        written by            read by
                                        (kind -> JSON)        opslib, health, metrics
 ``throttles:<kind>``       hash, EX    take_token (workers)  take_token
 ``kinds:<worker>``         string, EX  declare-kinds chore   opslib.kinds, checks
+``cancels``                hash        opslib cancel         workers (each claim refresh),
+                                       (job id -> JSON: by,  opslib.find
+                                       reason, at, status)
+``cancel`` (channel)       pub/sub     opslib cancel         workers (the fast path)
 ``actions:log``            stream      opslib (audited moves opslib (applies it to
                                        while PostgreSQL is   ``operator_actions``)
                                        away)
@@ -130,6 +134,16 @@ class Keys:
     def partitions(self) -> str:
         """The queue's recorded partition count (one key per queue, not per partition)."""
         return f"{self.prefix}partitions"
+
+    @property
+    def cancels(self) -> str:
+        """The durable cancel marks of this partition's jobs (:mod:`worker.store.cancels`)."""
+        return f"{self.base}cancels"
+
+    @property
+    def cancel_channel(self) -> str:
+        """The pub/sub channel a cancel is announced on (queue-wide: PUBLISH reaches every node)."""
+        return f"{self.prefix}cancel"
 
     @property
     def dead_log(self) -> str:

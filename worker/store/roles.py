@@ -10,10 +10,12 @@ worker    run jobs: read and acknowledge entries, retry, dead-letter, hand
           dead letters to the archive, promote delayed jobs, tick the
           scheduler, hold the metrics lock, beat (``workers``), add to the
           flow counters, enqueue, publish its kinds, park a paused kind's
-          jobs, take a throttled kind's tokens;
+          jobs, take a throttled kind's tokens, hear cancels (SUBSCRIBE to
+          the queue's ``cancel`` channel);
           ``WAIT`` when ``WAIT_REPLICAS`` > 0
 operator  every read of the analyst, and the moves of opslib: replay,
-          discard, run_now, cancel_delayed, pause, resume, throttle (and
+          discard, run_now, cancel_delayed, cancel (PUBLISH on ``cancel``),
+          pause, resume, throttle (and
           the record of each action)
 analyst   read: every query of opslib (dead letters, pending, delayed,
           queue_stats, replay_status, throughput, find, dry runs), health, and what
@@ -106,7 +108,10 @@ WORKER_WRITES = (
 #: The writes of opslib's moves (replay, discard, run_now, cancel_delayed, replay from the archive; pause,
 #: resume and throttle: HSET/HDEL of the pauses and rates, DEL of a bucket, unpark, the release of the
 #: throttled jobs through promote, which parks a paused kind's with ZADD; XTRIM of the applied dead log).
-OPERATOR_MOVES = ("xadd", "xdel", "xtrim", "zadd", "zrem", "hset", "hdel", "del", "expire", "time")
+#: A cancel: XDEL and HSET in cancel_entry, and PUBLISH on the queue's cancel channel.
+OPERATOR_MOVES = ("xadd", "xdel", "xtrim", "zadd", "zrem", "hset", "hdel", "del", "expire", "time", "publish")
+#: A worker hears cancels on the queue's cancel channel (the only channel a role may use).
+LISTEN = ("subscribe", "unsubscribe", "ping")
 
 
 @dataclass(frozen=True)
@@ -122,7 +127,8 @@ class Role:
         """The ``ACL SETUSER`` rules of this role for the queue of ``prefix`` (after ``on >password``)."""
         commands = (*self.commands, "wait") if wait_replicas and self.name == "worker" else self.commands
         keys = f"{'~' if self.writes else '%R~'}{glob_escape(prefix)}*"
-        return ["resetkeys", "resetchannels", "-@all", *(f"+{c}" for c in dict.fromkeys(commands)), keys]
+        channels = [f"&{glob_escape(prefix)}cancel"] if self.writes else []
+        return ["resetkeys", "resetchannels", "-@all", *(f"+{c}" for c in dict.fromkeys(commands)), *channels, keys]
 
 
 ROLES = {
@@ -131,12 +137,12 @@ ROLES = {
         Role(
             "worker",
             "run jobs and the chores beside them",
-            (*CONNECTION, *READS, *SCRIPTS, *WORKER_WRITES),
+            (*CONNECTION, *READS, *SCRIPTS, *WORKER_WRITES, *LISTEN),
             writes=True,
         ),
         Role(
             "operator",
-            "read, and replay, discard, run_now, cancel_delayed",
+            "read, and replay, discard, run_now, cancel_delayed, cancel",
             (*CONNECTION, *READS, *SCRIPTS, *OPERATOR_MOVES),
             writes=True,
         ),

@@ -1,0 +1,129 @@
+"""Cancel jobs wherever they are: stop one that runs, remove one that has not started.
+
+``cancel(ids, *, reason, by=None, dry_run=False)``
+    ``ids``: job ids or entry ids of ``jobs`` (one, a list, or a frame with
+    a ``job_id`` column). For each, every partition's ``jobs`` and
+    ``delayed`` are looked at:
+
+    - an entry no worker has read yet is removed (XDEL) and never starts;
+    - an entry pending to a worker is marked: the worker running it stops it
+      (async: ``CancelledError``; plain: ``job.stopping``, then the kill for
+      ``isolation="process"``) and acknowledges it, never retried nor
+      dead-lettered;
+    - a delayed job (a retry, or a later run) is taken out of ``delayed``
+      (the cancel_delayed script, recorded in the archive as discarded).
+
+    Each entry moves in one script (cancel_entry), so a worker reading the
+    entry at that moment and this call never both take it. The marks go to
+    the partition's ``cancels`` (:mod:`worker.store.cancels`): a worker that
+    missed the announcement on the ``cancel`` channel (a dropped
+    subscription, a reconnect) reads them at its next claim refresh, and
+    ``opslib.find`` shows them (``where`` = ``cancelled``, with by and why).
+
+Returns one row per id: id, job_id, kind, status (``cancelled``: it was
+running; ``removed``: it had not started; ``finished``: already done, dead or
+cancelled, nothing to do; ``not found``; in a dry run ``would cancel`` /
+``would remove``), batch (``""`` in a dry run, which changes nothing). Every
+call that cancels is in ``opslib.actions()``. A reason is required.
+
+Example::
+
+    >>> opslib.cancel(["b1f0c2", "1764694800000-3"], reason="wrong template sent, INC-2217")
+                   id  job_id           kind     status             batch
+    0          b1f0c2  b1f0c2     send_email  cancelled  20261202T014012Z-…
+    1  1764694800000-3  9a2e41  render_tickets    removed  20261202T014012Z-…
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pandas as pd
+import redis
+
+from opslib.actions import Action
+from opslib.columns import TEXT, typed_frame
+from opslib.connection import settings
+from opslib.find import on_jobs
+from opslib.moves.batches import new_batch_id
+from opslib.moves.delayed_jobs import job_ids_of, members_by_job
+from opslib.operator import Operator
+from opslib.session import Servers, Session
+from worker.store.cancels import announcement, marks_of, new_mark
+from worker.store.failures import now_iso
+from worker.store.wire import decode_member, text
+
+CANCELLED, REMOVED, FINISHED, NOT_FOUND = "cancelled", "removed", "finished", "not found"
+WOULD_CANCEL, WOULD_REMOVE = "would cancel", "would remove"
+#: When an id names several places, the row says the most telling: running first, then removed.
+ORDER = (CANCELLED, WOULD_CANCEL, REMOVED, WOULD_REMOVE, FINISHED)
+CANCEL_COLUMNS = {"id": TEXT, "job_id": TEXT, "kind": TEXT, "status": TEXT, "batch": TEXT}
+NEEDS = (
+    "cancel needs a user that may run scripts, write the queue's keys and publish on its cancel channel "
+    "(the operator role: EVALSHA with XDEL, HSET, ZREM; PUBLISH); a read-only user can run it with dry_run=True"
+)
+
+
+def cancel(
+    ids: object,
+    *,
+    reason: str,
+    by: str | None = None,
+    dry_run: bool = False,
+    client: redis.Redis | None = None,
+    prefix: str | None = None,
+) -> pd.DataFrame:
+    """Stop the running jobs among ``ids`` and remove those that have not started (module docstring)."""
+    operator = Operator.acting("cancel", by=by, reason=reason)
+    wanted = job_ids_of(ids)
+    action = "look for the jobs to cancel" if dry_run else "cancel jobs"
+    with Servers(client, prefix).session(action, needs="" if dry_run else NEEDS) as session:
+        batch = "" if dry_run else new_batch_id()
+        mark = new_mark(operator.by, operator.reason or "", now_iso(), batch)
+        rows = [_cancel_one(session, value, mark, operator, dry_run) for value in wanted]
+        if not dry_run:
+            taken = [row for row in rows if row[3] in (CANCELLED, REMOVED)]
+            if taken:
+                note = f"{operator.by}: {operator.reason}"
+                session.client.publish(session.keys.cancel_channel, announcement([row[1] for row in taken], note))
+            kinds = {row[2] for row in taken}
+            kind = kinds.pop() if len(kinds) == 1 else ""
+            session.record(Action("cancel", operator, kind, entries=len(taken), batch=batch))
+    columns = {name: [row[n] for row in rows] for n, name in enumerate(("id", "job_id", "kind", "status"))}
+    frame = typed_frame({**columns, "batch": [batch] * len(rows)}, CANCEL_COLUMNS)
+    frame.attrs["batch"] = batch
+    return frame
+
+
+def _cancel_one(session: Session, value: str, mark: str, operator: Operator, dry_run: bool) -> tuple[str, ...]:
+    """(id, job_id, kind, status) of one id asked for, its entries and delayed members cancelled."""
+    found: list[str] = []
+    job_id, kind = "", ""
+    for keys, scripts in zip(session.parts, session.scripts, strict=True):
+        for row in on_jobs(session.client, keys, value, []):
+            if value not in (row["id"], row["job_id"]):
+                continue  # a payload value, not this job
+            status, of = scripts.cancel_entry(row["id"], mark, dry_run=dry_run)
+            found.append(text(status))
+            job_id, kind = text(of) or job_id or row["job_id"], row["kind"]
+    for partition, member in members_by_job(session.client, session.parts, [value])[value]:
+        job_id, kind = value, decode_member(member).get("kind", "")
+        found.append(WOULD_REMOVE if dry_run else _remove_delayed(session, partition, member, value, mark, operator))
+    if not found and any(marks_of(session.client, keys, [value]) for keys in session.parts):
+        found.append(FINISHED)  # cancelled before: nothing left to do
+    status = next((s for s in ORDER if s in found), NOT_FOUND)
+    return value, job_id, kind, status
+
+
+def _remove_delayed(session: Session, partition: int, member: bytes, job_id: str, mark: str, operator: Operator) -> str:
+    """Take one delayed member out (recorded in the archive as discarded), and mark the job removed."""
+    said = json.loads(mark)
+    by, reason = operator.by, operator.reason or ""
+    moved: Any = session.scripts[partition].cancel_delayed(
+        member, said["batch"], by=by, reason=reason, at=said["at"], record=settings().archive_on
+    )
+    if not moved:
+        return FINISHED  # promoted meanwhile: its entry on jobs was looked at above, or it ran
+    session.client.hset(session.parts[partition].cancels, job_id, json.dumps({**said, "status": REMOVED}))
+    return REMOVED

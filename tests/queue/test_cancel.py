@@ -1,0 +1,117 @@
+"""Cancelling jobs from another process against a real server: a running job stops (async within a second,
+plain through job.stopping), one not started is removed and never runs, and the cancel survives a lost
+pub/sub message through the durable mark (docs/worker.md, "Cancelling a job")."""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import pytest
+import redis
+
+import opslib
+from tests.helpers import Workers, wait_for
+from worker.store.cancels import new_mark
+from worker.store.enqueue import enqueue
+from worker.store.keys import GROUP, Keys
+from worker.store.scripts import Scripts
+
+KINDS = "tests.queue.kinds_stopping"
+FAST_REFRESH = {"RECLAIM_IDLE_MS": "600", "RECLAIM_INTERVAL_S": "0.2"}
+SLOW_REFRESH = {"RECLAIM_IDLE_MS": "600000"}  # claims refreshed every 200 s: only pub/sub is fast
+
+
+def tkey(keys: Keys, name: str) -> str:
+    return f"{keys.prefix}test:{name}"
+
+
+def job_id_of(r: redis.Redis, keys: Keys, entry_id: str) -> str:
+    return r.xrange(keys.jobs, entry_id, entry_id)[0][1][b"job_id"].decode()
+
+
+def ended_at(r: redis.Redis, keys: Keys, job_id: str) -> float:
+    [span] = r.lrange(tkey(keys, f"spans:{job_id}"), 0, -1)
+    return float(span.split()[1])
+
+
+def test_a_job_cancelled_before_it_starts_never_runs(r: redis.Redis, keys: Keys, workers: Workers) -> None:
+    waiting = job_id_of(r, keys, enqueue(r, "quick", {}, prefix=keys.prefix))
+    by_entry = enqueue(r, "quick", {}, prefix=keys.prefix)
+    later = enqueue(r, "quick", {"job_id": "later-1"}, delay_s=0.3, prefix=keys.prefix)
+    kept = job_id_of(r, keys, enqueue(r, "quick", {}, prefix=keys.prefix))
+    at = {"client": r, "prefix": keys.prefix}
+    with pytest.raises(opslib.OpslibError, match="cancel needs a reason"):
+        opslib.cancel([waiting], reason=" ", **at)
+    dry = opslib.cancel([waiting, by_entry, "later-1", "nope"], reason="wrong template, INC-2217", dry_run=True, **at)
+    assert list(dry["status"]) == ["would remove", "would remove", "would remove", "not found"]
+    assert r.xlen(keys.jobs) == 3 and r.zcard(keys.delayed) == 1  # a dry run changes nothing
+    done = opslib.cancel([waiting, by_entry, "later-1", "nope"], reason="wrong template, INC-2217", by="ana", **at)
+    assert list(done["status"]) == ["removed", "removed", "removed", "not found"]
+    assert list(done.columns) == ["id", "job_id", "kind", "status", "batch"]
+    assert later and r.zcard(keys.delayed) == 0
+    workers.here(KINDS)
+    assert r.smembers(tkey(keys, "done")) == {kept.encode()}  # 0 runs of the three cancelled
+    again = opslib.cancel([waiting], reason="twice", **at)
+    assert list(again["status"]) == ["finished"]
+    found = opslib.find(waiting, **at)
+    assert list(found["where"]) == ["cancelled"]
+    assert found["status"].iloc[0] == "removed by ana" and found["reason"].iloc[0] == "wrong template, INC-2217"
+    logged = opslib.actions(**at)
+    assert "cancel" in set(logged["action"])
+
+
+@pytest.mark.parametrize("kind", ["async_long", "sync_long"])
+def test_a_running_job_stops_when_cancelled_and_is_never_retried(
+    r: redis.Redis, keys: Keys, workers: Workers, kind: str
+) -> None:
+    job_id = job_id_of(r, keys, enqueue(r, kind, {"sleep_s": "30"}, prefix=keys.prefix))
+    proc = workers.start(KINDS, "--burst", **SLOW_REFRESH)
+    wait_for(lambda: r.sismember(tkey(keys, "started"), job_id), what="the job to start")
+    [row] = opslib.cancel(job_id, reason="sending wrong emails", by="ana", client=r, prefix=keys.prefix).itertuples()
+    assert row.status == "cancelled"
+    assert proc.wait(30) == 0
+    assert r.smembers(tkey(keys, "stopped")) == {job_id.encode()}
+    assert r.xlen(keys.dead) == 0 and r.zcard(keys.delayed) == 0  # neither dead-lettered nor retried
+    assert r.xpending(keys.jobs, GROUP)["pending"] == 0
+    assert f"{kind} {job_id}" in workers.log(proc) and "was cancelled by ana: sending wrong emails" in workers.log(proc)
+
+
+def test_cancel_latency_over_many_cancels_from_another_process(r: redis.Redis, keys: Keys, workers: Workers) -> None:
+    """40 running async jobs cancelled one at a time from this process: each handler's CancelledError comes
+    within a second of the call to opslib.cancel (p99), through pub/sub (claims are refreshed every 200 s)."""
+    ids = [job_id_of(r, keys, enqueue(r, "async_long", {"sleep_s": "60"}, prefix=keys.prefix)) for _ in range(40)]
+    proc = workers.start(KINDS, WORKER_CONCURRENCY="40", **SLOW_REFRESH)
+    wait_for(lambda: r.scard(tkey(keys, "started")) == 40, what="the 40 jobs to start")
+    latencies = []
+    for job_id in ids:
+        called = time.time()
+        opslib.cancel(job_id, reason="latency test", client=r, prefix=keys.prefix)
+        wait_for(lambda job_id=job_id: r.sismember(tkey(keys, "stopped"), job_id), timeout_s=10, what="the stop")
+        latencies.append(ended_at(r, keys, job_id) - called)
+    cuts = statistics.quantiles(latencies, n=100)
+    print(f"cancel latency over {len(latencies)} cancels: p50 {cuts[49] * 1000:.1f} ms, p99 {cuts[98] * 1000:.1f} ms")
+    assert cuts[98] < 1.0
+    proc.terminate()
+    assert proc.wait(30) == 0
+
+
+def test_a_cancel_whose_announcement_is_lost_is_found_at_the_next_claim_refresh(
+    r: redis.Redis, keys: Keys, workers: Workers
+) -> None:
+    """The mark written without its pub/sub message (as when the subscription was down): the worker finds it
+    at its next claim refresh (every 0.2 s here); and a killed subscription is made again."""
+    job_id = job_id_of(r, keys, enqueue(r, "async_long", {"sleep_s": "30"}, prefix=keys.prefix))
+    second = job_id_of(r, keys, enqueue(r, "async_long", {"sleep_s": "30"}, prefix=keys.prefix))
+    proc = workers.start(KINDS, **FAST_REFRESH)
+    wait_for(lambda: r.scard(tkey(keys, "started")) == 2, what="the jobs to start")
+    entry = r.xrange(keys.jobs)[0][0].decode()
+    status, _ = Scripts(r, keys).cancel_entry(entry, new_mark("ana", "no message", "now", "b-1"))
+    assert status == b"cancelled"
+    wait_for(lambda: r.sismember(tkey(keys, "stopped"), job_id), timeout_s=5, what="the marked job to stop")
+    r.client_kill_filter(_type="pubsub")  # the worker's subscription dropped: cancels still arrive
+    opslib.cancel(second, reason="after a reconnect", client=r, prefix=keys.prefix)
+    wait_for(lambda: r.sismember(tkey(keys, "stopped"), second), timeout_s=5, what="the second job to stop")
+    proc.terminate()
+    assert proc.wait(30) == 0
+    assert r.xpending(keys.jobs, GROUP)["pending"] == 0
