@@ -241,11 +241,21 @@ class Scripts:
         return self._call("cancel_entry", [self.keys.jobs, self.keys.cancels], [entry_id, mark, int(dry_run)], client)
 
     def cancel_delayed(
-        self, member: str | bytes, batch: str, *, by: str, reason: str, at: str, record: bool, client: Any = None
+        self,
+        member: str | bytes,
+        batch: str,
+        *,
+        by: str,
+        reason: str,
+        at: str,
+        record: bool,
+        source: str | None = None,
+        client: Any = None,
     ) -> Any:
+        """Take ``member`` out of ``delayed`` (or ``source``: ``throttled`` or ``parked``) and record it."""
         return self._call(
             "cancel_delayed",
-            [self.keys.delayed, self.keys.dead_log],
+            [source or self.keys.delayed, self.keys.dead_log],
             [member, batch, by, reason, at, int(record)],
             client,
         )
