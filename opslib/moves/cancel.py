@@ -22,6 +22,8 @@
     missed the announcement on the ``cancel`` channel (a dropped
     subscription, a reconnect) reads them at its next claim refresh, and
     ``opslib.find`` shows them (``where`` = ``cancelled``, with by and why).
+    Each call that cancels also trims the marks a day old whose entry no
+    worker holds (:func:`worker.store.cancels.trim_marks`).
 
 Returns one row per id: id, job_id, kind, status (``cancelled``: it was
 running; ``removed``: it had not started; ``finished``: already done, dead or
@@ -53,7 +55,7 @@ from opslib.moves.batches import new_batch_id
 from opslib.moves.delayed_jobs import job_ids_of
 from opslib.operator import Operator
 from opslib.session import Servers, Session
-from worker.store.cancels import announcement, marks_of, new_mark
+from worker.store.cancels import announcement, mark_cutoff, marks_of, new_mark, trim_marks
 from worker.store.failures import now_iso
 from worker.store.keys import Keys
 from worker.store.wire import decode_member, job_id_of, text
@@ -94,6 +96,9 @@ def cancel(
             kinds = {row[2] for row in taken}
             kind = kinds.pop() if len(kinds) == 1 else ""
             session.record(Action("cancel", operator, kind, entries=len(taken), batch=batch))
+            cutoff = mark_cutoff()
+            for scripts in session.scripts:
+                trim_marks(scripts, cutoff)  # the marks that have done their work go (worker.store.cancels)
     columns = {name: [row[n] for row in rows] for n, name in enumerate(("id", "job_id", "kind", "status"))}
     frame = typed_frame({**columns, "batch": [batch] * len(rows)}, CANCEL_COLUMNS)
     frame.attrs["batch"] = batch

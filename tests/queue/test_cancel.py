@@ -4,6 +4,7 @@ pub/sub message through the durable mark (docs/worker.md, "Cancelling a job").""
 
 from __future__ import annotations
 
+import json
 import statistics
 import time
 
@@ -12,8 +13,9 @@ import redis
 
 import opslib
 from tests.helpers import Workers, wait_for
-from worker.store.cancels import new_mark
+from worker.store.cancels import mark_cutoff, new_mark, trim_marks
 from worker.store.enqueue import enqueue
+from worker.store.failures import now_iso
 from worker.store.keys import GROUP, Keys
 from worker.store.scripts import Scripts
 from worker.store.wire import encode_member
@@ -91,6 +93,29 @@ def test_a_parked_or_throttled_job_cancelled_is_removed_and_never_runs(
         found = opslib.find(job_id, **at)
         assert sorted(found["status"]) == ["discarded", "removed by ana"]
         assert list(found.loc[found["status"] == "discarded", "kind"]) == ["quick"]
+
+
+def test_the_cancel_marks_go_once_no_worker_holds_their_entry(r: redis.Redis, keys: Keys) -> None:
+    """Each cancel call trims the marks older than a day that no worker holds (a job removed, or one whose
+    entry was acknowledged), in bounded steps; a mark whose entry is still pending to a worker stays."""
+    scripts, old = Scripts(r, keys), "2026-01-01T00:00:00.000Z"
+    removed, held, acked, recent = (enqueue(r, "quick", {}, prefix=keys.prefix) for _ in range(4))
+    ids = {entry: job_id_of(r, keys, entry) for entry in (removed, held, acked, recent)}
+    assert scripts.cancel_entry(removed, new_mark("ana", "old", old, "b-0"))[0] == b"removed"
+    r.xgroup_create(keys.jobs, GROUP, id="0", mkstream=True)
+    r.xreadgroup(GROUP, "c1", {keys.jobs: ">"}, count=2)  # held and acked: pending to a worker
+    for entry in (held, acked):
+        assert scripts.cancel_entry(entry, new_mark("ana", "old", old, "b-0"))[0] == b"cancelled"
+    r.xack(keys.jobs, GROUP, acked)
+    assert scripts.cancel_entry(recent, new_mark("ana", "new", now_iso(), "b-1"))[0] == b"removed"
+    stale = {f"old-{n}": json.dumps({"at": old, "status": "removed"}) for n in range(250)}
+    r.hset(keys.cancels, mapping={**stale, "junk": "not a mark"})  # more than one step's 100
+    opslib.cancel("nope", reason="trims the marks", client=r, prefix=keys.prefix)
+    assert set(r.hkeys(keys.cancels)) == {ids[held].encode(), ids[recent].encode()}
+    r.xack(keys.jobs, GROUP, held)  # its worker stopped it
+    assert trim_marks(scripts, mark_cutoff()) == 1
+    assert r.hkeys(keys.cancels) == [ids[recent].encode()]
+    assert trim_marks(scripts, mark_cutoff(keep_s=-60)) == 1  # past its keep, the last one goes too
 
 
 @pytest.mark.parametrize("kind", ["async_long", "sync_long"])
