@@ -12,7 +12,8 @@ export UV_PROJECT_ENVIRONMENT := $(VENV)
 export UV_COMPILE_BYTECODE := 1
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: run test lint typecheck bench profile lab clean venv container-test compose-test chromium audit fault-episode-60 k8s-check
+.PHONY: run test lint typecheck bench profile lab clean venv container-test compose-test chromium audit fault-episode-60 k8s-check \
+	test-redis-floor fault-network-90 faketime
 
 $(UV):
 	$(PYTHON) -m venv .tools
@@ -29,7 +30,7 @@ run: venv
 
 # The tests, then the analysts' notebooks, each against a fresh demo night with its outputs
 # compared by nbval (the panel notebook is run by the browser test instead).
-test: venv chromium k8s-check
+test: venv chromium faketime k8s-check
 	$(VENV)/bin/lint-imports --no-cache
 	$(PY) -m pytest -q
 	$(PY) -m pytest -q -p tests.notebooks.nbval_stack --nbval --nbval-current-env \
@@ -47,6 +48,13 @@ chromium:
 	@[ -x /usr/bin/chromium ] || [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null || \
 		{ apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium >/dev/null; } || \
 		echo "could not install chromium: the panel's browser test will skip"
+
+# Debian's faketime (libfaketime) for the skewed-clock tests, where this can install it (root with apt-get);
+# elsewhere those tests skip and say why.
+faketime:
+	@ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1 || [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null || \
+		{ apt-get update -qq && apt-get install -y -qq --no-install-recommends faketime >/dev/null; } || \
+		echo "could not install faketime: the skewed-clock tests will skip"
 
 # JupyterLab on notebooks/, against the stack `make run` started (opslib finds it: no URL to type).
 lab: venv
@@ -66,6 +74,7 @@ BENCH_PEERS := arq saq rq dramatiq celery
 
 bench: venv $(foreach p,$(BENCH_PEERS),benchmarks/.venv/$(p)/.installed) benchmarks/bullmq/node_modules/.installed
 	$(PY) benchmarks/bench.py
+	$(PY) benchmarks/producer_bench.py
 	$(PY) benchmarks/hot_path.py --flow-cost
 	$(PY) benchmarks/hot_path.py --tracing compare --jobs 30000 --runs 15
 	$(PY) benchmarks/cluster_bench.py
@@ -105,5 +114,23 @@ compose-test: venv
 fault-episode-60: venv
 	REFUSAL_EPISODE_S=60 $(PY) -m pytest -q -s tests/faults/test_redis_refuses.py -k "full_redis or snapshot"
 
+# The core queue tests and the network faults again at the lowest redis-py that pyproject.toml allows, in a venv of
+# its own (.venv-floor: the locked packages, but that redis); .ci/run runs it after `make test` (about 2 minutes;
+# the whole of tests/queue there took 7 minutes on a loaded 2-core machine: FLOOR_TESTS=tests/queue for it).
+FLOOR_TESTS ?= tests/queue/test_worker.py tests/queue/test_moves.py tests/queue/test_fence.py \
+	tests/queue/test_enqueue.py tests/queue/test_reconnect.py tests/queue/test_refusals.py tests/faults/test_network.py
+REDIS_FLOOR := $(shell sed -n 's/.*"redis>=\([0-9.]*\)".*/\1/p' pyproject.toml)
+test-redis-floor: | $(UV)
+	$(UV) venv --quiet --allow-existing .venv-floor --python $(PYTHON)
+	$(UV) export --quiet --frozen --all-extras --no-hashes --no-emit-project | grep -v '^redis==' > .venv-floor/requirements.txt
+	$(UV) pip install --quiet --python .venv-floor/bin/python -r .venv-floor/requirements.txt "redis==$(REDIS_FLOOR)"
+	.venv-floor/bin/python -c 'import redis; assert redis.__version__ == "$(REDIS_FLOOR)", redis.__version__'
+	.venv-floor/bin/python -m pytest -q -p no:cacheprovider $(FLOOR_TESTS)
+
+# The network fault episode of docs/reliability.md: resets every 0.5-3 s for 90 s with two workers (about 2
+# minutes); `make test` runs it for 12 s.
+fault-network-90: venv
+	NETWORK_EPISODE_S=90 $(PY) -m pytest -q -s tests/faults/test_network.py -k resets
+
 clean:
-	rm -rf $(VENV) .tools .data
+	rm -rf $(VENV) .venv-floor .tools .data

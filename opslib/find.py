@@ -32,6 +32,8 @@ up to :data:`opslib.bounded.CAP` entries each (oldest first): past that,
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -39,11 +41,12 @@ import pandas as pd
 import redis
 
 from opslib.archive import archive
-from opslib.bounded import Scan, stream_entries
+from opslib.bounded import Scan, stream_entries, zset_members
 from opslib.columns import DURATION, TEXT, TIME, typed_frame
 from opslib.connection import partitions, redis_session
 from opslib.errors import OpslibError
-from opslib.queries import dead_letters, delayed
+from opslib.frames import delayed_to_frame
+from opslib.queries import dead_letters
 from opslib.search import payload_columns
 from worker.store.cancels import marks_of
 from worker.store.keys import GROUP, Keys
@@ -129,6 +132,29 @@ def on_jobs(client: Any, keys: Keys, value: str, notes: list[str]) -> list[dict[
     return rows
 
 
+def on_delayed(client: Any, keys: Keys, value: str, notes: list[str]) -> list[dict[str, Any]]:
+    """The jobs of one partition's ``delayed`` whose job id or a field is ``value``, among the
+    :data:`~opslib.bounded.CAP` soonest (read in pages; ``notes`` says when there were more).
+
+    Only members holding ``value``'s text (or its JSON form) are decoded and checked whole: decoding every
+    member into a ``delayed()`` frame was most of a ``find()`` on a large backlog."""
+    needles = (value.encode(), json.dumps(value, ensure_ascii=False).encode())
+    scan = Scan(f"delayed ({keys.delayed})")
+    candidates = []
+    for member, score in zset_members(client, keys.delayed, scan, withscores=True):
+        raw = member if isinstance(member, bytes) else member.encode()
+        if needles[0] in raw or needles[1] in raw:
+            candidates.append((member, score))
+    if scan.capped:
+        notes.append(scan.note(client.zcard(keys.delayed)))
+    found = delayed_to_frame(candidates, time.time(), keys.partition)
+    return [
+        {"where": DELAYED, "kind": job.kind, "job_id": job.job_id, "run_at": job.run_at, "partition": job.partition}
+        for job in found.itertuples()
+        if value in job.fields.values() or job.job_id == value
+    ]
+
+
 def entry_order(entry_id: str) -> tuple[int, int]:
     millis, _, seq = entry_id.partition("-")
     return int(millis), int(seq or 0)
@@ -145,31 +171,18 @@ def find(value: str, *, client: redis.Redis | None = None, prefix: str | None = 
     value = value.strip()
     rows: list[dict[str, Any]] = []
     notes: list[str] = []
+    later: list[dict[str, Any]] = []
     with redis_session(client, prefix, "look for the job") as (redis_client, keys):
-        for part in partitions(redis_client, keys):
+        parts = partitions(redis_client, keys)
+        for part in parts:
             rows += on_jobs(redis_client, part, value, notes)
             rows += [
                 cancelled_row(value, mark, part.partition) for mark in marks_of(redis_client, part, [value]).values()
             ]
-        later = delayed(client=redis_client, prefix=keys.prefix)
-        notes += later.attrs["notes"]
+        for part in parts:
+            later += on_delayed(redis_client, part, value, notes)
+        rows += sorted(later, key=lambda job: job["run_at"])  # soonest first over the partitions, as delayed()
         dead = dead_letters(search=value, client=redis_client, prefix=keys.prefix)
-    hit = later[
-        [
-            value in fields.values() or job_id == value
-            for fields, job_id in zip(later["fields"], later["job_id"], strict=True)
-        ]
-    ]
-    for _, job in hit.iterrows():
-        rows.append(
-            {
-                "where": DELAYED,
-                "kind": job["kind"],
-                "job_id": job["job_id"],
-                "run_at": job["run_at"],
-                "partition": job["partition"],
-            }
-        )
     dead = dead[matches(dead, value)]
     for dead_id, entry in dead.iterrows():
         rows.append(dead_row(DEAD, str(dead_id), entry))

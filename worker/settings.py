@@ -84,6 +84,34 @@ DEAD_HARD_MAXLEN_FACTOR = 10
 """``DEAD_HARD_MAXLEN`` left empty is this many times ``DEAD_MAXLEN``."""
 
 
+SOCKET_TIMEOUT_HELP = (
+    "longest wait for Redis's reply (a blocking read's included: above BLOCK_MS) before the connection counts as "
+    "lost and is made again: a half-open connection is seen within this, whatever redis-py's default"
+)
+HEALTH_CHECK_HELP = "a pooled connection idle this long is checked with a PING before its next command"
+
+
+def check_read_timeout(block_ms: int, socket_timeout_s: float) -> None:
+    """A blocking read must end (after ``BLOCK_MS``) before the socket timeout counts it lost."""
+    if block_ms / 1000 >= socket_timeout_s:
+        raise SettingsError(
+            f"BLOCK_MS={block_ms} is not below REDIS_SOCKET_TIMEOUT_S={socket_timeout_s:g} s: every blocking read "
+            f"would time out; set REDIS_SOCKET_TIMEOUT_S above BLOCK_MS / 1000 (e.g. {block_ms / 1000 + 4:g})"
+        )
+
+
+@dataclass(frozen=True)
+class RedisTimeouts:
+    """The worker's own timeouts for Redis (:func:`worker.store.connection.network_options`), a base of
+    :class:`Settings`; checked against ``BLOCK_MS`` where the worker connects (:func:`check_read_timeout`)."""
+
+    redis_socket_timeout_s: float = setting("REDIS_SOCKET_TIMEOUT_S", "5", positive_float, SOCKET_TIMEOUT_HELP)
+    redis_connect_timeout_s: float = setting(
+        "REDIS_CONNECT_TIMEOUT_S", "5", positive_float, "longest wait for a new connection to Redis"
+    )
+    redis_health_check_s: float = setting("REDIS_HEALTH_CHECK_S", "5", positive_float, HEALTH_CHECK_HELP)
+
+
 def check_tls(settings: Settings) -> None:
     """``REQUIRE_TLS=on``: refuse, in one line, a Redis URL without TLS or without verification,
     and a PostgreSQL URL whose ``sslmode`` is not ``verify-full``."""
@@ -107,6 +135,23 @@ def check_tls(settings: Settings) -> None:
                 )
 
 
+def check_combinations(settings: Settings) -> None:
+    """The checks no single setting can make: the hard ceiling against the cap, TLS files against the URL,
+    and ``REQUIRE_TLS`` (:func:`check_tls`)."""
+    if settings.dead_hard_maxlen and settings.dead_hard_maxlen < settings.dead_maxlen:
+        raise SettingsError(
+            f"DEAD_HARD_MAXLEN={settings.dead_hard_maxlen} is below DEAD_MAXLEN={settings.dead_maxlen}; "
+            "the hard ceiling must be at least the cap (leave it empty for 10 x DEAD_MAXLEN)"
+        )
+    tls_files = settings.redis_ca_file or settings.redis_cert_file
+    if tls_files and settings.redis_url and not settings.redis_url.startswith("rediss:"):
+        raise SettingsError(
+            "REDIS_CA_FILE or REDIS_CERT_FILE is set but REDIS_URL is not rediss://; use rediss:// for TLS"
+        )
+    if settings.require_tls:
+        check_tls(settings)
+
+
 SHUTDOWN_GRACE_HELP = "on SIGTERM, how long running jobs may take to finish"
 STOP_GRACE_HELP = (
     "a handler told to stop (its timeout, a cancel, the end of SHUTDOWN_GRACE_S) has this long to do so: "
@@ -115,7 +160,7 @@ STOP_GRACE_HELP = (
 
 
 @dataclass(frozen=True, repr=False)
-class Settings:
+class Settings(RedisTimeouts):
     """The worker's configuration; build it with :meth:`from_env`."""
 
     redis_url: str = setting(
@@ -195,6 +240,13 @@ class Settings:
         non_negative_int,
         "replicas that must acknowledge an enqueue and each retry or dead-letter move (WAIT) before it counts "
         "as done; 0: do not wait (asynchronous replication: a failover can lose the last writes)",
+    )
+    unknown_kind_grace_s: float = setting(
+        "UNKNOWN_KIND_GRACE_S",
+        "600",
+        positive_float,
+        "a kind that a live worker declared within this long, or whose job carries v and has waited less, waits "
+        "for a worker that runs it; past it, a kind no live worker declares is dead-lettered as unknown_kind",
     )
     max_deliveries: int = setting(
         "MAX_DELIVERIES", "3", positive_int, "deliveries after which a pending entry is dead-lettered as poison"
@@ -318,17 +370,7 @@ class Settings:
         return spec.parse(spec.file_env if path else spec.env, raw)
 
     def __post_init__(self) -> None:
-        if self.dead_hard_maxlen and self.dead_hard_maxlen < self.dead_maxlen:
-            raise SettingsError(
-                f"DEAD_HARD_MAXLEN={self.dead_hard_maxlen} is below DEAD_MAXLEN={self.dead_maxlen}; "
-                "the hard ceiling must be at least the cap (leave it empty for 10 x DEAD_MAXLEN)"
-            )
-        if (self.redis_ca_file or self.redis_cert_file) and self.redis_url and not self.redis_url.startswith("rediss:"):
-            raise SettingsError(
-                "REDIS_CA_FILE or REDIS_CERT_FILE is set but REDIS_URL is not rediss://; use rediss:// for TLS"
-            )
-        if self.require_tls:
-            check_tls(self)
+        check_combinations(self)
 
     def current(self, name: str) -> str:
         """The secret setting ``name`` (``redis_url``, ``database_url``, ``archive_url``) as it is

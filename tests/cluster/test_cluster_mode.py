@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -76,6 +78,12 @@ def test_every_tool_works_from_a_node_that_does_not_own_the_queue(
     assert_clean(stats.stdout + stats.stderr)
     health_env = {**env, "WORKER_NAME": "nobody"}
     assert run("worker", "health", env=health_env).returncode == 1
+    # Healthy on a cluster too, naming what waits for a worker (read from delayed apart from the script).
+    cr.zadd(keys.workers, {"somebody": time.time() + 60})
+    waiting = {"kind": "send_sms", "v": "2", "waiting_since": repr(time.time()), "handed_back": "1"}
+    cr.zadd(keys.delayed, {json.dumps(waiting, sort_keys=True, separators=(",", ":")): time.time() + 5})
+    said = run("worker", "health", env={**env, "WORKER_NAME": "somebody"})
+    assert said.stdout.strip() == "healthy: 1 worker heartbeat(s) fresh; waiting for a worker: 1 send_sms v2"
 
 
 @pytest.mark.parametrize(

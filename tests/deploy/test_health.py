@@ -17,8 +17,10 @@ import redis
 
 from tests.helpers import ROOT, Workers, wait_for
 from worker.embedded.servers import start_redis
+from worker.store.enqueue import enqueue
 from worker.store.heartbeats import live_workers
 from worker.store.keys import GROUP, Keys
+from worker.store.wire import decode_member
 
 KINDS = "tests.deploy.kinds_metrics"
 
@@ -86,9 +88,9 @@ def test_health_sends_a_handful_of_commands_among_a_million_unrelated_keys(tmp_p
         result = health(server.url, keys.prefix, WORKER_NAME="big-worker")
         ran = calls(client) - before
         ran["info"] -= 1  # the INFO that took `before`
-        # commandstats counts a script's own calls too: health's one EVAL reads the live workers, the paused kinds
-        # and the throttles (a ZRANGEBYSCORE and two HGETALL inside the server).
-        inside = {"zrangebyscore": 1, "hgetall": 2}
+        # commandstats counts a script's own calls too: health's one EVAL reads the live workers, the paused kinds,
+        # the throttles (a ZRANGEBYSCORE and two HGETALL inside the server) and what is due soon in delayed.
+        inside = {"zrangebyscore": 2, "hgetall": 2}
         assert +ran == Counter({"info": 1, "get": 1, "xinfo|groups": 1, "eval": 1, **inside}), ran
         sent = ran.total() - sum(inside.values())
         assert (result.returncode, result.stdout.strip()) == (0, "healthy: 1 worker heartbeat(s) fresh")
@@ -97,6 +99,28 @@ def test_health_sends_a_handful_of_commands_among_a_million_unrelated_keys(tmp_p
         client.close()
     finally:
         server.stop()
+
+
+def test_health_says_how_many_jobs_wait_for_a_worker_of_which_kind_and_version(
+    redis_url: str, r: redis.Redis, keys: Keys, prefix: str, workers: Workers
+) -> None:
+    # Only an old worker is up: version-2 payloads of send_email and a kind it lacks are handed back to wait.
+    workers.start("tests.queue.kinds_versions_old", WORKER_NAME="old-1", BLOCK_MS="100")
+    wait_for(lambda: "old-1" in live_workers(r, keys), what="the old worker's heartbeat")
+    for i in range(3):
+        enqueue(r, "send_email", {"to": f"u{i}@new.example"}, version=2, prefix=prefix)
+    enqueue(r, "send_sms", {"phone": "+44"}, version=1, prefix=prefix)
+    enqueue(r, "send_email", {"email": "later@old.example"}, delay_s=3600, version=1, prefix=prefix)  # not waiting
+
+    def waiting() -> bool:
+        return sum("waiting_since" in decode_member(m) for m in r.zrange(keys.delayed, 0, -1)) == 4
+
+    wait_for(waiting, 30, "four jobs handed back to wait")
+    said = health(redis_url, prefix, WORKER_NAME="old-1")
+    assert (said.returncode, said.stdout.strip()) == (
+        0,
+        "healthy: 1 worker heartbeat(s) fresh; waiting for a worker: 3 send_email v2, 1 send_sms v1",
+    )
 
 
 def test_health_warns_when_the_prefix_is_empty(redis_url: str) -> None:

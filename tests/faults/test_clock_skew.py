@@ -1,12 +1,12 @@
-"""Three workers with clocks skewed by -5, 0 and +5 s (libfaketime, from Debian's
-``faketime`` package) run a 1 s schedule for at least 60 ticks: each tick is
-enqueued exactly once, none is missed.
+"""Three workers with clocks skewed by -5 s, 0 and +130 s (libfaketime, from Debian's
+``faketime`` package) run a 1 s schedule for at least 20 ticks and delayed jobs due
+over those seconds: each tick is enqueued exactly once, none is missed, no delayed job
+starts before its run time, and the worker 130 s ahead says its clock is off.
 
-The three clocks also run 4 times faster than real time (``FAKETIME="+5s x4"``:
-offset and speed; timers and sleeps are scaled alike), so 60 ticks of the
-workers' time take about 15 s of the test's. Each tick lives in the workers'
-time, where the skews hold: the processes start within milliseconds of each
-other, so their offsets stay -5/0/+5 s give or take a few tens of milliseconds.
+Ticks, promotion and retries follow Redis's clock (:mod:`worker.store.server_clock`),
+so each tick lives in Redis's time: a worker's wrong clock changes nothing but a warning
+(a worker 130 s ahead enqueued 27 of 287 ticks twice, and ran delayed jobs up to 58 s
+early, when each read its own clock).
 """
 
 from __future__ import annotations
@@ -24,12 +24,14 @@ import pytest
 import redis
 
 from tests.faults.kinds_faults import ticks_key
+from tests.faults.kinds_schedule import starts_key
 from tests.helpers import Workers, wait_for
 from worker.store.keys import Keys
+from worker.store.wire import encode_member
 
-TICKS = 60
-SPEED = 4
-SKEWS = (-5, 0, 5)
+TICKS = 20
+SKEWS = (-5, 0, 130)
+DELAYED = 20
 KINDS = "tests.faults.kinds_schedule"
 LIB_GLOB = "/usr/lib/*/faketime/libfaketime.so.1"
 
@@ -60,12 +62,17 @@ def test_three_skewed_workers_enqueue_each_tick_exactly_once(
             KINDS,
             log_name=f"skew{skew:+d}.log",
             LD_PRELOAD=lib,
-            FAKETIME=f"{skew:+d}s x{SPEED}",
+            FAKETIME=f"{skew:+d}s",
             WORKER_NAME=f"skew{skew:+d}",
         )
         for skew in SKEWS
     ]
-    wait_for(lambda: r.hlen(ticks) >= TICKS + 2, timeout_s=TICKS / SPEED + 60, what=f"{TICKS + 2} ticks")
+    now = r.time()[0]
+    run_at = {f"later-{n}": now + 3 + n for n in range(DELAYED)}  # due one a second, in Redis's time
+    for job_id, at in run_at.items():
+        r.zadd(keys.delayed, {encode_member({"kind": "started_at", "job_id": job_id, "attempts": "0"}): at})
+    wait_for(lambda: r.hlen(ticks) >= TICKS + 2, timeout_s=TICKS + 60, what=f"{TICKS + 2} ticks")
+    wait_for(lambda: r.hlen(starts_key(prefix)) == DELAYED, timeout_s=60, what="every delayed job")
     for proc in procs:
         proc.send_signal(signal.SIGTERM)
     for proc in procs:
@@ -83,7 +90,13 @@ def test_three_skewed_workers_enqueue_each_tick_exactly_once(
     for proc, skew in zip(procs, SKEWS, strict=True):
         by_worker[skew] = len(re.findall(r"Scheduled fault_every_second", workers.log(proc)))
     assert sum(by_worker.values()) == len(seconds), "the workers' logs disagree with the ticks recorded"
+    starts = {k.decode(): float(v) for k, v in r.hgetall(starts_key(prefix)).items()}
+    early = {job: round(run_at[job] - at, 3) for job, at in starts.items() if at < run_at[job]}
+    assert not early, f"delayed jobs started before their run time (s early): {early}"
+    latest_s = max(at - run_at[job] for job, at in starts.items())
+    assert "This machine's clock is +130" in workers.log(procs[2]), "the worker 130 s ahead did not say so"
     print(
-        f"\nclock-skew figures: {len(seconds)} consecutive ticks, each enqueued once; "
-        f"enqueued by the worker at -5 s: {by_worker[-5]}, 0 s: {by_worker[0]}, +5 s: {by_worker[5]}"
+        f"\nclock-skew figures: {len(seconds)} consecutive ticks, each enqueued once; enqueued by the worker at "
+        f"-5 s: {by_worker[-5]}, 0 s: {by_worker[0]}, +130 s: {by_worker[130]}; {DELAYED} delayed jobs, none "
+        f"early, the latest {latest_s:.2f} s after its run time"
     )

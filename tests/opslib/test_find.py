@@ -67,3 +67,22 @@ def test_find_says_where_each_job_is(r: redis.Redis, keys: Keys, pg_url: str, at
         archived = opslib.find("4474", conn=conn, **at)
         assert archived[["where", "status"]].values.tolist() == [["archived", "replayed"]]
         assert opslib.find("447", conn=conn, **at).empty  # a whole value, not a part of one
+
+
+def test_find_in_delayed_matches_a_whole_value_only_however_it_is_written_in_json(
+    r: redis.Redis, keys: Keys, at: dict[str, Any]
+) -> None:
+    escaped = {"job_id": "d-1", "note": 'say "hi"\\now', "city": "Zürich"}
+    enqueue(r, "send_email", escaped, delay_s=60, prefix=keys.prefix)
+    enqueue(r, "send_email", {"job_id": "d-2", "note": "say hi"}, delay_s=120, prefix=keys.prefix)
+    r.zadd(keys.delayed, {"not json": 9e9})  # shown as malformed_delayed, found by its whole text
+
+    def where(value: str) -> list[list[Any]]:
+        frame = opslib.find(value, conn=None, **at)
+        return frame[["where", "job_id"]].values.tolist()
+
+    assert where('say "hi"\\now') == [["delayed", "d-1"]]  # escaped in the member, found all the same
+    assert where("Zürich") == [["delayed", "d-1"]]
+    assert where("say hi") == [["delayed", "d-2"]]
+    assert where("hi") == [] and where("note") == []  # a part of a value, a field's name
+    assert where("not json") == [["delayed", ""]]

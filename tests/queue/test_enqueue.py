@@ -109,3 +109,18 @@ def test_the_queue_settings_are_parsed_once_and_again_when_they_change(
 def test_a_worker_name_given_is_told_from_the_host_pid_default() -> None:
     assert not Settings.from_env({}).worker_name_set
     assert Settings.from_env({"WORKER_NAME": "box-1"}).worker_name_set
+
+
+def test_a_queue_setting_changed_or_removed_through_os_environ_is_seen_at_the_next_call(
+    r: redis.Redis, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("QUEUE_PREFIX", f"{prefix}é:")  # held as bytes by os.environ: read back as text
+    big = {"job_id": "big", "note": "x" * 100}
+    enqueue(r, "noop", big)
+    monkeypatch.setenv("MAX_JOB_BYTES", "64")
+    with pytest.raises(ValueError, match="over MAX_JOB_BYTES=64"):
+        enqueue(r, "noop", big)
+    monkeypatch.delenv("MAX_JOB_BYTES")  # back to the default
+    enqueue(r, "noop", big)
+    assert [f[b"job_id"] for _, f in r.xrange(Keys(f"{prefix}é:").jobs)] == [b"big", b"big"]
+    r.delete(Keys(f"{prefix}é:").jobs)

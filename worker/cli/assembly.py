@@ -22,7 +22,7 @@ from worker.loop.runner import Worker
 from worker.loop.scheduler import scheduler_chore
 from worker.observability.flow import worker_flow
 from worker.settings import Settings
-from worker.store.connection import connect_async
+from worker.store.connection import connect_async, network_options
 from worker.store.partitions import record_count
 
 if TYPE_CHECKING:
@@ -39,7 +39,7 @@ async def assembled(
 ) -> AsyncIterator[Worker]:
     """One worker of ``registry``'s kinds on the given servers, with its lifespans entered; all of it is
     closed again on exit (lifespans, archiver, metrics, then the client)."""
-    client = await connect_async(settings, redis_url, socket_keepalive=True, health_check_interval=30)
+    client = await connect_async(settings, redis_url, **network_options(settings))
     app = WorkerApp(settings, client, redis_url, database_url, burst=burst)
     try:
         await record_count(client, settings)
@@ -76,6 +76,7 @@ async def assembled(
             )
             for metrics in observers:
                 metrics.watch_outcomes(worker.outcomes_waiting)
+                metrics.watch_stale(lambda: sum(part.outcomes.stale.count for part in worker.parts))
             yield worker
     finally:
         await client.aclose()

@@ -18,7 +18,11 @@ degraded report does not need them.
 A handful of commands whatever the size of the keyspace (no SCAN; RESP2, so no
 HELLO; no CLIENT SETINFO): INFO (the mode), GET (the partition count), XINFO
 GROUPS per partition, one EVAL reading the live workers (:mod:`worker.store.heartbeats`), and
-for a healthy worker two HGETALL (the pauses and the throttles).
+for a healthy worker two HGETALL (the pauses and the throttles) and, per
+partition, one bounded ZRANGEBYSCORE of what is due in ``delayed`` within the
+hand-back's wait: the entries handed back to wait for a worker that runs their
+kind or version (``waiting_since`` set), counted by kind and version as
+``opslib.kinds()`` counts them in ``awaiting``.
 An empty ``QUEUE_PREFIX`` gets a warning on stderr: the Redis roles need one.
 """
 
@@ -27,11 +31,13 @@ from __future__ import annotations
 import socket
 import sys
 import time
+from collections import Counter
 from typing import Any
 
 import redis
 
 from worker.cli.exits import EXIT_FAILED, EXIT_OK
+from worker.loop.handback import WAIT_S
 from worker.redact import redact
 from worker.settings import Settings
 from worker.store.connection import connect, is_cluster
@@ -39,16 +45,24 @@ from worker.store.heartbeats import HEARTBEAT_TTL_S, live_workers
 from worker.store.keys import GROUP, Keys
 from worker.store.partitions import keys_for, recorded_count
 from worker.store.refusals import describe_refusal, refusal_code
-from worker.store.wire import json_object, text
+from worker.store.versions import VERSION_FIELD, WAITING_SINCE_FIELD
+from worker.store.wire import decode_member, json_object, text
 
 #: The live workers (KEYS[1]: ``workers``; ARGV[1]: the exclusive lower bound, now), read by a script
 #: without the ``no-writes`` flag: Redis refuses it exactly when it refuses the moves.
 LIVE_IF_WRITABLE = "#!lua\nreturn redis.call('ZRANGEBYSCORE', KEYS[1], ARGV[1], '+inf')"
 #: On a single server the same script also reads what is held back (KEYS[2]: ``paused``, KEYS[3]:
-#: ``throttles``), so health stays at four commands; a cluster keeps those keys in other slots.
+#: ``throttles``) and what is due soon in each partition's ``delayed`` (KEYS[4..]; ARGV[2]: the upper
+#: score, ARGV[3]: the cap), so health stays at four commands; a cluster keeps those keys in other slots.
 LIVE_AND_HELD_IF_WRITABLE = """#!lua
+local due = {}
+for i = 4, #KEYS do
+  due[#due + 1] = redis.call('ZRANGEBYSCORE', KEYS[i], '-inf', ARGV[2], 'LIMIT', 0, tonumber(ARGV[3]))
+end
 return {redis.call('ZRANGEBYSCORE', KEYS[1], ARGV[1], '+inf'), redis.call('HGETALL', KEYS[2]),
-        redis.call('HGETALL', KEYS[3])}"""
+        redis.call('HGETALL', KEYS[3]), due}"""
+#: The most ``delayed`` members health reads per partition for :func:`awaiting` (the line says "at least").
+AWAITING_CAP = 1000
 
 
 def health(settings: Settings) -> int:
@@ -118,22 +132,43 @@ def live_unless_refused(client: Any, keys: Keys, count: int) -> tuple[set[str], 
     """The live workers, what is held back (:func:`held_back`) and why Redis refuses writes now ("" when it
     does not). One script on a single server; on a cluster the pauses and throttles are read apart. When
     Redis refuses, the live workers are read again by a plain ZRANGE (the degraded line needs nothing more)."""
-    now = f"({time.time()}"
-    paused_key = keys_for(keys.prefix, count)[0].paused
+    now = time.time()
+    parts = keys_for(keys.prefix, count)
+    soon = repr(now + WAIT_S + 1)  # a waiting entry is due again within the hand-back's wait
     try:
         if is_cluster(client):
-            names = client.eval(LIVE_IF_WRITABLE, 1, keys.workers, now)
-            paused, throttles = client.hgetall(paused_key), client.hgetall(keys.throttles)
+            names = client.eval(LIVE_IF_WRITABLE, 1, keys.workers, f"({now}")
+            paused, throttles = client.hgetall(parts[0].paused), client.hgetall(keys.throttles)
+            due = [client.zrangebyscore(part.delayed, "-inf", soon, start=0, num=AWAITING_CAP) for part in parts]
         else:
-            names, paused_flat, throttles_flat = client.eval(
-                LIVE_AND_HELD_IF_WRITABLE, 3, keys.workers, paused_key, keys.throttles, now
+            script_keys = (keys.workers, parts[0].paused, keys.throttles, *(part.delayed for part in parts))
+            names, paused_flat, throttles_flat, due = client.eval(
+                LIVE_AND_HELD_IF_WRITABLE, len(script_keys), *script_keys, f"({now}", soon, AWAITING_CAP
             )
             paused, throttles = _pairs(paused_flat), _pairs(throttles_flat)
     except redis.ResponseError as exc:
         if refusal_code(exc) is None:
             raise
         return live_workers(client, keys), "", describe_refusal(exc)
-    return {text(name) for name in names}, held_back(paused, throttles), ""
+    return {text(name) for name in names}, held_back(paused, throttles) + awaiting(due), ""
+
+
+def awaiting(due: list[list[Any]]) -> str:
+    """ "; waiting for a worker: N kind vV, ..." from the members due soon in each partition's ``delayed``
+    ("" when none waits); "at least" when a partition's read reached :data:`AWAITING_CAP`."""
+    counts: Counter[str] = Counter()
+    for member in (member for members in due for member in members):
+        try:
+            job = decode_member(member)
+        except ValueError:
+            continue
+        if WAITING_SINCE_FIELD in job:
+            counts[f"{job.get('kind', '')} v{job.get(VERSION_FIELD, '1')}"] += 1
+    if not counts:
+        return ""
+    least = "at least " if any(len(members) >= AWAITING_CAP for members in due) else ""
+    said = ", ".join(f"{n} {what}" for what, n in sorted(counts.items()))
+    return f"; waiting for a worker: {least}{said}"
 
 
 def _pairs(flat: list[Any]) -> dict[Any, Any]:

@@ -28,6 +28,7 @@ from typing import Any
 from worker.cli.assembly import assembled
 from worker.cli.exits import EXIT_OK
 from worker.cli.fail_closed import use_embedded
+from worker.cli.stop_deadline import StopDeadline
 from worker.embedded.servers import embedded_stack
 from worker.errors import SettingsError
 from worker.kinds import REGISTRY, Registry, import_kind_modules
@@ -61,13 +62,27 @@ async def serve(
 ) -> None:
     """Run one worker of ``registry``'s kinds (built by :func:`worker.cli.assembly.assembled`) on the given
     servers until SIGTERM or SIGINT (in the main thread), until ``stop`` is set, or, with ``burst``, until
-    the queue is drained: the whole worker, without argparse."""
+    the queue is drained: the whole worker, without argparse. Its stop takes at most SHUTDOWN_GRACE_S and a
+    few seconds, whatever Redis or PostgreSQL do (:mod:`worker.cli.stop_deadline`)."""
+    deadline = StopDeadline(settings.shutdown_grace_s)
+    await deadline.guard(_serve(settings, redis_url, database_url, registry, burst, stop, deadline))
+
+
+async def _serve(
+    settings: Settings,
+    redis_url: str,
+    database_url: str,
+    registry: Registry,
+    burst: bool,
+    stop: threading.Event | None,
+    deadline: StopDeadline,
+) -> None:
     async with assembled(settings, redis_url, database_url, registry=registry, burst=burst) as worker:
         if threading.current_thread() is threading.main_thread():
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGTERM, signal.SIGINT):
-                loop.add_signal_handler(sig, worker.stop)
-        watch = asyncio.create_task(_stop_when_set(stop, worker)) if stop is not None else None
+                loop.add_signal_handler(sig, functools.partial(stopping, worker, deadline))
+        watch = asyncio.create_task(_stop_when_set(stop, worker, deadline)) if stop is not None else None
         try:
             await worker.run()
         finally:
@@ -75,11 +90,17 @@ async def serve(
                 watch.cancel()
 
 
-async def _stop_when_set(stop: threading.Event, worker: Worker) -> None:
+async def _stop_when_set(stop: threading.Event, worker: Worker, deadline: StopDeadline) -> None:
     """Stop ``worker`` once ``stop`` is set (by another thread: looked at every tenth of a second)."""
     while not stop.is_set():
         await asyncio.sleep(STOP_POLL_S)
+    stopping(worker, deadline)
+
+
+def stopping(worker: Worker, deadline: StopDeadline) -> None:
+    """A signal or the stop event: the worker stops reading, and its stop's deadline starts."""
     worker.stop()
+    deadline.arm()
 
 
 def run_loop(main: Coroutine[Any, Any, None]) -> None:

@@ -90,5 +90,5 @@ class Gate:
         wait_s = float(await scripts.take_token(job.kind, time.time(), self.defaults.get(job.kind), BURST_S))
         if wait_s <= 0:
             return True
-        await scripts.defer(job.entry_id, time.time() + wait_s, encode_member(job.fields))
+        await scripts.defer(job.entry_id, time.time() + wait_s, encode_member(job.fields), consumer=part.consumer)
         return False

@@ -17,6 +17,7 @@ from typing import Any
 import redis.exceptions
 
 from worker.store.connection import is_cluster
+from worker.store.reconnect import lost_connection
 
 #: Replies that mean "this node no longer serves the slot": relearn the topology and read again.
 REDIRECTIONS: tuple[type[BaseException], ...] = (
@@ -64,7 +65,7 @@ class NodeConnection:
             return
         self._node.release(conn)
         self._node = None
-        if isinstance(exc, (*REDIRECTIONS, redis.exceptions.ConnectionError, OSError)):
+        if isinstance(exc, REDIRECTIONS) or lost_connection(exc):
             with contextlib.suppress(redis.exceptions.RedisError, redis.exceptions.RedisClusterException, OSError):
                 await self.client.nodes_manager.initialize()
 

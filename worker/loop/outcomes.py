@@ -1,7 +1,9 @@
 """The outcome of one entry: succeed, retry or dead-letter, and a replayed job's record of it.
 
 A success is acknowledged with the loop's next read (the acknowledgements
-ride in the same round trip as XREADGROUP). Every move is kept until it lands
+ride in the same round trip as XREADGROUP). Every settle is fenced: it lands
+only while the entry is still this worker's (:mod:`worker.loop.fence`).
+Every move is kept until it lands
 (:meth:`worker.loop.episode.Episode.land`): when Redis refuses it, the outcome
 already decided waits and is tried again; the handler does not run again. A failure asks the kind's policy
 (:func:`worker.retry.decide`): a retry is one script (ZADD ``delayed`` +
@@ -24,10 +26,10 @@ archive on, its final outcome (succeeded, or failed again) in
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import random
-import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -37,6 +39,7 @@ from worker.archive.dead_log import outcome_record
 from worker.kinds import Job, KindSpec
 from worker.loop.burial import Burial, dead_fields, dead_log_line, log_fields, poison_log_line, retry_member
 from worker.loop.episode import Episode
+from worker.loop.fence import StaleSettles
 from worker.loop.observe import Successes
 from worker.loop.tracing import link_field, mark_dead, retrying
 from worker.observability.observer import Observer
@@ -44,8 +47,9 @@ from worker.retry import Retry, decide
 from worker.settings import Settings
 from worker.store import wire
 from worker.store.failures import bounded_traceback, describe_error, now_iso
-from worker.store.keys import GROUP, REPLAY_OUTCOME_TTL_S
+from worker.store.keys import REPLAY_OUTCOME_TTL_S, Keys
 from worker.store.scripts import Scripts
+from worker.store.server_clock import CLOCK
 from worker.store.vocabulary import (
     OUTCOME_DEAD,
     OUTCOME_RETRIED,
@@ -89,6 +93,7 @@ class Outcomes:
         self.promote_soon = promote_soon
         self.episode = episode or Episode()
         self.rng = rng or random.Random()
+        self.stale = StaleSettles(self.keys.jobs)  # settles the fence dropped (:mod:`worker.loop.fence`)
         self.acks: list[str] = []
         self.replay_outcomes: list[tuple[str, str, str]] = []
         self.successes = Successes(self.observers)
@@ -131,10 +136,6 @@ class Outcomes:
     def give_back_acks(self, acks: list[str]) -> None:
         self.acks[:0] = acks
 
-    def _key(self, entry_id: str) -> str:
-        """An outcome's name in the episode: partition and entry."""
-        return f"{self.keys.partition}/{entry_id}"
-
     async def flush_kept(self, what: str) -> None:
         """:meth:`flush` until it lands (an episode keeps what could not be sent; ``what`` names it)."""
         await self.episode.land(f"{self.keys.partition}/{what}", self.flush)
@@ -147,15 +148,15 @@ class Outcomes:
             return
         self.acks, self.replay_outcomes = [], []
         pipe = self.redis.pipeline(transaction=False)
-        if acks:
-            pipe.xack(self.keys.jobs, GROUP, *acks)
         for batch, field, value in outcomes:
             pipe.hset(self.keys.replay(batch), field, value)
             pipe.expire(self.keys.replay(batch), REPLAY_OUTCOME_TTL_S)
             if self.settings.archive_on:
                 pipe.xadd(self.keys.dead_log, outcome_record(field, batch, dead_again=None, at=now_iso()))
         try:
-            await pipe.execute()
+            await self.stale.ack(self.scripts, self.name, acks)  # fenced: only the entries still ours
+            acks = []  # landed: not given back if the replay outcomes fail
+            await pipe.execute()  # (no round trip without replay outcomes)
         except BaseException:
             self.acks[:0], self.replay_outcomes[:0] = acks, outcomes
             raise
@@ -185,13 +186,15 @@ class Outcomes:
         )
 
     async def _retry(self, job: Job, decision: Retry, error: str, of: str, duration_s: float) -> None:
-        run_at = time.time() + decision.delay_s
+        run_at = CLOCK.now() + decision.delay_s  # Redis's time: a wrong local clock runs no retry early
         extra = log_fields(job, OUTCOME_RETRIED, duration_s)
         fields = retry_member(
             job, decision.attempts, error=error, duration_s=duration_s, worker=self.name, at=now_iso()
         )
         member = wire.encode_member(fields | retrying(error, decision))
-        await self.episode.land(self._key(job.entry_id), lambda: self.scripts.retry(job.entry_id, run_at, member))
+        move = functools.partial(self.scripts.retry, job.entry_id, run_at, member, consumer=self.name)
+        if not await self.episode.land(outcome_key(self.keys, job.entry_id), move):
+            return self.stale.dropped("retry", [job.entry_id], job)
         if decision.delay_s < 1.0:
             self.promote_soon(decision.delay_s)
         log.warning(
@@ -261,18 +264,19 @@ class Outcomes:
         line = dead_log_line(burial)
         fields = dead_fields(burial, worker=self.name, at=now_iso()) | link_field()
         buried = await self.episode.land(
-            self._key(burial.entry_id),
+            outcome_key(self.keys, burial.entry_id),
             lambda: self.scripts.bury(
                 burial.entry_id,
                 fields,
                 maxlen=self.settings.dead_ceiling,
                 min_idle_ms=burial.min_idle_ms,
                 keep_original=burial.kept is None,
+                consumer="" if burial.min_idle_ms else self.name,  # poison: the dead owner's entry, idle
             ),
         )
         if buried is None:
             if not burial.min_idle_ms:
-                log.warning("Entry %s was no longer pending when it was to be dead-lettered.", burial.entry_id)
+                self.stale.dropped("dead letter", [burial.entry_id], burial.job)
             return None
         dead_id = wire.text(buried)
         mark_dead(burial.reason, burial.error, dead_id)
@@ -310,4 +314,9 @@ class Outcomes:
                 pipe.xadd(self.keys.dead_log, outcome_record(replay_of, batch, dead_again=dead_again, at=outcome["at"]))
             await pipe.execute()
 
-        await self.episode.land(self._key(job.entry_id), write)
+        await self.episode.land(outcome_key(self.keys, job.entry_id), write)
+
+
+def outcome_key(keys: Keys, entry_id: str) -> str:
+    """An outcome's name in the episode: partition and entry."""
+    return f"{keys.partition}/{entry_id}"

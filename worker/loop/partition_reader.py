@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,12 +26,18 @@ from worker.loop.outcomes import Outcomes
 from worker.loop.resp import pairs, resp_command
 from worker.loop.slots import Entries
 from worker.store.keys import GROUP
-from worker.store.reconnect import CONNECTION_ERRORS
+from worker.store.reconnect import CONNECTION_ERRORS, lost_connection
 
 log = logging.getLogger("worker")
 
 #: What a read may raise that the loop rides out: a lost connection, a moved slot, a lost group.
 READ_ERRORS: tuple[type[BaseException], ...] = (*CONNECTION_ERRORS, *REDIRECTIONS, redis.exceptions.ResponseError)
+
+
+def read_error(exc: BaseException) -> bool:
+    """True for an error of a read that the loop rides out: :data:`READ_ERRORS`, or any other lost
+    connection (:func:`~worker.store.reconnect.lost_connection`: uvloop's closed transport after a reset)."""
+    return isinstance(exc, READ_ERRORS) or lost_connection(exc)
 
 
 class PartitionReader:
@@ -51,7 +58,11 @@ class PartitionReader:
         partitions), or its rest after a failed read; it holds one of the worker's slots meanwhile."""
         self.failures = 0
         """Reads of this partition failed in a row (its node away); it rests with backoff meanwhile."""
-        self._xack_head = ("XACK", self.keys.jobs, GROUP)
+        self.read_after = 0.0
+        """Monotonic time before which this consumer reads nothing new: it handed back a copy that had
+        come round it already (:mod:`worker.loop.handback`), so that a worker able to run it reads it."""
+        self._ack = self.scripts.script("ack")
+        self._ack_head = ("EVALSHA", self._ack.sha, "1", self.keys.jobs, GROUP, consumer)
         self._commands: dict[tuple[int, bool], bytes] = {}
 
     @property
@@ -63,32 +74,57 @@ class PartitionReader:
         """Acknowledge this partition's finished entries and read up to ``count`` new ones, in one round
         trip; ``block``: wait up to the block time for an entry, else return at once.
 
-        The loop writes XACK and XREADGROUP to one connection together (a
-        pipeline without redis-py's per-call pipeline object, which costs more
-        than the round trip at this rate). Replay outcomes, rare, are flushed
-        separately first.
+        The loop writes the fenced acknowledgement (``ack.lua``: only the
+        entries still this consumer's) and XREADGROUP to one connection
+        together (a pipeline without redis-py's per-call pipeline object, which
+        costs more than the round trip at this rate). Replay outcomes, rare,
+        are flushed separately first. A server without the script (the first
+        read, a restart, SCRIPT FLUSH) gets it loaded on the same connection,
+        and the acknowledgement sent again. After a hand-back of a copy that
+        had come round already, the read waits until :attr:`read_after`.
         """
         outcomes = self.outcomes
+        rest = self.read_after - time.monotonic()
+        if rest > 0:
+            await asyncio.sleep(rest)
         if outcomes.replay_outcomes:
             await outcomes.flush()
         acks = outcomes.take_acks()
         conn = await self.node.get()
+        stale: Any = ()
         try:
             read = self._read_command(count, block)
             if acks:
-                await conn.send_packed_command(resp_command(self._xack_head, *acks) + read, check_health=False)
-                await conn.read_response()
+                await conn.send_packed_command(resp_command(self._ack_head, *acks) + read, check_health=False)
+                stale = await self._ack_reply(conn)
             else:
                 await conn.send_packed_command(read, check_health=False)
-            reply = await conn.read_response()
+            reply = await conn.read_response()  # within REDIS_SOCKET_TIMEOUT_S (above BLOCK_MS), or lost
+            if stale is None:  # the server lost the script: load it and acknowledge again (rare)
+                await conn.send_command("SCRIPT", "LOAD", self._ack.script, check_health=False)
+                await conn.read_response()
+                await conn.send_packed_command(resp_command(self._ack_head, *acks), check_health=False)
+                stale = await conn.read_response()
         except BaseException as exc:
             outcomes.give_back_acks(acks)
             await self.node.lost(exc)
             raise
+        if stale:
+            outcomes.stale.dropped("ack", [eid.decode() for eid in stale])
         if not reply:
             return []
         entries = next(iter(reply.values())) if isinstance(reply, dict) else reply[0][1]
         return [(eid.decode(), pairs(flat)) for eid, flat in entries]
+
+    @staticmethod
+    async def _ack_reply(conn: Any) -> list[bytes] | None:
+        """The fenced acknowledgement's reply: the stale ids, or None when the server lacks the script (the
+        read's reply follows all the same)."""
+        try:
+            stale: list[bytes] = await conn.read_response()
+        except redis.exceptions.NoScriptError:
+            return None
+        return stale
 
     async def give_back(self, entry_ids: list[str], idle_ms: int | None = None) -> None:
         """Entries this worker will not start (or run no more): their idle time set to
@@ -102,7 +138,9 @@ class PartitionReader:
             idle_ms = self.outcomes.settings.reclaim_idle_ms
         try:
             await self.outcomes.redis.xclaim(self.stream, GROUP, self.consumer, 0, ids, idle=idle_ms, justid=True)
-        except (redis.exceptions.RedisError, OSError):  # away, or refusing writes
+        except Exception as exc:  # away, or refusing writes
+            if not (lost_connection(exc) or isinstance(exc, redis.exceptions.RedisError)):
+                raise
             log.warning("Could not give back %d entries of %s; they are reclaimed once idle.", len(ids), self.stream)
 
     def _read_command(self, count: int, block: bool) -> bytes:

@@ -43,7 +43,7 @@ import redis.exceptions
 from worker.loop.chores import sleep_or_stop
 from worker.loop.episode import RETRY_CAP_S, Episode
 from worker.loop.node_connection import REDIRECTIONS, describe
-from worker.loop.partition_reader import READ_ERRORS
+from worker.loop.partition_reader import read_error
 from worker.loop.read_ahead import ReadAhead
 from worker.loop.slots import Partition, Slots
 from worker.store.reconnect import CAP_S, backoff_s
@@ -130,7 +130,9 @@ class Rotation:
         sent = time.monotonic()
         try:
             entries = await part.read(count, block=self.block and free > 0)
-        except READ_ERRORS as exc:
+        except Exception as exc:
+            if not read_error(exc):
+                raise
             await self._partition_failed(part, exc)
             return False
         now = time.monotonic()
@@ -195,7 +197,7 @@ class Rotation:
     async def _partition_failed(self, part: Partition, exc: BaseException) -> None:
         """A read of ``part`` failed: create a lost group again, or let the partition rest out of the turn
         with backoff (its first loss logged) while any others are served. Another error is raised."""
-        if not isinstance(exc, READ_ERRORS):
+        if not read_error(exc):
             raise exc
         refused = refusal_code(exc) not in (None, "timeout")
         if refused:

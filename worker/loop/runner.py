@@ -29,7 +29,7 @@ from worker.app import Chore
 from worker.kinds import Registry
 from worker.loop.attempt import SHUTDOWN
 from worker.loop.cancels import CancelWatch
-from worker.loop.chores import CONNECTION_ERRORS, run_chore
+from worker.loop.chores import run_chore
 from worker.loop.declare import declare_chore
 from worker.loop.episode import Episode
 from worker.loop.executor import Executor
@@ -48,6 +48,7 @@ from worker.observability.observer import Observer
 from worker.settings import Settings
 from worker.store.keys import GROUP, Keys
 from worker.store.partitions import partition_keys
+from worker.store.reconnect import lost_connection
 from worker.store.scripts import Scripts
 
 log = logging.getLogger("worker")
@@ -89,7 +90,7 @@ class Worker:
         observing = [self.tally, *observers]
         self.parts = [self._partition(keys, observing, block_ms) for keys in partition_keys(settings)]
         self.gate = Gate(redis_client, self.keys, self.parts[0].keys, registry)
-        self.fleet = Fleet(redis_client, self.keys)
+        self.fleet = Fleet(redis_client, self.keys, settings.unknown_kind_grace_s)
         self.executor = Executor(
             registry,
             self.gate,
@@ -247,7 +248,7 @@ class Worker:
             try:
                 await asyncio.wait_for(part.outcomes.flush_kept("acks"), max(0.5, stop_deadline - time.monotonic()))
             except Exception as exc:
-                if not isinstance(exc, (TimeoutError, redis.exceptions.RedisError, *CONNECTION_ERRORS)):
+                if not (lost_connection(exc) or isinstance(exc, redis.exceptions.RedisError)):
                     raise
                 unsent += len(part.outcomes.acks)
         given = await give_back_unfinished(self.parts, self.executor, grace_s)

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import logging
 import math
-import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -36,6 +35,7 @@ from worker.store.enqueue import job_fields
 from worker.store.keys import Keys, partition_of
 from worker.store.partitions import partition_keys
 from worker.store.scripts import Scripts
+from worker.store.server_clock import CLOCK
 from worker.store.trace_context import sending
 
 if TYPE_CHECKING:
@@ -73,7 +73,7 @@ class Scheduler:
         *,
         owner: str,
         default_tz: str = "UTC",
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] | None = None,
         observers: Iterable[TickObserver] = (),
     ) -> None:
         self.redis = redis
@@ -81,7 +81,9 @@ class Scheduler:
         self.schedules = sorted(schedules, key=lambda s: s.name)
         self.owner = owner
         self.default_tz = default_tz
-        self.clock = clock
+        self.clock = clock or CLOCK.now
+        self.server_time = clock is None
+        """Each wake measures Redis's clock first (a given ``clock``, for tests, is used as it is)."""
         self.observers = list(observers)
         self.scripts = [Scripts(redis, k) for k in self.partitions]
         self._cursor: dict[str, float] = {}
@@ -97,6 +99,8 @@ class Scheduler:
 
     async def wake(self) -> int:
         """Enqueue every tick due since the last wake; return how many this worker enqueued."""
+        if self.server_time:
+            await CLOCK.measure(self.redis)
         now = self.clock()
         enqueued = 0
         for s in self.schedules:

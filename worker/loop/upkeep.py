@@ -9,6 +9,7 @@
 | trim | 1 s | keeps ``jobs`` bounded without dropping undelivered or pending entries |
 | forget-consumers | 60 s | removes consumers of dead workers once they own nothing |
 | summary | 60 s | one log line: jobs processed per kind and outcome |
+| watchdog | 0.25 s | the loop's beat, which the watchdog thread watches (:mod:`worker.loop.watchdog`) |
 
 Each chore that acts on ``jobs`` or ``delayed`` does so in every partition;
 the heartbeat is the worker's, queue-wide. The chores see the loop only through
@@ -19,7 +20,6 @@ alone), the partitions and the stop event.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -29,16 +29,19 @@ import redis.asyncio as aioredis
 import redis.exceptions
 
 from worker.app import Chore
-from worker.loop.chores import CONNECTION_ERRORS, sleep_or_stop
+from worker.loop.chores import sleep_or_stop
 from worker.loop.episode import Episode
 from worker.loop.observe import Tally
 from worker.loop.partition_reader import PartitionReader, give_back
 from worker.loop.slots import Raw, Slots, Suspect
+from worker.loop.watchdog import BEAT_S, Watchdog
 from worker.settings import Settings
 from worker.store.consumers import forget_dead_consumers
 from worker.store.heartbeats import HEARTBEAT_INTERVAL_S, beat
 from worker.store.keys import GROUP, Keys
+from worker.store.reconnect import unless_lost
 from worker.store.scripts import Scripts
+from worker.store.server_clock import CLOCK
 
 log = logging.getLogger("worker")
 
@@ -77,6 +80,8 @@ class Upkeep:
         self.overdue = overdue
         """How many running handlers were told to stop and have not (:meth:`Executor.overdue`)."""
         self._side_tasks: set[asyncio.Task[None]] = set()
+        parts_keys = [part.keys for part in parts]
+        self.watchdog = Watchdog(redis_client, self.name, settings.reclaim_idle_ms, slots, parts_keys, stopping)
 
     def chores(self) -> list[Chore]:
         """The chores in the module docstring's table."""
@@ -89,10 +94,13 @@ class Upkeep:
             Chore("trim", 1.0, self.trim),
             Chore("forget-consumers", 60.0, self.forget_consumers),
             Chore("summary", SUMMARY_INTERVAL_S, self.summary),
+            Chore("watchdog", BEAT_S, self.watchdog.beat, jitter=0.0),
         ]
 
     async def promote_due(self) -> float:
-        """Move due delayed jobs onto ``jobs`` in every partition; sleep until the next one is due (at most 1 s)."""
+        """Move due delayed jobs onto ``jobs`` in every partition; sleep until the next one is due (at most 1 s).
+        Due by Redis's clock, measured first (the first promotion may come before the first heartbeat)."""
+        await CLOCK.measure(self.redis)
         wake_s = 1.0
         for part in self.parts:
             wake_s = min(wake_s, await self.promote(part.scripts))
@@ -103,11 +111,11 @@ class Upkeep:
         its next one is due."""
         wake_s = 1.0
         for throttled, source in ((False, scripts.keys.delayed), (True, scripts.keys.throttled)):
-            while await scripts.promote(time.time(), 100, throttled=throttled) == 100:
+            while await scripts.promote(CLOCK.now(), 100, throttled=throttled) == 100:
                 pass
             head = await self.redis.zrange(source, 0, 0, withscores=True)
             if head:
-                wake_s = min(wake_s, max(0.01, float(head[0][1]) - time.time()))
+                wake_s = min(wake_s, max(0.01, float(head[0][1]) - CLOCK.now()))
         return wake_s
 
     def promote_soon(self, scripts: Scripts, delay_s: float) -> None:
@@ -117,7 +125,7 @@ class Upkeep:
         async def later() -> None:
             if not await sleep_or_stop(delay_s, self.stopping):
                 # Refused or away: the promote chore moves it, and says so (this task is never awaited).
-                with contextlib.suppress(redis.exceptions.RedisError, *CONNECTION_ERRORS):
+                with unless_lost(redis.exceptions.RedisError):
                     await self.promote(scripts)
 
         task = asyncio.create_task(later())
@@ -190,14 +198,16 @@ class Upkeep:
                 await part.scripts.refresh_claims(self.name, old[part.index])
 
     async def heartbeat(self) -> None:
-        """Say this worker is alive (for health checks and consumer clean-up); prune the expired."""
+        """Say this worker is alive (for health checks and consumer clean-up); prune the expired. Measure the
+        offset from Redis's clock (:mod:`worker.store.server_clock`)."""
+        await CLOCK.measure(self.redis)
         pipe = self.redis.pipeline(transaction=False)
         beat(pipe, self.keys, self.name)
         await pipe.execute()
 
     async def stop_heartbeat(self) -> None:
         """Remove this worker's heartbeat on the way out (best effort: it expires anyway)."""
-        with contextlib.suppress(*CONNECTION_ERRORS):
+        with unless_lost():
             await self.redis.zrem(self.keys.workers, self.name)
 
     async def trim(self) -> None:

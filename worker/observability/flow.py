@@ -48,7 +48,7 @@ from worker.store.flow import (
 )
 from worker.store.keys import Keys, partition_of
 from worker.store.partitions import partition_keys
-from worker.store.reconnect import CONNECTION_ERRORS
+from worker.store.reconnect import lost_connection
 from worker.store.refusals import describe_refusal
 from worker.store.vocabulary import OUTCOME_DEAD, OUTCOME_RETRIED, OUTCOME_SUCCEEDED, REASONS_AFTER_A_RUN
 
@@ -194,7 +194,7 @@ async def worker_flow(app: WorkerApp, registry: Registry) -> AsyncIterator[list[
         try:
             await counter.flush()
         except Exception as exc:
-            if not isinstance(exc, (redis.exceptions.RedisError, *CONNECTION_ERRORS)):  # away, or refusing (OOM...)
+            if not (lost_connection(exc) or isinstance(exc, redis.exceptions.RedisError)):  # away, or refusing (OOM...)
                 raise
             log.warning(
                 "Worker %s could not write its last flow counts: %s.", settings.worker_name, describe_refusal(exc)

@@ -57,7 +57,8 @@ from worker.observability.queue_state import QueueState, read_partitions_state_a
 from worker.settings import Settings
 from worker.store.keys import Keys
 from worker.store.partitions import partition_keys
-from worker.store.reconnect import CONNECTION_ERRORS
+from worker.store.reconnect import unless_lost
+from worker.store.server_clock import CLOCK
 from worker.store.vocabulary import OUTCOME_DEAD, OUTCOME_RETRIED, OUTCOME_SUCCEEDED, REASONS, REASONS_AFTER_A_RUN
 
 if TYPE_CHECKING:
@@ -99,6 +100,21 @@ class QueueCollector(Collector):
             metric = family(f"{self.namespace}_{name}", help_text, labels=["queue"])
             metric.add_metric([self.queue], getattr(state, attr))
             yield metric
+
+
+class CountAtScrape(Collector):
+    """A counter with label ``queue`` whose value a function gives at each scrape."""
+
+    def __init__(self, name: str, help_text: str, queue: str, count: Callable[[], int]) -> None:
+        self.name, self.help_text, self.queue, self.count = name, help_text, queue, count
+
+    def describe(self) -> Iterable[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        metric = CounterMetricFamily(self.name, self.help_text, labels=["queue"])
+        metric.add_metric([self.queue], self.count())
+        yield metric
 
 
 class JobCollector(Collector, Observer):
@@ -289,6 +305,7 @@ class Metrics(Observer):
         )
         self.outcomes_waiting.labels(self.queue).set(0)
         self.handed_back = handed_back_counter(ns, self.registry)
+        self.settles_stale = self._network_series(ns)
         started = time.time()
         for schedule in registry.schedules.values():
             self.interval.labels(self.queue, schedule.name, schedule.kind).set(
@@ -327,6 +344,25 @@ class Metrics(Observer):
     def watch_outcomes(self, waiting: Callable[[], int]) -> None:
         """Read ``waiting()`` (the worker's :attr:`worker.loop.episode.Episode.waiting`) at each scrape."""
         self.outcomes_waiting.labels(self.queue).set_function(waiting)
+
+    def _network_series(self, ns: str) -> CountAtScrape:
+        """The clock's offset (a gauge read at each scrape) and the counter of stale settles, 0 until
+        :meth:`watch_stale`."""
+        clock_offset = Gauge(
+            f"{ns}_clock_offset_seconds",
+            "Redis's clock minus this worker's, as last measured (TIME at each heartbeat); past 2 s it is logged.",
+            ["queue"],
+            registry=self.registry,
+        )
+        clock_offset.labels(self.queue).set_function(lambda: CLOCK.offset_s)
+        help_text = "Settles (ack, retry, dead letter) dropped because the entry was no longer this worker's."
+        settles_stale = CountAtScrape(f"{ns}_settles_stale", help_text, self.queue, lambda: 0)
+        self.registry.register(settles_stale)
+        return settles_stale
+
+    def watch_stale(self, stale: Callable[[], int]) -> None:
+        """Report ``stale()`` (settles the fence dropped, :mod:`worker.loop.fence`) at each scrape."""
+        self.settles_stale.count = stale
 
     def tick_enqueued(self, schedule: str) -> None:
         """The scheduler won a tick's lock and enqueued the job."""
@@ -392,7 +428,7 @@ class Metrics(Observer):
     async def close(self) -> None:
         """Release the lock (so another worker takes over at once) and stop the endpoint."""
         if self._holding:
-            with contextlib.suppress(redis.exceptions.LockError, *CONNECTION_ERRORS):
+            with unless_lost(redis.exceptions.LockError):
                 await self._lock.release()
             self._holding = False
         if self._server is not None:

@@ -27,11 +27,13 @@ import redis.asyncio as aioredis
 import redis.asyncio.cluster as aiocluster
 import redis.cluster
 import redis.exceptions
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
 from redis.credentials import CredentialProvider
 
 from worker.errors import SettingsError, WorkerError
 from worker.redact import redact
-from worker.settings import Settings
+from worker.settings import Settings, check_read_timeout
 from worker.store.dev_stack import configured_or_running
 from worker.store.keys import has_hash_tag
 from worker.store.partitions import recorded_count
@@ -41,6 +43,27 @@ SLOTS = 16384
 #: No ``CLIENT SETINFO`` on connecting: the Redis roles (:mod:`worker.store.roles`) would have to allow
 #: ``client|setinfo``, a rule Redis 7.0 refuses as unknown, and a denial there fills ``ACL LOG``.
 QUIET: dict[str, Any] = {"driver_info": None}
+
+
+def network_options(settings: Settings) -> dict[str, Any]:
+    """For an asyncio client (:func:`connect_async`): the worker's own timeouts
+    (``REDIS_SOCKET_TIMEOUT_S``, ``REDIS_CONNECT_TIMEOUT_S``, ``REDIS_HEALTH_CHECK_S``) and TCP keepalive,
+    so that a half-open connection (a load balancer or NAT table that forgot it, a frozen peer) is seen
+    within seconds whatever redis-py's own defaults are (none before 8, 5 s since); and a command whose
+    connection was just reset is sent again on a new one (three tries, 50 ms to 0.5 s apart), uvloop's
+    closed transport included (a ``RuntimeError`` that redis-py does not count as a lost connection:
+    :func:`worker.store.reconnect.lost_connection`). A ``BLOCK_MS`` not below the socket timeout is refused
+    here, in one line."""
+    check_read_timeout(settings.block_ms, settings.redis_socket_timeout_s)
+    return {
+        "socket_timeout": settings.redis_socket_timeout_s,
+        "socket_connect_timeout": settings.redis_connect_timeout_s,
+        "health_check_interval": settings.redis_health_check_s,
+        "socket_keepalive": True,
+        "retry": Retry(ExponentialBackoff(cap=0.5, base=0.05), 3),
+        "retry_on_error": [redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, RuntimeError],
+    }
+
 
 #: The clients this module makes, sync and asyncio.
 SyncClient = redis.Redis | redis.cluster.RedisCluster
@@ -212,7 +235,7 @@ def _probe_kwargs(client_kwargs: dict[str, Any]) -> dict[str, Any]:
 
 def _cluster_kwargs(client_kwargs: dict[str, Any]) -> dict[str, Any]:
     """The cluster client does its own retrying across nodes and does not take a health check."""
-    return {k: v for k, v in client_kwargs.items() if k not in ("health_check_interval", "retry")}
+    return {k: v for k, v in client_kwargs.items() if k not in ("health_check_interval", "retry", "retry_on_error")}
 
 
 def owner_client(client: Any, key: str) -> Any:

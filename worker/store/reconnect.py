@@ -1,16 +1,20 @@
-"""Riding out a server that is away: the one reconnect backoff, and a call retried with it.
+"""Riding out a server that is away: the one rule for a lost connection, the one reconnect backoff, and a
+call retried with it.
 
-The consumer loop, the outcome scripts, the drain on stop and every chore
-wait the same way after a lost connection: ``min(cap_s, base_s * 2**n)``
-after the n-th failure in a row, times a random factor in [0.5, 1] so that a
-fleet of workers that lost Redis together does not come back in lockstep.
+A reset, a closed transport, a timeout and a refused connection all mean the
+same: the connection is lost (:func:`lost_connection`, the one test every
+caller asks). The consumer loop, the outcome scripts, the drain on stop and
+every chore then wait the same way: ``min(cap_s, base_s * 2**n)`` after the
+n-th failure in a row, times a random factor in [0.5, 1] so that a fleet of
+workers that lost Redis together does not come back in lockstep.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from typing import TypeVar
 
 import redis.exceptions
@@ -36,6 +40,17 @@ def lost_connection(exc: BaseException) -> bool:
     return isinstance(exc, RuntimeError) and "closed=True" in str(exc) and "handler is closed" in str(exc)
 
 
+@contextmanager
+def unless_lost(*also: type[BaseException]) -> Iterator[None]:
+    """Suppress a lost connection (:func:`lost_connection`) and the errors ``also`` inside the block: for
+    best-effort writes (a goodbye, a lock's release) that expire or are redone anyway."""
+    try:
+        yield
+    except Exception as exc:
+        if not (lost_connection(exc) or isinstance(exc, also)):
+            raise
+
+
 BASE_S = 0.05
 CAP_S = 5.0
 
@@ -58,6 +73,8 @@ async def with_backoff(
     for attempt in range(1, attempts):
         try:
             return await call()
-        except CONNECTION_ERRORS:
+        except Exception as exc:
+            if not lost_connection(exc):
+                raise
             await asyncio.sleep(backoff_s(attempt, base_s=base_s, cap_s=cap_s))
     return await call()

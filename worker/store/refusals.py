@@ -17,7 +17,7 @@ from contextlib import contextmanager
 import redis.exceptions
 
 from worker.errors import QueueRefused
-from worker.store.reconnect import CONNECTION_ERRORS
+from worker.store.reconnect import lost_connection
 from worker.store.roles import refused
 
 #: Redis's error code -> what it means, for log lines and errors.
@@ -60,8 +60,9 @@ def describe_refusal(exc: BaseException) -> str:
 
 
 def passes(exc: BaseException) -> bool:
-    """True for an error after which the same write lands later: a refusal, a timeout, a lost connection."""
-    return refusal_code(exc) is not None or isinstance(exc, CONNECTION_ERRORS)
+    """True for an error after which the same write lands later: a refusal, a timeout, a lost connection
+    (:func:`~worker.store.reconnect.lost_connection`: a reset or a closed transport too)."""
+    return refusal_code(exc) is not None or lost_connection(exc)
 
 
 @contextmanager

@@ -3,7 +3,7 @@
 Each file's header documents its KEYS, ARGV and return value. They are loaded
 once per client with ``register_script`` (EVALSHA, reloaded on NOSCRIPT), and
 this module builds their arguments, so the worker and opslib call the same
-moves the same way: schedule_tick, promote, retry, bury, replay, discard,
+moves the same way: schedule_tick, promote, ack, retry, bury, replay, discard,
 replay_archived, trim, trim_dead, refresh_claims, forget_consumers, run_now,
 cancel_delayed, cancel_entry, trim_cancels, the incident desk's park, unpark and take_token, and
 hand_back (an entry of a payload version or kind this worker cannot run, back for one that can).
@@ -15,7 +15,10 @@ move runs whole on one Redis Cluster node (Redis >= 7.0 for the ``#!lua`` line).
 
 Pieces two moves share live once, in ``lua/includes/`` (as BullMQ's
 ``includes/`` do): a line ``--- @include "name"`` is replaced by
-``includes/name.lua`` when the source is loaded. ``delayed_entry`` turns a
+``includes/name.lua`` when the source is loaded. ``owned`` is the fence of
+every settle (ack, retry, bury) and of the claim refresh: the entry is still
+the settling consumer's (a worker whose claim was taken over changes
+nothing; ``consumer=""`` settles whoever owns it). ``delayed_entry`` turns a
 delayed member into XADD's fields (promote, run_now); ``group_frontier``
 finds the oldest id a consumer group may still need (trim, trim_dead).
 """
@@ -45,6 +48,7 @@ OUTCOMES = frozenset({"retry", "bury"})
 NAMES = (
     "schedule_tick",
     "promote",
+    "ack",
     "retry",
     "bury",
     "replay",
@@ -104,6 +108,10 @@ class Scripts:
             return client.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
         return script(keys=keys, args=args, client=client)
 
+    def script(self, name: str) -> Any:
+        """The registered script ``name`` (its ``sha`` and source), for a caller that packs EVALSHA itself."""
+        return self._scripts[name]
+
     def load(self, client: Any) -> None:
         """Load every script on every primary of a (sync) cluster, before a pipeline calls them."""
         for script in self._scripts.values():
@@ -138,11 +146,11 @@ class Scripts:
     def unpark(self, kind: str, batch: int = 100, client: Any = None) -> Any:
         return self._call("unpark", [self.keys.parked, self.keys.jobs], [kind, batch], client)
 
-    def defer(self, entry_id: str, run_at: float, member: str, client: Any = None) -> Any:
+    def defer(self, entry_id: str, run_at: float, member: str, client: Any = None, *, consumer: str = "") -> Any:
         """Move a throttled job refused a token to ``throttled`` until ``run_at`` (the retry script's move,
         attempts unchanged)."""
         return self._call(
-            "retry", [self.keys.throttled, self.keys.jobs], [GROUP, entry_id, repr(run_at), member], client
+            "retry", [self.keys.throttled, self.keys.jobs], [GROUP, entry_id, repr(run_at), member, consumer], client
         )
 
     def take_token(self, kind: str, now: float, default: float | None, burst_s: float, client: Any = None) -> Any:
@@ -151,11 +159,16 @@ class Scripts:
             "take_token", keys, [repr(now), kind, "" if default is None else repr(default), burst_s], client
         )
 
-    def retry(self, entry_id: str, run_at: float, member: str, client: Any = None) -> Any:
+    def ack(self, consumer: str, entry_ids: Iterable[str], client: Any = None) -> Any:
+        """Acknowledge the ``entry_ids`` still ``consumer``'s; returns the stale ids, left alone."""
+        return self._call("ack", [self.keys.jobs], [GROUP, consumer, *entry_ids], client)
+
+    def retry(self, entry_id: str, run_at: float, member: str, client: Any = None, *, consumer: str = "") -> Any:
+        """``consumer``: the retry lands only while the entry is still its own ("" = whoever owns it)."""
         return self._call(
             "retry",
             [self.keys.delayed, self.keys.jobs],
-            [GROUP, entry_id, repr(run_at), member],
+            [GROUP, entry_id, repr(run_at), member, consumer],
             client,
         )
 
@@ -167,9 +180,11 @@ class Scripts:
         maxlen: int,
         min_idle_ms: int = 0,
         keep_original: bool = True,
+        consumer: str = "",
         client: Any = None,
     ) -> Any:
-        args: list[Any] = [GROUP, entry_id, maxlen, min_idle_ms, int(keep_original)]
+        """``consumer``: bury only while the entry is still its own ("" = whoever owns it: the poison check)."""
+        args: list[Any] = [GROUP, entry_id, maxlen, min_idle_ms, int(keep_original), consumer]
         for name, value in fields.items():
             args += [name, value]
         return self._call("bury", [self.keys.jobs, self.keys.dead, self.keys.dead_evicted], args, client)

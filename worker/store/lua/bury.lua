@@ -11,14 +11,18 @@ ARGV[4]  min_idle_ms when > 0, bury only if the entry is pending and idle at
                      least this long (the reclaim loop's poison check); 0 = always
 ARGV[5]  keep        1: the dead entry starts from the entry's own fields; 0: only
                      from ARGV[6..] (an oversized entry, whose fields the caller cut down)
-ARGV[6..] field, value pairs that override or extend the entry's own fields
+ARGV[6]  consumer    the settling consumer: bury only while the entry is still its
+                     own (includes/owned.lua); '' = any owner (the poison check)
+ARGV[7..] field, value pairs that override or extend the entry's own fields
           (attempts, error, traceback, reason, failed_at, worker, ...)
 
 Returns: the dead entry's id, or false when nothing was done (the entry is no
-longer pending, or was claimed since the caller looked).
+longer pending, or was claimed since the caller looked, or is another
+consumer's since a reclaim took it over).
 With keep = 1 the original fields are read here from the stream, byte for
 byte, so a malformed entry is preserved exactly as it arrived.
 ]]
+--- @include "owned"
 local min_idle = tonumber(ARGV[4])
 if min_idle > 0 then
   local p = redis.call('XPENDING', KEYS[1], ARGV[1], 'IDLE', min_idle, ARGV[2], ARGV[2], 1)
@@ -26,11 +30,12 @@ if min_idle > 0 then
     return false
   end
 end
-if redis.call('XACK', KEYS[1], ARGV[1], ARGV[2]) == 0 then
+if not owned(KEYS[1], ARGV[1], ARGV[6], ARGV[2]) then
   return false
 end
+redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
 local overrides = {}
-for i = 6, #ARGV, 2 do
+for i = 7, #ARGV, 2 do
   overrides[ARGV[i]] = ARGV[i + 1]
 end
 local args = {}
@@ -47,7 +52,7 @@ if #found == 1 then
     end
   end
 end
-for i = 6, #ARGV, 2 do
+for i = 7, #ARGV, 2 do
   args[#args + 1] = ARGV[i]
   args[#args + 1] = ARGV[i + 1]
 end

@@ -1,0 +1,87 @@
+"""An enqueue's XADD written as RESP by the queue itself, onto a connection of the client's own pool.
+
+The read loop packs its XACK + XREADGROUP itself (:mod:`worker.loop.resp`); a producer that enqueues
+from its request path deserves the same: redis-py 8's command layer (argument encoding, the retry
+wrapper, the response callbacks) costs more per XADD than the packing and the round trip together.
+The head of the command (``XADD <key> *``) is packed once per partition (:func:`xadd_head`, kept with
+the queue's settings); a call packs only the job's fields (:func:`xadd_command`).
+
+Only what a plain ``redis.Redis`` / ``redis.asyncio.Redis`` with a connection pool does takes this path
+(:func:`packs_for`); a cluster client, a client holding a single connection, or anything else goes
+through ``xadd`` as before. A reply the server refuses raises the same ``ResponseError`` subclasses as
+redis-py's (its connection parses the reply). A connection lost midway is dropped and the command
+goes through the client's ``execute_command`` once, so the client's own retry policy applies as it did
+before (and, as before, a write whose reply was lost may be written again; handlers are idempotent).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import redis
+import redis.asyncio
+
+#: What a lost connection raises: the command is handed to the client's own retrying path.
+LOST = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)
+
+
+def bulk(value: str) -> bytes:
+    """One RESP bulk string."""
+    data = value.encode()
+    return b"$%d\r\n%b\r\n" % (len(data), data)
+
+
+def xadd_head(stream: str) -> bytes:
+    """``XADD <stream> *`` packed, without the array's length (which counts the fields)."""
+    return bulk("XADD") + bulk(stream) + bulk("*")
+
+
+def xadd_command(head: bytes, fields: Mapping[str, str]) -> bytes:
+    """The whole ``XADD <stream> * field value ...`` as RESP, from its packed ``head``."""
+    parts = [b"*%d\r\n%b" % (3 + 2 * len(fields), head)]
+    for name, value in fields.items():
+        key, data = name.encode(), value.encode()
+        parts.append(b"$%d\r\n%b\r\n$%d\r\n%b\r\n" % (len(key), key, len(data), data))
+    return b"".join(parts)
+
+
+def packs_for(client: Any) -> bool:
+    """Whether ``client`` is a plain client drawing connections from a pool (then its XADD is packed here)."""
+    return isinstance(client, redis.Redis | redis.asyncio.Redis) and client.connection is None
+
+
+def send(client: Any, command: bytes, stream: str, fields: Mapping[str, str]) -> Any:
+    """Send the packed XADD on a pooled connection and read its reply; on a lost connection, the client's
+    ``xadd`` (with its retries). Interrupted between send and reply (a signal, a cancellation), redis-py's
+    connection closes itself, so no later command reads this one's reply."""
+    pool = client.connection_pool
+    try:
+        conn = pool.get_connection()
+    except LOST:
+        return client.xadd(stream, fields)
+    try:
+        conn.send_packed_command((command,))
+        return conn.read_response()
+    except LOST:
+        conn.disconnect()
+    finally:
+        pool.release(conn)
+    return client.xadd(stream, fields)
+
+
+async def send_async(client: Any, command: bytes, stream: str, fields: Mapping[str, str]) -> Any:
+    """:func:`send` for a ``redis.asyncio`` client."""
+    pool = client.connection_pool
+    try:
+        conn = await pool.get_connection()
+    except LOST:
+        return await client.xadd(stream, fields)
+    try:
+        await conn.send_packed_command(command)
+        return await conn.read_response()
+    except LOST:
+        await conn.disconnect()
+    finally:
+        await pool.release(conn)
+    return await client.xadd(stream, fields)
