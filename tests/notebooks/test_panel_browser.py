@@ -345,7 +345,7 @@ def barcode_story(page: Page) -> None:
     page.get_by_role("button", name="Replay…").click()  # the question and Confirm, right under the list
     wait_text(page.locator(".widget-html"), "Replay 1 selected dead letter")
     picture(page)
-    page.get_by_role("button", name="Cancel").click()
+    page.get_by_role("button", name="Cancel", exact=True).click()
     type_in(page.locator(".opslib-actions"), "Reason", "order refunded, INC-2211")
     page.get_by_role("button", name="Discard…").click()
     confirm = page.get_by_role("button", name="Confirm discard")

@@ -21,6 +21,7 @@ from worker.archive.table import migrate_url
 from worker.store import attempt_log, wire
 from worker.store.enqueue import enqueue
 from worker.store.keys import Keys
+from worker.store.versions import stamped
 
 KINDS = "tests.queue.kinds_basic"
 
@@ -163,7 +164,8 @@ def test_a_job_enqueued_just_under_max_job_bytes_still_retries_until_its_policy_
     retried to exhaustion, not dead-lettered as oversized on its second delivery."""
     limit = 4096
     monkeypatch.setenv("MAX_JOB_BYTES", str(limit))
-    base = {"kind": "fail_fifteen_retries", "job_id": "at-the-limit", "attempts": "0", "order_id": ""}
+    # As enqueue writes it: with the kind's version (``v``) when this process has registered the kind.
+    base = stamped({"kind": "fail_fifteen_retries", "job_id": "at-the-limit", "attempts": "0", "order_id": ""}, None)
     fields = {"job_id": "at-the-limit", "order_id": "x" * (limit - wire.job_bytes(base))}
     enqueue(r, "fail_fifteen_retries", fields, prefix=prefix)
     [(_id, entry)] = r.xrange(keys.jobs)

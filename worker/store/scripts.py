@@ -125,11 +125,12 @@ class Scripts:
             args += [field, value]
         return self._call("schedule_tick", [self.keys.sched(name, tick_epoch), self.keys.jobs], args, client)
 
-    def promote(self, now: float, batch: int = 100, client: Any = None, *, throttled: bool = False) -> Any:
-        """Move due members of ``delayed`` (``throttled=True``: of ``throttled``) onto ``jobs``; park paused kinds."""
+    def promote(self, now: float | None, batch: int = 100, client: Any = None, *, throttled: bool = False) -> Any:
+        """Move due members of ``delayed`` (``throttled=True``: of ``throttled``) onto ``jobs``; park paused kinds.
+        Due at ``now``, or (None) at Redis's own time, read in the script."""
         source = self.keys.throttled if throttled else self.keys.delayed
         keys = [source, self.keys.jobs, self.keys.paused, self.keys.parked]
-        return self._call("promote", keys, [repr(now), batch], client)
+        return self._call("promote", keys, ["time" if now is None else repr(now), batch], client)
 
     def park(self, entry_id: str, kind: str, client: Any = None) -> Any:
         keys = [self.keys.jobs, self.keys.paused, self.keys.parked]

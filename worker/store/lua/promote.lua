@@ -6,7 +6,8 @@ KEYS[1]  delayed   sorted set; score = run time (epoch s), member = job fields a
 KEYS[2]  jobs      stream
 KEYS[3]  paused    hash kind -> JSON: the kinds paused now (the partition's copy)
 KEYS[4]  parked    sorted set of parked jobs (see park.lua)
-ARGV[1]  now       epoch seconds (float); members with score <= now are due
+ARGV[1]  now       epoch seconds (float); members with score <= now are due; `time`: Redis's own
+                   clock (TIME), as the worker asks, so that no machine's clock runs a job early
 ARGV[2]  batch     how many members to move in this call
 
 Returns: the number of members moved (0..batch). The caller repeats while the
@@ -22,8 +23,10 @@ Lua's text for it ("table: 0x...").
 ]]
 --- @include "delayed_entry"
 --- @include "parked_member"
-local due = redis.call('ZRANGE', KEYS[1], '-inf', ARGV[1], 'BYSCORE', 'LIMIT', 0, tonumber(ARGV[2]))
 local clock = redis.call('TIME')
+local upto = ARGV[1]
+if upto == 'time' then upto = clock[1] .. '.' .. string.format('%06d', tonumber(clock[2])) end
+local due = redis.call('ZRANGE', KEYS[1], '-inf', upto, 'BYSCORE', 'LIMIT', 0, tonumber(ARGV[2]))
 local now_ms = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 for i, member in ipairs(due) do
   local args = delayed_entry(member)
