@@ -23,7 +23,7 @@ Commands::
     delayed [--kind K]                     the delayed jobs, soonest first
     run-now JOB_ID ... [--dry-run] [--yes] move delayed jobs onto the queue now
     cancel ID ... --reason TEXT [--dry-run] [--yes]
-                                           stop running jobs, remove waiting and delayed ones (job or entry ids)
+                                           stop running jobs, remove those not started (job or entry ids)
     runbook KIND [--since 2h] [--signature S] [--out DIR]
                                            run the investigate-kind runbook: a notebook and its HTML
     kinds, pause, resume, throttle, actions
@@ -120,7 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
     later.add_argument("--kind")
     for name, helps in (
         ("run-now", "move delayed jobs onto the queue now"),
-        ("cancel", "stop running jobs, remove waiting and delayed ones (recorded with who and why)"),
+        ("cancel", "stop running jobs, remove waiting, delayed, throttled and parked ones (recorded with who and why)"),
     ):
         move = sub.add_parser(name, help=helps)
         ids = "job ids or entry ids" if name == "cancel" else "job ids (the job_id column of `delayed`)"

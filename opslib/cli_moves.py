@@ -232,7 +232,7 @@ JOBS = Listing("job", show_jobs, "waiting, running or delayed (finished, or no s
 
 
 def cancel_move(args: argparse.Namespace) -> CliMove:
-    """``cancel ID ... --reason R``: stop running jobs, remove waiting and delayed ones."""
+    """``cancel ID ... --reason R``: stop running jobs, remove those not started (waiting, delayed, held back)."""
     return CliMove(
         question=lambda n: f"Cancel {plural(n, 'job')}?",
         plan=lambda: as_taken(cancel(args.job_ids, reason=args.reason, dry_run=True)),

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import glob
 import importlib
 import io
 import json
 import logging
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -230,3 +232,22 @@ def replay_at_once(
     """Two processes call ``opslib.moves.replay`` on the same ids at once, in the given orders
     (see :func:`move_at_once`); each returns ``{"replayed": [dead ids], "counts": {status: n}}``."""
     return move_at_once(r, redis_url, prefix, dead_ids, (("replay", orders[0]), ("replay", orders[1])), folder)
+
+
+LIB_GLOB = "/usr/lib/*/faketime/libfaketime.so.1"
+
+
+def libfaketime() -> str:
+    """The libfaketime library: installed from Debian if missing and possible, else the test is skipped."""
+    found = glob.glob(LIB_GLOB)
+    if not found and os.geteuid() == 0 and shutil.which("apt-get"):
+        subprocess.run(
+            ["apt-get", "install", "-y", "-q", "--no-install-recommends", "faketime"],
+            capture_output=True,
+            timeout=240,
+            env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
+        )
+        found = glob.glob(LIB_GLOB)
+    if not found:
+        pytest.skip("libfaketime (Debian package faketime) is not installed and apt-get could not install it")
+    return found[0]

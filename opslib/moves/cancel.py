@@ -10,15 +10,20 @@
       (async: ``CancelledError``; plain: ``job.stopping``, then the kill for
       ``isolation="process"``) and acknowledges it, never retried nor
       dead-lettered;
-    - a delayed job (a retry, or a later run) is taken out of ``delayed``
-      (the cancel_delayed script, recorded in the archive as discarded).
+    - a delayed job (a retry, or a later run), a throttled one (deferred by
+      its kind's throttle, in ``throttled``) or a parked one (of a paused
+      kind, in ``parked``) is taken out of its set (the cancel_delayed
+      script, recorded in the archive as discarded) and never starts.
 
-    Each entry moves in one script (cancel_entry), so a worker reading the
-    entry at that moment and this call never both take it. The marks go to
+    Each entry moves in one script (cancel_entry), and each member in one
+    (cancel_delayed), so a worker reading the entry, promoting the member or
+    unparking it at that moment and this call never both take it. The marks go to
     the partition's ``cancels`` (:mod:`worker.store.cancels`): a worker that
     missed the announcement on the ``cancel`` channel (a dropped
     subscription, a reconnect) reads them at its next claim refresh, and
     ``opslib.find`` shows them (``where`` = ``cancelled``, with by and why).
+    Each call that cancels also trims the marks a day old whose entry no
+    worker holds (:func:`worker.store.cancels.trim_marks`).
 
 Returns one row per id: id, job_id, kind, status (``cancelled``: it was
 running; ``removed``: it had not started; ``finished``: already done, dead or
@@ -47,12 +52,13 @@ from opslib.columns import TEXT, typed_frame
 from opslib.connection import settings
 from opslib.find import on_jobs
 from opslib.moves.batches import new_batch_id
-from opslib.moves.delayed_jobs import job_ids_of, members_by_job
+from opslib.moves.delayed_jobs import job_ids_of
 from opslib.operator import Operator
 from opslib.session import Servers, Session
-from worker.store.cancels import announcement, marks_of, new_mark
+from worker.store.cancels import announcement, mark_cutoff, marks_of, new_mark, trim_marks
 from worker.store.failures import now_iso
-from worker.store.wire import decode_member, text
+from worker.store.keys import Keys
+from worker.store.wire import decode_member, job_id_of, text
 
 CANCELLED, REMOVED, FINISHED, NOT_FOUND = "cancelled", "removed", "finished", "not found"
 WOULD_CANCEL, WOULD_REMOVE = "would cancel", "would remove"
@@ -90,6 +96,9 @@ def cancel(
             kinds = {row[2] for row in taken}
             kind = kinds.pop() if len(kinds) == 1 else ""
             session.record(Action("cancel", operator, kind, entries=len(taken), batch=batch))
+            cutoff = mark_cutoff()
+            for scripts in session.scripts:
+                trim_marks(scripts, cutoff)  # the marks that have done their work go (worker.store.cancels)
     columns = {name: [row[n] for row in rows] for n, name in enumerate(("id", "job_id", "kind", "status"))}
     frame = typed_frame({**columns, "batch": [batch] * len(rows)}, CANCEL_COLUMNS)
     frame.attrs["batch"] = batch
@@ -107,23 +116,53 @@ def _cancel_one(session: Session, value: str, mark: str, operator: Operator, dry
             status, of = scripts.cancel_entry(row["id"], mark, dry_run=dry_run)
             found.append(text(status))
             job_id, kind = text(of) or job_id or row["job_id"], row["kind"]
-    for partition, member in members_by_job(session.client, session.parts, [value])[value]:
-        job_id, kind = value, decode_member(member).get("kind", "")
-        found.append(WOULD_REMOVE if dry_run else _remove_delayed(session, partition, member, value, mark, operator))
+    for keys in session.parts:
+        for source, member, fields in held_members(session.client, keys, value):
+            job_id, kind = value, fields.get("kind", "")
+            if dry_run:
+                found.append(WOULD_REMOVE)
+            else:
+                found.append(_remove_held(session, keys.partition, source, member, value, mark, operator))
     if not found and any(marks_of(session.client, keys, [value]) for keys in session.parts):
         found.append(FINISHED)  # cancelled before: nothing left to do
     status = next((s for s in ORDER if s in found), NOT_FOUND)
     return value, job_id, kind, status
 
 
-def _remove_delayed(session: Session, partition: int, member: bytes, job_id: str, mark: str, operator: Operator) -> str:
-    """Take one delayed member out (recorded in the archive as discarded), and mark the job removed."""
+def held_members(client: Any, keys: Keys, job_id: str) -> list[tuple[str, bytes, dict[str, str]]]:
+    """(set, member, fields) of ``job_id``'s members that wait in ``keys``' ``delayed``, ``throttled``
+    (same members) and ``parked`` (kind NUL order NUL fields as a JSON array), each set read whole."""
+    found: list[tuple[str, bytes, dict[str, str]]] = []
+    for source in (keys.delayed, keys.throttled, keys.parked):
+        for member in client.zrange(source, 0, -1):
+            try:
+                fields = _parked_fields(member) if source == keys.parked else decode_member(member)
+            except ValueError:
+                continue  # malformed: the worker dead-letters it when it is due
+            if job_id_of(fields) == job_id:
+                found.append((source, member, fields))
+    return found
+
+
+def _parked_fields(member: bytes) -> dict[str, str]:
+    """The fields of a member of ``parked`` (worker/store/lua/includes/parked_member.lua)."""
+    parts = member.split(b"\0", 2)
+    flat = json.loads(parts[2]) if len(parts) == 3 else None
+    if not isinstance(flat, list):
+        raise ValueError("a parked member holds its fields as a JSON array after its second NUL")
+    return {str(name): str(value) for name, value in zip(flat[::2], flat[1::2], strict=False)}
+
+
+def _remove_held(
+    session: Session, partition: int, source: str, member: bytes, job_id: str, mark: str, operator: Operator
+) -> str:
+    """Take one waiting member out (recorded in the archive as discarded), and mark the job removed."""
     said = json.loads(mark)
     by, reason = operator.by, operator.reason or ""
     moved: Any = session.scripts[partition].cancel_delayed(
-        member, said["batch"], by=by, reason=reason, at=said["at"], record=settings().archive_on
+        member, said["batch"], by=by, reason=reason, at=said["at"], record=settings().archive_on, source=source
     )
     if not moved:
-        return FINISHED  # promoted meanwhile: its entry on jobs was looked at above, or it ran
+        return FINISHED  # promoted or unparked meanwhile: its entry on jobs was looked at above, or it ran
     session.client.hset(session.parts[partition].cancels, job_id, json.dumps({**said, "status": REMOVED}))
     return REMOVED

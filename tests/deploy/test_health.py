@@ -15,7 +15,7 @@ from pathlib import Path
 
 import redis
 
-from tests.helpers import ROOT, Workers, wait_for
+from tests.helpers import ROOT, Workers, libfaketime, wait_for
 from worker.embedded.servers import start_redis
 from worker.store.enqueue import enqueue
 from worker.store.heartbeats import live_workers
@@ -89,8 +89,9 @@ def test_health_sends_a_handful_of_commands_among_a_million_unrelated_keys(tmp_p
         ran = calls(client) - before
         ran["info"] -= 1  # the INFO that took `before`
         # commandstats counts a script's own calls too: health's one EVAL reads the live workers, the paused kinds,
-        # the throttles (a ZRANGEBYSCORE and two HGETALL inside the server) and what is due soon in delayed.
-        inside = {"zrangebyscore": 2, "hgetall": 2}
+        # the throttles (a ZRANGEBYSCORE and two HGETALL inside the server), what is due soon in delayed, and
+        # Redis's TIME (health's "now", and the clock it compares this machine's with).
+        inside = {"zrangebyscore": 2, "hgetall": 2, "time": 1}
         assert +ran == Counter({"info": 1, "get": 1, "xinfo|groups": 1, "eval": 1, **inside}), ran
         sent = ran.total() - sum(inside.values())
         assert (result.returncode, result.stdout.strip()) == (0, "healthy: 1 worker heartbeat(s) fresh")
@@ -127,3 +128,21 @@ def test_health_warns_when_the_prefix_is_empty(redis_url: str) -> None:
     result = health(redis_url, "")
     assert "warning: QUEUE_PREFIX is empty" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_health_judges_heartbeats_by_redis_clock_and_says_when_this_machines_is_off(
+    redis_url: str, r: redis.Redis, keys: Keys, prefix: str, workers: Workers
+) -> None:
+    """A worker and its health check on a machine whose clock is 130 s ahead of Redis's (libfaketime): the
+    heartbeat is written and read on Redis's clock, so the worker is healthy, and the line says the offset."""
+    lib = libfaketime()
+    skewed = {"LD_PRELOAD": lib, "FAKETIME": "+130s"}
+    workers.start(KINDS, WORKER_NAME="ahead", **skewed)
+    wait_for(lambda: "ahead" in live_workers(r, keys), what="the skewed worker's heartbeat, on Redis's clock")
+    (score,) = [s for name, s in r.zrange(keys.workers, 0, -1, withscores=True) if name == b"ahead"]
+    assert score < r.time()[0] + 20, "the heartbeat's expiry is on Redis's clock, not 130 s ahead"
+    said = health(redis_url, prefix, WORKER_NAME="ahead", **skewed)
+    assert said.returncode == 0, said.stdout + said.stderr
+    assert said.stdout.startswith("healthy: 1 worker heartbeat(s) fresh; this machine's clock is +13"), said.stdout
+    plain = health(redis_url, prefix, WORKER_NAME="ahead")
+    assert plain.stdout.strip() == "healthy: 1 worker heartbeat(s) fresh"

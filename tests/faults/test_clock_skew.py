@@ -11,21 +11,16 @@ early, when each read its own clock).
 
 from __future__ import annotations
 
-import glob
-import os
 import re
-import shutil
 import signal
-import subprocess
 from collections import Counter
 from datetime import datetime
 
-import pytest
 import redis
 
 from tests.faults.kinds_faults import ticks_key
 from tests.faults.kinds_schedule import starts_key
-from tests.helpers import Workers, wait_for
+from tests.helpers import Workers, libfaketime, wait_for
 from worker.store.keys import Keys
 from worker.store.wire import encode_member
 
@@ -33,23 +28,6 @@ TICKS = 20
 SKEWS = (-5, 0, 130)
 DELAYED = 20
 KINDS = "tests.faults.kinds_schedule"
-LIB_GLOB = "/usr/lib/*/faketime/libfaketime.so.1"
-
-
-def libfaketime() -> str:
-    """The libfaketime library: installed from Debian if missing and possible, else the test is skipped."""
-    found = glob.glob(LIB_GLOB)
-    if not found and os.geteuid() == 0 and shutil.which("apt-get"):
-        subprocess.run(
-            ["apt-get", "install", "-y", "-q", "--no-install-recommends", "faketime"],
-            capture_output=True,
-            timeout=240,
-            env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
-        )
-        found = glob.glob(LIB_GLOB)
-    if not found:
-        pytest.skip("libfaketime (Debian package faketime) is not installed and apt-get could not install it")
-    return found[0]
 
 
 def test_three_skewed_workers_enqueue_each_tick_exactly_once(

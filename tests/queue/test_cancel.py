@@ -4,6 +4,7 @@ pub/sub message through the durable mark (docs/worker.md, "Cancelling a job").""
 
 from __future__ import annotations
 
+import json
 import statistics
 import time
 
@@ -12,10 +13,12 @@ import redis
 
 import opslib
 from tests.helpers import Workers, wait_for
-from worker.store.cancels import new_mark
+from worker.store.cancels import mark_cutoff, new_mark, trim_marks
 from worker.store.enqueue import enqueue
+from worker.store.failures import now_iso
 from worker.store.keys import GROUP, Keys
 from worker.store.scripts import Scripts
+from worker.store.wire import encode_member
 
 KINDS = "tests.queue.kinds_stopping"
 FAST_REFRESH = {"RECLAIM_IDLE_MS": "600", "RECLAIM_INTERVAL_S": "0.2"}
@@ -59,6 +62,60 @@ def test_a_job_cancelled_before_it_starts_never_runs(r: redis.Redis, keys: Keys,
     assert found["status"].iloc[0] == "removed by ana" and found["reason"].iloc[0] == "wrong template, INC-2217"
     logged = opslib.actions(**at)
     assert "cancel" in set(logged["action"])
+
+
+def test_a_parked_or_throttled_job_cancelled_is_removed_and_never_runs(
+    r: redis.Redis, keys: Keys, workers: Workers
+) -> None:
+    """One job parked (its kind paused) and one deferred by a throttle, as a worker leaves them: each is
+    removed by its own script and never runs, after the pause is lifted and the throttle's turn has come."""
+    parked, deferred = (job_id_of(r, keys, enqueue(r, "quick", {}, prefix=keys.prefix)) for _ in range(2))
+    kept = job_id_of(r, keys, enqueue(r, "quick", {}, prefix=keys.prefix))
+    r.xgroup_create(keys.jobs, GROUP, id="0", mkstream=True)
+    (one, _), (two, fields), _third = r.xreadgroup(GROUP, "c1", {keys.jobs: ">"}, count=2)[0][1] + [(None, None)]
+    scripts = Scripts(r, keys)
+    r.hset(keys.paused, "quick", '{"by": "ana"}')
+    assert scripts.park(one.decode(), "quick") == 1
+    member = encode_member({k.decode(): v.decode() for k, v in fields.items()})
+    assert scripts.defer(two.decode(), time.time() + 0.2, member) == 1
+    at = {"client": r, "prefix": keys.prefix}
+    dry = opslib.cancel([parked, deferred], reason="INC-2218", dry_run=True, **at)
+    assert list(dry["status"]) == ["would remove", "would remove"]
+    assert r.zcard(keys.parked) == 1 and r.zcard(keys.throttled) == 1  # a dry run changes nothing
+    done = opslib.cancel([parked, deferred], reason="INC-2218", by="ana", **at)
+    assert list(done["status"]) == ["removed", "removed"] and list(done["kind"]) == ["quick", "quick"]
+    assert r.zcard(keys.parked) == 0 and r.zcard(keys.throttled) == 0
+    r.hdel(keys.paused, "quick")
+    assert scripts.unpark("quick") == 0
+    workers.here(KINDS)
+    assert r.smembers(tkey(keys, "done")) == {kept.encode()}  # 0 runs of the two cancelled
+    for job_id in (parked, deferred):  # the mark, and the archive's record with the job's own fields
+        found = opslib.find(job_id, **at)
+        assert sorted(found["status"]) == ["discarded", "removed by ana"]
+        assert list(found.loc[found["status"] == "discarded", "kind"]) == ["quick"]
+
+
+def test_the_cancel_marks_go_once_no_worker_holds_their_entry(r: redis.Redis, keys: Keys) -> None:
+    """Each cancel call trims the marks older than a day that no worker holds (a job removed, or one whose
+    entry was acknowledged), in bounded steps; a mark whose entry is still pending to a worker stays."""
+    scripts, old = Scripts(r, keys), "2026-01-01T00:00:00.000Z"
+    removed, held, acked, recent = (enqueue(r, "quick", {}, prefix=keys.prefix) for _ in range(4))
+    ids = {entry: job_id_of(r, keys, entry) for entry in (removed, held, acked, recent)}
+    assert scripts.cancel_entry(removed, new_mark("ana", "old", old, "b-0"))[0] == b"removed"
+    r.xgroup_create(keys.jobs, GROUP, id="0", mkstream=True)
+    r.xreadgroup(GROUP, "c1", {keys.jobs: ">"}, count=2)  # held and acked: pending to a worker
+    for entry in (held, acked):
+        assert scripts.cancel_entry(entry, new_mark("ana", "old", old, "b-0"))[0] == b"cancelled"
+    r.xack(keys.jobs, GROUP, acked)
+    assert scripts.cancel_entry(recent, new_mark("ana", "new", now_iso(), "b-1"))[0] == b"removed"
+    stale = {f"old-{n}": json.dumps({"at": old, "status": "removed"}) for n in range(250)}
+    r.hset(keys.cancels, mapping={**stale, "junk": "not a mark"})  # more than one step's 100
+    opslib.cancel("nope", reason="trims the marks", client=r, prefix=keys.prefix)
+    assert set(r.hkeys(keys.cancels)) == {ids[held].encode(), ids[recent].encode()}
+    r.xack(keys.jobs, GROUP, held)  # its worker stopped it
+    assert trim_marks(scripts, mark_cutoff()) == 1
+    assert r.hkeys(keys.cancels) == [ids[recent].encode()]
+    assert trim_marks(scripts, mark_cutoff(keep_s=-60)) == 1  # past its keep, the last one goes too
 
 
 @pytest.mark.parametrize("kind", ["async_long", "sync_long"])

@@ -18,7 +18,8 @@ degraded report does not need them.
 A handful of commands whatever the size of the keyspace (no SCAN; RESP2, so no
 HELLO; no CLIENT SETINFO): INFO (the mode), GET (the partition count), XINFO
 GROUPS per partition, one EVAL reading the live workers (:mod:`worker.store.heartbeats`), and
-for a healthy worker two HGETALL (the pauses and the throttles) and, per
+for a healthy worker two HGETALL (the pauses and the throttles), Redis's ``TIME`` (the
+line says when this machine's clock is more than 2 s off it) and, per
 partition, one bounded ZRANGEBYSCORE of what is due in ``delayed`` within the
 hand-back's wait: the entries handed back to wait for a worker that runs their
 kind or version (``waiting_since`` set), counted by kind and version as
@@ -45,6 +46,7 @@ from worker.store.heartbeats import HEARTBEAT_TTL_S, live_workers
 from worker.store.keys import GROUP, Keys
 from worker.store.partitions import keys_for, recorded_count
 from worker.store.refusals import describe_refusal, refusal_code
+from worker.store.server_clock import WARN_S
 from worker.store.versions import VERSION_FIELD, WAITING_SINCE_FIELD
 from worker.store.wire import decode_member, json_object, text
 
@@ -52,15 +54,18 @@ from worker.store.wire import decode_member, json_object, text
 #: without the ``no-writes`` flag: Redis refuses it exactly when it refuses the moves.
 LIVE_IF_WRITABLE = "#!lua\nreturn redis.call('ZRANGEBYSCORE', KEYS[1], ARGV[1], '+inf')"
 #: On a single server the same script also reads what is held back (KEYS[2]: ``paused``, KEYS[3]:
-#: ``throttles``) and what is due soon in each partition's ``delayed`` (KEYS[4..]; ARGV[2]: the upper
-#: score, ARGV[3]: the cap), so health stays at four commands; a cluster keeps those keys in other slots.
+#: ``throttles``) and what is due soon in each partition's ``delayed`` (KEYS[4..]; ARGV[1]: seconds ahead
+#: of now, ARGV[2]: the cap), all on Redis's clock (``TIME``, returned last), so health stays at four
+#: commands; a cluster keeps those keys in other slots.
 LIVE_AND_HELD_IF_WRITABLE = """#!lua
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 local due = {}
 for i = 4, #KEYS do
-  due[#due + 1] = redis.call('ZRANGEBYSCORE', KEYS[i], '-inf', ARGV[2], 'LIMIT', 0, tonumber(ARGV[3]))
+  due[#due + 1] = redis.call('ZRANGEBYSCORE', KEYS[i], '-inf', now + tonumber(ARGV[1]), 'LIMIT', 0, tonumber(ARGV[2]))
 end
-return {redis.call('ZRANGEBYSCORE', KEYS[1], ARGV[1], '+inf'), redis.call('HGETALL', KEYS[2]),
-        redis.call('HGETALL', KEYS[3]), due}"""
+return {redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. string.format('%.6f', now), '+inf'), redis.call('HGETALL', KEYS[2]),
+        redis.call('HGETALL', KEYS[3]), due, t}"""
 #: The most ``delayed`` members health reads per partition for :func:`awaiting` (the line says "at least").
 AWAITING_CAP = 1000
 
@@ -129,28 +134,48 @@ def held_back(paused: dict[Any, Any], throttles: dict[Any, Any]) -> str:
 
 
 def live_unless_refused(client: Any, keys: Keys, count: int) -> tuple[set[str], str, str]:
-    """The live workers, what is held back (:func:`held_back`) and why Redis refuses writes now ("" when it
-    does not). One script on a single server; on a cluster the pauses and throttles are read apart. When
-    Redis refuses, the live workers are read again by a plain ZRANGE (the degraded line needs nothing more)."""
-    now = time.time()
+    """The live workers, what is held back (:func:`held_back`, and this machine's clock when it is off
+    Redis's: :func:`clock_note`) and why Redis refuses writes now ("" when it does not). One script on a
+    single server; on a cluster the pauses and throttles are read apart. Heartbeats are on Redis's clock
+    (:mod:`worker.store.server_clock`), and so is "now" here. When Redis refuses, the live workers are read
+    again by a plain ZRANGE (the degraded line needs nothing more)."""
     parts = keys_for(keys.prefix, count)
-    soon = repr(now + WAIT_S + 1)  # a waiting entry is due again within the hand-back's wait
+    ahead_s = WAIT_S + 1  # a waiting entry is due again within the hand-back's wait
+    before = time.time()
     try:
         if is_cluster(client):
+            server = client.time()
+            now = int(server[0]) + int(server[1]) / 1e6
             names = client.eval(LIVE_IF_WRITABLE, 1, keys.workers, f"({now}")
             paused, throttles = client.hgetall(parts[0].paused), client.hgetall(keys.throttles)
-            due = [client.zrangebyscore(part.delayed, "-inf", soon, start=0, num=AWAITING_CAP) for part in parts]
+            due = [
+                client.zrangebyscore(part.delayed, "-inf", repr(now + ahead_s), start=0, num=AWAITING_CAP)
+                for part in parts
+            ]
         else:
             script_keys = (keys.workers, parts[0].paused, keys.throttles, *(part.delayed for part in parts))
-            names, paused_flat, throttles_flat, due = client.eval(
-                LIVE_AND_HELD_IF_WRITABLE, len(script_keys), *script_keys, f"({now}", soon, AWAITING_CAP
+            names, paused_flat, throttles_flat, due, server = client.eval(
+                LIVE_AND_HELD_IF_WRITABLE, len(script_keys), *script_keys, ahead_s, AWAITING_CAP
             )
+            now = int(server[0]) + int(server[1]) / 1e6
             paused, throttles = _pairs(paused_flat), _pairs(throttles_flat)
     except redis.ResponseError as exc:
         if refusal_code(exc) is None:
             raise
         return live_workers(client, keys), "", describe_refusal(exc)
-    return {text(name) for name in names}, held_back(paused, throttles) + awaiting(due), ""
+    said = held_back(paused, throttles) + awaiting(due) + clock_note(now - (before + time.time()) / 2)
+    return {text(name) for name in names}, said, ""
+
+
+def clock_note(offset_s: float) -> str:
+    """ "; this machine's clock is +130.0 s off Redis's ..." when ``offset_s`` (Redis's time minus this
+    machine's, as the worker measures it) is past :data:`~worker.store.server_clock.WARN_S`; else ""."""
+    if abs(offset_s) <= WARN_S:
+        return ""
+    return (
+        f"; this machine's clock is {-offset_s:+.1f} s off Redis's (schedules, delayed jobs and retries follow "
+        "Redis's; fix the time with NTP)"
+    )
 
 
 def awaiting(due: list[list[Any]]) -> str:

@@ -13,10 +13,10 @@ ask. A worker that dies without its goodbye stays a member until it expires
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from worker.store.keys import Keys
+from worker.store.server_clock import CLOCK
 from worker.store.wire import text
 
 #: How often the heartbeat chore beats, and how long one beat keeps a worker live.
@@ -26,18 +26,18 @@ HEARTBEAT_TTL_S = 15
 
 def beat(pipe: Any, keys: Keys, worker: str, now: float | None = None) -> None:
     """Queue one beat of ``worker`` on a pipeline (sync or async): its expiry moved ahead, the expired pruned."""
-    moment = time.time() if now is None else now
+    moment = CLOCK.now() if now is None else now
     pipe.zadd(keys.workers, {worker: moment + HEARTBEAT_TTL_S})
     pipe.zremrangebyscore(keys.workers, "-inf", f"({moment}")
 
 
 def live_workers(client: Any, keys: Keys, now: float | None = None) -> set[str]:
     """The names of the workers whose heartbeat has not expired (one ZRANGE); a ``redis.Redis``."""
-    moment = time.time() if now is None else now
+    moment = CLOCK.now() if now is None else now
     return {text(name) for name in client.zrangebyscore(keys.workers, f"({moment}", "+inf")}
 
 
 async def live_workers_async(client: Any, keys: Keys, now: float | None = None) -> set[str]:
     """:func:`live_workers` for a ``redis.asyncio`` client."""
-    moment = time.time() if now is None else now
+    moment = CLOCK.now() if now is None else now
     return {text(name) for name in await client.zrangebyscore(keys.workers, f"({moment}", "+inf")}

@@ -40,8 +40,9 @@ key (after QUEUE_PREFIX)   type        written by            read by
 ``throttles:<kind>``       hash, EX    take_token (workers)  take_token
 ``kinds:<worker>``         string, EX  declare-kinds chore   opslib.kinds, checks
 ``cancels``                hash        opslib cancel         workers (each claim refresh),
-                                       (job id -> JSON: by,  opslib.find
-                                       reason, at, status)
+                                       (job id -> JSON: by,  opslib.find; trimmed by
+                                       reason, at, status)   opslib cancel a day after
+                                                             no worker holds the entry
 ``cancel`` (channel)       pub/sub     opslib cancel         workers (the fast path)
 ``actions:log``            stream      opslib (audited moves opslib (applies it to
                                        while PostgreSQL is   ``operator_actions``)

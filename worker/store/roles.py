@@ -75,6 +75,7 @@ READS = (
     "zrangebyscore",
     "zscore",
     "zscan",
+    "hscan",
 )
 #: Running the moves (worker/store/lua), loaded once per client; EVAL for a move that waits for replicas.
 SCRIPTS = ("evalsha", "eval", "script|load", "script|exists")

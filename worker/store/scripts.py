@@ -5,8 +5,8 @@ once per client with ``register_script`` (EVALSHA, reloaded on NOSCRIPT), and
 this module builds their arguments, so the worker and opslib call the same
 moves the same way: schedule_tick, promote, ack, retry, bury, replay, discard,
 replay_archived, trim, trim_dead, refresh_claims, forget_consumers, run_now,
-cancel_delayed, cancel_entry, the incident desk's park, unpark and take_token, and hand_back (an entry of a
-payload version or kind this worker cannot run, back for one that can).
+cancel_delayed, cancel_entry, trim_cancels, the incident desk's park, unpark and take_token, and
+hand_back (an entry of a payload version or kind this worker cannot run, back for one that can).
 
 Every script starts with ``#!lua``, so that the server refuses a key the
 script did not declare, and every key it touches is passed in ``KEYS`` (none
@@ -61,6 +61,7 @@ NAMES = (
     "run_now",
     "cancel_delayed",
     "cancel_entry",
+    "trim_cancels",
     "park",
     "unpark",
     "take_token",
@@ -255,12 +256,26 @@ class Scripts:
     def cancel_entry(self, entry_id: str, mark: str, *, dry_run: bool = False, client: Any = None) -> Any:
         return self._call("cancel_entry", [self.keys.jobs, self.keys.cancels], [entry_id, mark, int(dry_run)], client)
 
+    def trim_cancels(self, cutoff: str, cursor: int | bytes | str, count: int = 100, client: Any = None) -> Any:
+        """One step of the trim of ``cancels``: ``[next cursor, marks removed]`` (worker/store/lua/trim_cancels.lua)."""
+        return self._call("trim_cancels", [self.keys.cancels, self.keys.jobs], [cutoff, cursor, count], client)
+
     def cancel_delayed(
-        self, member: str | bytes, batch: str, *, by: str, reason: str, at: str, record: bool, client: Any = None
+        self,
+        member: str | bytes,
+        batch: str,
+        *,
+        by: str,
+        reason: str,
+        at: str,
+        record: bool,
+        source: str | None = None,
+        client: Any = None,
     ) -> Any:
+        """Take ``member`` out of ``delayed`` (or ``source``: ``throttled`` or ``parked``) and record it."""
         return self._call(
             "cancel_delayed",
-            [self.keys.delayed, self.keys.dead_log],
+            [source or self.keys.delayed, self.keys.dead_log],
             [member, batch, by, reason, at, int(record)],
             client,
         )

@@ -1,7 +1,8 @@
 #!lua
 --[[ Cancel one delayed job: take its member out of delayed before a worker promotes it, and record it.
 
-KEYS[1]  delayed   sorted set; member = the job's fields as JSON
+KEYS[1]  delayed   sorted set; member = the job's fields as JSON (or `throttled`, same members; or
+                   `parked`, members kind NUL order NUL fields as a JSON array: includes/parked_member.lua)
 KEYS[2]  log       stream jobs:dead:log (the archive's record of dead entries' moves)
 ARGV[1]  member    the job's member in delayed, byte for byte
 ARGV[2]  batch     the cancel call's batch id
@@ -12,8 +13,9 @@ ARGV[6]  record    '1': add a `discarded` record to the log (the archive is on);
 
 Returns: the member's run time (its score, as a string) when it was removed,
 or false when it is no longer there (a worker promoted it since, so the job
-runs; or someone else ran or cancelled it). Promotion takes a member out in
-its own script, so a job is either cancelled here or promoted, never both.
+runs; or someone else ran or cancelled it). Promotion (and unpark, for
+`parked`) takes a member out in its own script, so a job is either cancelled
+here or promoted, never both.
 
 The record (with ARGV[6] = '1') is a `discarded` record as discard.lua
 writes, carrying the job's fields as `f.<name>` plus `f.reason` =
@@ -53,6 +55,15 @@ local id = string.format('%d-%d', ms, seq)
 local record = {'event', 'discarded', 'dead_id', id .. '-cancelled', 'batch', ARGV[2], 'by', ARGV[3],
                 'reason', ARGV[4], 'at', ARGV[5]}
 local ok, job = pcall(cjson.decode, ARGV[1])
+local first = string.find(ARGV[1], '\0', 1, true)
+local second = first and string.find(ARGV[1], '\0', first + 1, true)
+if second then  -- a parked member: its fields are name, value, ... after the second NUL
+  local read, fields = pcall(cjson.decode, string.sub(ARGV[1], second + 1))
+  ok, job = read and type(fields) == 'table', {}
+  if ok then
+    for i = 1, #fields - 1, 2 do job[fields[i]] = fields[i + 1] end
+  end
+end
 if ok and type(job) == 'table' then
   local names = {}
   for name in pairs(job) do
