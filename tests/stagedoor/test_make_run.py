@@ -44,13 +44,18 @@ def test_make_run_shows_the_night_and_ctrl_c_stops_everything(tmp_path: Path) ->
     env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "DATABASE_URL", "QUEUE_PREFIX")}
     env.update(WORKER_DATA_DIR=str(tmp_path / "data"), PYTHONPATH=str(ROOT), XDG_RUNTIME_DIR=str(tmp_path))
     log_path = tmp_path / "make-run.log"
+
+    def shown() -> bool:
+        out = log_path.read_text()
+        return out.count("was dead-lettered") >= 40 and "Rolling deploy" in out
+
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "stagedoor.demo"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
         )
     try:
-        wait_for(lambda: (log_path.read_text().count("was dead-lettered") >= 40 and "Rolling deploy" in log_path.read_text())
-                 or proc.poll() is not None, timeout_s=90, what="40 dead letters and the rolling deploy in the log")  # fmt: skip
+        wait_for(lambda: shown() or proc.poll() is not None,
+                 timeout_s=90, what="40 dead letters and the rolling deploy in the make run log")  # fmt: skip
         started = descendants(proc.pid)
         assert len(started) >= 3, log_path.read_text()  # the worker, Valkey, PostgreSQL (and its children)
         proc.send_signal(signal.SIGINT)
