@@ -16,7 +16,9 @@ worker process for this night, to start workers yourself.
 
 from __future__ import annotations
 
+import logging
 import os
+import signal
 import subprocess
 import sys
 from datetime import datetime
@@ -31,6 +33,8 @@ from stagedoor.standins import start_mail, start_payrail
 from worker.archive.table import migrate_url as migrate_archive
 from worker.embedded.servers import die_with_parent
 from worker.store.enqueue import enqueue
+
+log = logging.getLogger("stagedoor.demo")
 
 #: How many sends the mail stand-in answers 503 to at the start of the night.
 MAIL_FAILURES = 3
@@ -138,3 +142,15 @@ class DemoNight:
         if done.returncode != 0:
             raise RuntimeError(f"python -m worker --burst exited {done.returncode}:\n{done.stdout}")
         return done.stdout
+
+
+def stop_worker(worker: subprocess.Popen[bytes], grace_s: float) -> None:
+    """Stop a worker this started as Ctrl-C would (running jobs may finish), killing it ``grace_s`` + 5 s later."""
+    if worker.poll() is None:
+        worker.send_signal(signal.SIGINT)
+        try:
+            worker.wait(grace_s + 5)
+        except subprocess.TimeoutExpired:
+            log.warning("The worker did not stop within %.0f s; killing it.", grace_s + 5)
+            worker.kill()
+            worker.wait()

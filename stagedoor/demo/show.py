@@ -5,9 +5,11 @@ Starts what is unset of Valkey and PostgreSQL (embedded, under
 migrates, starts the mail and Payrail stand-ins on 127.0.0.1, loads the night
 (into the embedded database it first empties Stagedoor's tables; into yours
 it only adds), and runs one production worker, ``python -m worker``, as a
-child. Every 20 s it says where the night stands. Ctrl-C (or SIGTERM) stops
-the worker (running jobs may finish), the stand-ins and the servers it
-started, in that order; a child it started also dies with it if it is killed.
+child. Beside it, a rolling deploy of one kind runs on a prefix of its own
+(:mod:`stagedoor.demo.rollout`) and its summary is logged. Every 20 s it
+says where the night stands. Ctrl-C (or SIGTERM) stops the worker (running
+jobs may finish), the stand-ins and the servers it started, in that order;
+a child it started also dies with it if it is killed.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ import psycopg
 import redis
 
 from stagedoor.demo.night import Night
-from stagedoor.demo.session import DemoNight
+from stagedoor.demo.rollout import run_rollout
+from stagedoor.demo.session import DemoNight, stop_worker
 from worker.embedded.servers import embedded_stack
 from worker.errors import SettingsError, WorkerError
 from worker.observability import logs
@@ -92,17 +95,6 @@ def _brief(demo: DemoNight, night: Night) -> None:
     )
 
 
-def _stop_worker(worker: subprocess.Popen[bytes], grace_s: float) -> None:
-    if worker.poll() is None:
-        worker.send_signal(signal.SIGINT)
-        try:
-            worker.wait(grace_s + 5)
-        except subprocess.TimeoutExpired:
-            log.warning("The worker did not stop within %.0f s; killing it.", grace_s + 5)
-            worker.kill()
-            worker.wait()
-
-
 def main() -> int:
     try:
         settings = Settings.from_env()
@@ -131,6 +123,7 @@ def main() -> int:
             client = redis.Redis.from_url(redis_url)
             worker = demo.start_worker()
             try:
+                log.info("%s", run_rollout(demo, client).summary())
                 while worker.poll() is None:
                     deadline = time.monotonic() + STATUS_INTERVAL_S
                     while worker.poll() is None and time.monotonic() < deadline:
@@ -141,7 +134,7 @@ def main() -> int:
                 signal.signal(signal.SIGINT, signal.SIG_IGN)
                 signal.signal(signal.SIGTERM, signal.SIG_IGN)
                 log.info("Stopping: the worker first, then the stand-ins and the servers this started.")
-                _stop_worker(worker, settings.shutdown_grace_s)
+                stop_worker(worker, settings.shutdown_grace_s)
                 log.info("The night ended with: %s", status_line(demo, night, client))
             client.close()
             if worker.returncode not in (0, -signal.SIGINT):
@@ -149,7 +142,7 @@ def main() -> int:
                 return 1
     except KeyboardInterrupt:
         if worker is not None:
-            _stop_worker(worker, settings.shutdown_grace_s)
+            stop_worker(worker, settings.shutdown_grace_s)
         return 0
     except (WorkerError, psycopg.Error, redis.RedisError) as exc:
         print(f"error: {exc}", file=sys.stderr)
