@@ -92,24 +92,30 @@ class Retention:
         """One run at ``now`` (the clock by default); 0 (again at once) when batches were left."""
         now = now or datetime.now(UTC)
         try:
-            connected = await psycopg.AsyncConnection.connect(
+            async with await psycopg.AsyncConnection.connect(
                 self.dsn(), autocommit=True, connect_timeout=CONNECT_TIMEOUT_S
-            )
-        except psycopg.OperationalError as exc:
-            # The archive's PostgreSQL away: the chore backs off and says so in one line, as the archive does.
+            ) as conn:
+                return await self._locked_run(conn, now)
+        except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+            # The archive's PostgreSQL away, or the session ended under us (a restart, a rotated password's
+            # pg_terminate_backend): the chore backs off and says so in one line, as the archive does.
             raise ConnectionError(f"PostgreSQL of the archive: {one_line(exc)}") from None
-        async with connected as conn:
-            lock = (PRUNE_LOCK, self.queue)
-            if not await _one(conn, "SELECT pg_try_advisory_lock(%s::int4, hashtext(%s))", lock):
+
+    async def _locked_run(self, conn: psycopg.AsyncConnection[Any], now: datetime) -> float | None:
+        """The run under the queue's advisory lock (None at once when another worker holds it). The lock
+        is the session's: a session that ended has released it, so the unlock is only for an open one."""
+        lock = (PRUNE_LOCK, self.queue)
+        if not await _one(conn, "SELECT pg_try_advisory_lock(%s::int4, hashtext(%s))", lock):
+            return None
+        try:
+            if not await self._ready(conn, now):
                 return None
-            try:
-                if not await self._ready(conn, now):
-                    return None
-                more = False
-                for kept in KEPT:
-                    await self._drop_months(conn, kept, now)
-                    more = await self._delete_batches(conn, kept, now) or more
-            finally:
+            more = False
+            for kept in KEPT:
+                await self._drop_months(conn, kept, now)
+                more = await self._delete_batches(conn, kept, now) or more
+        finally:
+            if not conn.closed:
                 await conn.execute("SELECT pg_advisory_unlock(%s::int4, hashtext(%s))", lock)
         return 0.0 if more else None
 
