@@ -31,11 +31,12 @@ import pandas as pd
 import psycopg
 import redis
 
-from opslib.checks import check_kind, parse_since
+from opslib.checks import check_kind
 from opslib.columns import COUNT, TEXT, TIME, typed_frame
 from opslib.connection import archive_url, connect_postgres, pg_session, readable_archive_url, redis_session
 from opslib.errors import OpslibError
 from opslib.operator import Operator
+from opslib.times import parse_since
 from worker.archive.actions_table import ACTIONS_TABLE
 from worker.store.keys import Keys
 from worker.store.wire import text

@@ -64,7 +64,7 @@ from opslib.archive_frames import (
     parse_freq,
     period_of,
 )
-from opslib.checks import check_kind, check_limit, check_window
+from opslib.checks import check_kind, check_limit
 from opslib.connection import pg_session, queue_keys, readable_archive_url
 from opslib.errors import OpslibError
 from opslib.export import ArchiveSources, merged, with_exported
@@ -72,6 +72,7 @@ from opslib.moves.archived import apply_pending_log
 from opslib.search import ARCHIVE_SEARCH, check_search
 from opslib.session import with_servers
 from opslib.signatures import check_signature
+from opslib.times import check_window
 from worker.archive.table import OUTCOME_SUCCEEDED, STATUS_DEAD, STATUS_DISCARDED, STATUS_REPLAYED, TABLE
 
 STATUSES = (STATUS_DEAD, STATUS_REPLAYED, STATUS_DISCARDED)

@@ -18,12 +18,12 @@ from typing import TextIO
 import pandas as pd
 
 from opslib.archive import archive, history
-from opslib.checks import parse_since
 from opslib.display import as_typed, duration, frame_text, local_time, spreadsheet_safe
 from opslib.export import export_month
 from opslib.find import DEAD, DELAYED, RUNNING, find
 from opslib.flow import throughput
 from opslib.queries import dead_letters, failure_groups
+from opslib.times import parse_since
 from worker.printable import printable
 
 EXIT_OK, EXIT_NOT_FOUND = 0, 1

@@ -38,11 +38,12 @@ import pandas as pd
 import redis
 
 from opslib.archive_frames import FREQ_EXAMPLES, MAX_PERIODS, parse_freq, period_of
-from opslib.checks import check_kind, check_window
+from opslib.checks import check_kind
 from opslib.columns import COUNT, TEXT, TIME, typed_frame
 from opslib.connection import partitions, redis_session
 from opslib.display import local_time
 from opslib.errors import OpslibError
+from opslib.times import check_window
 from worker.store.flow import BOUNDS_S, BUCKETS, COUNTS, HOUR_S, MINUTE_S, MINUTES_KEPT_S, RUN, WAIT, bucket_field
 from worker.store.keys import Keys
 from worker.store.wire import text

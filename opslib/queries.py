@@ -83,7 +83,7 @@ import psycopg
 import redis
 
 from opslib.bounded import Scan, zset_members
-from opslib.checks import check_kind, check_limit, check_window, queue_kinds
+from opslib.checks import check_kind, check_limit, queue_kinds
 from opslib.columns import COUNT, MARK, TEXT, TIME, typed_frame
 from opslib.connection import archive_hint, database_url, partitions, pg_session, redis_session, settings
 from opslib.errors import OpslibError
@@ -99,6 +99,7 @@ from opslib.kinds import held_back
 from opslib.pending_reads import read_pending
 from opslib.search import check_search, search_mask
 from opslib.signatures import check_signature, failure_groups_to_frame
+from opslib.times import check_window
 from worker.observability.queue_state import read_partitions_state, stat_fields
 from worker.printable import printable
 from worker.store.connection import on_owner
