@@ -58,8 +58,10 @@ import psycopg
 
 from opslib.archive_frames import (
     ARCHIVE_SELECT,
+    HISTORY_MEASURES,
     PERIOD_ORIGIN,
     archive_to_frame,
+    busy_periods,
     history_to_frame,
     parse_freq,
     period_of,
@@ -217,6 +219,7 @@ def history(
     kind: str | None = None,
     since: object = None,
     until: object = None,
+    busy: bool = False,
     conn: Any = None,
     prefix: str | None = None,
     client: Any = None,
@@ -228,8 +231,9 @@ def history(
     ``until`` (times or durations back from now, as for :func:`archive`)
     choose the periods: from the one holding ``since`` to the one holding
     the last instant before ``until`` (else now), each counted whole.
-    Columns in the module docstring; ``attrs["freq"]`` holds the period
-    length. Draw it with :func:`opslib.plot_history`.
+    ``busy=True`` keeps only the periods where something happened. Columns
+    in the module docstring; ``attrs["freq"]`` holds the period length.
+    Draw it with :func:`opslib.plot_history`.
 
     >>> opslib.history(freq="1D", since=pd.Timedelta("7D")).groupby("kind")[["died", "replayed"]].sum()
     """
@@ -259,4 +263,5 @@ def history(
     rows = read_archive(conn, query, params)
     if kind is not None and not any(row[1] == kind for row in rows):
         check_kind(kind, [], lambda: archive_kinds(conn, queue), holder="the archive holds")
-    return history_to_frame(rows, stride, start=first, end=after, kinds=[kind] if kind is not None else [])
+    frame = history_to_frame(rows, stride, start=first, end=after, kinds=[kind] if kind is not None else [])
+    return busy_periods(frame, HISTORY_MEASURES) if busy else frame
