@@ -44,12 +44,15 @@ def _when(stamp: pd.Timestamp, zone: str) -> str:
     return stamp.tz_convert(zone).strftime("%d %b %H:%M")
 
 
-def chart_window(frame: pd.DataFrame, periods: pd.DatetimeIndex, stride: pd.Timedelta) -> tuple[pd.Timestamp, ...]:
-    """The ``(start, end)`` the axis shows: the frame's ``attrs["window"]``, else its periods' span."""
+def chart_window(
+    frame: pd.DataFrame, periods: pd.DatetimeIndex, stride: pd.Timedelta
+) -> tuple[pd.Timestamp, pd.Timestamp] | None:
+    """The ``(start, end)`` the axis shows: the frame's ``attrs["window"]``, else its periods' span (``None``:
+    a frame without periods)."""
     window = frame.attrs.get("window")
     if window is not None and window[0] is not None and window[1] is not None:
         return pd.Timestamp(window[0]), pd.Timestamp(window[1])
-    return periods[0], periods[-1] + stride
+    return (periods[0], periods[-1] + stride) if len(periods) else None
 
 
 def draw_periods(
@@ -57,24 +60,27 @@ def draw_periods(
     totals: pd.DataFrame,
     stride: pd.Timedelta,
     *,
-    window: tuple[pd.Timestamp, ...],
+    window: tuple[pd.Timestamp, pd.Timestamp] | None,
     labels: Mapping[str, str],
     styles: Mapping[str, Mapping[str, object]] | None = None,
 ) -> pd.DatetimeIndex:
     """Draw ``totals``' columns (one row per period start, UTC) as bars side by side in each period.
 
-    The x axis is ``window``; the y axis counts from zero in whole numbers.
+    The x axis is ``window`` (``None``: no periods at all); the y axis counts from zero in whole numbers.
     ``styles`` gives each column's bar keywords (colour, hatch). Returns
     the busy periods (empty: nothing drawn, a sentence said so).
     """
     import matplotlib.dates as dates  # found: the caller imported pyplot
 
     zone = display_tz()
-    start, end = window
-    ax.set_xlabel(f"window {_when(start, zone)} – {_when(end, zone)} {zone}", fontsize="small")
-    ax.set_xlim(dates.date2num(start.to_pydatetime()), dates.date2num(end.to_pydatetime()))
-    mark_not_kept(ax, totals, start, stride)
-    mark_now(ax, start, end, stride)
+    if window is None:
+        ax.set_xlabel(f"times in {zone}", fontsize="small")
+    else:
+        start, end = window
+        ax.set_xlabel(f"window {_when(start, zone)} – {_when(end, zone)} {zone}", fontsize="small")
+        ax.set_xlim(dates.date2num(start.to_pydatetime()), dates.date2num(end.to_pydatetime()))
+        mark_not_kept(ax, totals, start, stride)
+        mark_now(ax, start, end, stride)
     busy = totals.index[totals.fillna(0).sum(axis=1).to_numpy() > 0]
     if busy.empty:
         ax.text(0.5, 0.5, "nothing happened in this window", transform=ax.transAxes, ha="center")

@@ -33,7 +33,8 @@ from opslib.display import check_tz, display_tz, local_time
 from opslib.errors import OpslibError
 
 #: A duration back from now as people type it: ``2h``, ``30min``, ``3d``, ``90s``, ``1.5h``.
-DURATION = re.compile(r"^\d+(\.\d+)?\s*(d|days?|h|hours?|min|minutes?|m|s|seconds?)$")
+DURATION = re.compile(r"^(?P<count>\d+(\.\d+)?)\s*(?P<unit>d|days?|h|hours?|min|minutes?|m|s|seconds?)$")
+UNITS = {"d": "days", "h": "hours", "m": "minutes", "s": "seconds"}
 #: A 24-hour time of day: ``15:46``, ``15:46:30``.
 TIME_OF_DAY = re.compile(r"^(?P<hour>\d{1,2}):(?P<minute>\d{2})(:(?P<second>\d{2}(\.\d+)?))?$")
 #: A 12-hour time of day: ``9pm``, ``9:30 am``, ``12am`` (midnight).
@@ -92,8 +93,9 @@ def read_typed(value: object, now: pd.Timestamp) -> pd.Timestamp | None:
     typed = " ".join(value.strip().lower().split())
     if typed == "now":
         return now
-    if DURATION.match(typed):
-        return now - pd.Timedelta(typed)
+    duration = DURATION.match(typed)
+    if duration:
+        return now - pd.Timedelta(**{UNITS[duration["unit"][0]]: float(duration["count"])})
     head, _, tail = value.strip().rpartition(" ")
     zone = display_tz()
     if head and ("/" in tail or tail in ("UTC", "GMT")):

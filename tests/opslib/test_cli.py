@@ -16,8 +16,9 @@ import pytest
 import redis
 
 from opslib.cli import EXIT_FAILED, EXIT_NOT_CONFIRMED, EXIT_OK, EXIT_USAGE, main
-from tests.helpers import ROOT
+from tests.helpers import ROOT, Workers
 from tests.opslib.helpers import bury
+from worker import NewJob, enqueue_many
 from worker.embedded.servers import free_port
 from worker.store.keys import Keys
 
@@ -194,3 +195,43 @@ def test_flow_history_and_archive_commands_answer(
         assert run(command) == EXIT_FAILED
         err = capsys.readouterr().err
         assert err.splitlines()[-1].startswith("error: cannot reach PostgreSQL") and "Traceback" not in err
+
+
+@pytest.mark.parametrize("typed", ["today", "yesterday", "9pm", "21:00", "yesterday 21:00", "2h"])
+def test_every_form_of_the_time_grammar_reads_from_the_command_line(
+    typed: str, env: dict[str, str], dead: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    for command in ("dead", "groups"):  # archive and history: the same parse, refused alike below
+        assert run(command, "--since", typed, "--json") == EXIT_OK
+        captured = capsys.readouterr()
+        assert captured.err.startswith("since ") and "Traceback" not in captured.err
+        if command == "dead" and typed in ("today", "yesterday", "yesterday 21:00"):  # before the entries died
+            assert len(captured.out.splitlines()) == len(dead)
+    assert run("flow", "--since", typed) == EXIT_OK
+    assert "Traceback" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("typed", ["12/01 21:00", "1969-06-01", "2999-01-01", "tomorrow"])
+def test_a_time_out_of_the_grammar_is_one_line_and_exit_1(
+    typed: str, env: dict[str, str], dead: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    for command in ("dead", "archive", "flow", "history", "actions"):
+        assert run(command, "--since", typed) == EXIT_FAILED
+        err = capsys.readouterr().err
+        assert len(err.splitlines()) == 1 and err.startswith(f"error: since={typed!r} ") and "'yesterday 21:00'" in err
+
+
+def test_flow_prints_the_busy_periods_and_says_how_many_were_quiet(
+    env: dict[str, str], r: redis.Redis, keys: Keys, workers: Workers, capsys: pytest.CaptureFixture[str]
+) -> None:
+    enqueue_many(r, [NewJob("flow_ok"), NewJob("flow_refused")], prefix=keys.prefix)
+    workers.burst("tests.opslib.kinds_flow", ARCHIVE_URL="off")
+    assert run("flow", "--since", "1h") == EXIT_OK
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-1].endswith("periods had nothing in them (not shown; --all shows every period)")
+    assert 2 <= len(lines) - 2 <= 5  # a header, one or two busy minutes of two kinds, the note
+    assert run("flow", "--since", "1h", "--all", "--json") == EXIT_OK
+    assert len(capsys.readouterr().out.splitlines()) >= 120  # 60 minutes, two kinds
+    assert run("flow", "--since", "10D", "--freq", "1D", "--all") == EXIT_OK
+    out = capsys.readouterr().out
+    assert "not kept" in out.splitlines()[1] and "are not kept (counted as missing, not as 0)" in out
