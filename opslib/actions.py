@@ -75,7 +75,8 @@ class Action:
 def record_action(client: Any, keys: Keys, done: Action) -> None:
     """Write one action's record: to PostgreSQL, or to Redis's ``actions:log`` while PostgreSQL is away.
 
-    Called after the move succeeded, so it never raises for PostgreSQL's sake.
+    Called after the move succeeded, so it never raises for PostgreSQL's sake. With no ``client`` (a data
+    fix made while Redis is away), PostgreSQL is the only place: an :class:`OpslibError` says so when it fails.
     """
     record = {
         "id": f"{datetime.now(UTC):%Y%m%dT%H%M%S.%fZ}-{secrets.token_hex(4)}",
@@ -96,6 +97,11 @@ def record_action(client: Any, keys: Keys, done: Action) -> None:
             return
     except (OpslibError, psycopg.Error):
         pass
+    if client is None:
+        raise OpslibError(
+            f"the {done.action} is done, but neither PostgreSQL (ARCHIVE_URL) nor Redis took its record; "
+            "note it by hand in your incident log"
+        )
     client.xadd(keys.actions_log, record)
 
 

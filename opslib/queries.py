@@ -366,6 +366,7 @@ def sql(query: str, params: Sequence[Any] | Mapping[str, Any] | None = None, *, 
             cursor.execute(query, params)
             names = [column.name for column in cursor.description or []]
             rows = cursor.fetchall() if cursor.description else []
+            rowcount = cursor.rowcount
     except psycopg.errors.ReadOnlySqlTransaction as exc:
         raise OpslibError(
             f"the query failed: {str(exc).strip()}; opslib.sql reads only: make a change inside "
@@ -378,4 +379,5 @@ def sql(query: str, params: Sequence[Any] | Mapping[str, Any] | None = None, *, 
         if isinstance(frame[name].dtype, pd.DatetimeTZDtype):
             frame[name] = frame[name].dt.tz_convert("UTC").astype("datetime64[ns, UTC]")
     frame.attrs[MARK] = True
+    frame.attrs["rowcount"] = rowcount  # rows the statement returned or changed (-1: PostgreSQL did not say)
     return frame
