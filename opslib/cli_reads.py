@@ -92,8 +92,9 @@ def add_read_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     flow.add_argument("--freq", default="1min", help="the period: 1min, 15min, 1h (default 1min)")
     add_all(flow)
     add_format(flow)
-    where = sub.add_parser("find", help="where a job is now, by job id, entry id, outbox id or payload value")
+    where = sub.add_parser("find", help="where a job is now, by job id, entry id, outbox id, trace or payload value")
     where.add_argument("value", metavar="VALUE")
+    add_format(where)
 
 
 def echo_window(args: argparse.Namespace, err: TextIO) -> None:
@@ -188,8 +189,10 @@ def emit_periods(frame: pd.DataFrame, measures: Sequence[str], args: argparse.Na
 
 
 def found_line(row: pd.Series) -> str:
-    """One place a job was found, as one line for a terminal (a newline in a value cannot forge another)."""
-    return printable(_found_sentence(row))
+    """One place a job was found, as one line for a terminal (a newline in a value cannot forge another),
+    with the field that held the value."""
+    matched = f" [matched {row['matched']}]" if row["matched"] else ""
+    return printable(_found_sentence(row) + matched)
 
 
 def _found_sentence(row: pd.Series) -> str:
@@ -211,6 +214,9 @@ def cmd_find(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     frame = find(args.value)
     for note in frame.attrs.get("notes", []):
         print(f"note: {note}", file=err)
+    if args.json or args.csv:
+        emit(frame, args, out)
+        return EXIT_OK if len(frame) else EXIT_NOT_FOUND
     if frame.empty:
         print(f"{args.value}: not found in jobs, delayed, jobs:dead or the archive", file=out)
         return EXIT_NOT_FOUND

@@ -23,7 +23,9 @@ archived       is in the archive only: ``status`` says replayed, discarded or de
 =============  ==============================================================
 
 One row per place the value was found, in that order; no row when it is
-nowhere. The archive is read when ``ARCHIVE_URL`` / ``DATABASE_URL`` (or
+nowhere. ``matched`` names the field that held the value (``id``, ``job_id``,
+``outbox_id``, ``trace``, ``order_id``...), so that job 41 and order 41 are
+told apart. The archive is read when ``ARCHIVE_URL`` / ``DATABASE_URL`` (or
 ``conn=``) point at one; when it cannot be read, ``attrs["notes"]`` says so
 and the rest is still returned. ``jobs`` and ``delayed`` are searched in pages,
 up to :data:`opslib.bounded.CAP` entries each (oldest first): past that,
@@ -45,7 +47,7 @@ from opslib.bounded import Scan, stream_entries, zset_members
 from opslib.columns import DURATION, TEXT, TIME, typed_frame
 from opslib.connection import partitions, redis_session
 from opslib.errors import OpslibError
-from opslib.frames import delayed_to_frame
+from opslib.frames import DEAD_COLUMNS, delayed_to_frame, entry_order
 from opslib.queries import dead_letters
 from opslib.search import payload_columns
 from worker.store.cancels import marks_of
@@ -67,10 +69,11 @@ FIND_COLUMNS = {
     "error": TEXT,
     "status": TEXT,
     "partition": "int64",
+    "matched": TEXT,
 }
 """``id``: the entry id (on ``jobs`` or ``jobs:dead``); ``at``: when it got where it is (added to ``jobs``,
 dead); ``job_id``: the job id, or the outbox id when the outbox relay published it."""
-ID_COLUMNS = ("job_id", "outbox_id", "request_id")
+ID_COLUMNS = ("job_id", "outbox_id", "request_id", "trace", "trace_id")
 
 
 def find_to_frame(rows: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
@@ -78,9 +81,16 @@ def find_to_frame(rows: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
     found = list(rows)
     columns = {name: [row.get(name) for row in found] for name in FIND_COLUMNS}
     columns["partition"] = [row.get("partition", -1) for row in found]
-    for name in ("kind", "job_id", "id", "worker", "reason", "error", "status"):
+    for name in ("kind", "job_id", "id", "worker", "reason", "error", "status", "matched"):
         columns[name] = [value or "" for value in columns[name]]
     return typed_frame(columns, FIND_COLUMNS)
+
+
+def matched_field(fields: Mapping[str, Any], value: str, entry_id: str = "") -> str:
+    """The name of the first field of ``fields`` equal to ``value`` (``id`` when it is the entry id)."""
+    if entry_id == value:
+        return "id"
+    return next((str(name) for name, held in fields.items() if held == value), "")
 
 
 def matches(frame: pd.DataFrame, value: str) -> pd.Series:
@@ -117,6 +127,7 @@ def on_jobs(client: Any, keys: Keys, value: str, notes: list[str]) -> list[dict[
             "id": entry_id,
             "at": pd.Timestamp(int(entry_id.partition("-")[0]), unit="ms", tz="UTC"),
             "partition": keys.partition,
+            "matched": matched_field(fields, value, entry_id),
         }
         pending = (
             client.xpending_range(keys.jobs, GROUP, min=entry_id, max=entry_id, count=1) if GROUP in groups else []
@@ -149,15 +160,17 @@ def on_delayed(client: Any, keys: Keys, value: str, notes: list[str]) -> list[di
         notes.append(scan.note(client.zcard(keys.delayed)))
     found = delayed_to_frame(candidates, time.time(), keys.partition)
     return [
-        {"where": DELAYED, "kind": job.kind, "job_id": job.job_id, "run_at": job.run_at, "partition": job.partition}
+        {
+            "where": DELAYED,
+            "kind": job.kind,
+            "job_id": job.job_id,
+            "run_at": job.run_at,
+            "partition": job.partition,
+            "matched": "job_id" if job.job_id == value else matched_field(job.fields, value),
+        }
         for job in found.itertuples()
         if value in job.fields.values() or job.job_id == value
     ]
-
-
-def entry_order(entry_id: str) -> tuple[int, int]:
-    millis, _, seq = entry_id.partition("-")
-    return int(millis), int(seq or 0)
 
 
 def find(value: str, *, client: redis.Redis | None = None, prefix: str | None = None, conn: Any = None) -> pd.DataFrame:
@@ -185,7 +198,7 @@ def find(value: str, *, client: redis.Redis | None = None, prefix: str | None = 
         dead = dead_letters(search=value, client=redis_client, prefix=keys.prefix)
     dead = dead[matches(dead, value)]
     for dead_id, entry in dead.iterrows():
-        rows.append(dead_row(DEAD, str(dead_id), entry))
+        rows.append(dead_row(DEAD, str(dead_id), entry) | {"matched": matched_column(entry, value, str(dead_id))})
     try:
         stored = archive(search=value, conn=conn, prefix=keys.prefix)
     except OpslibError as exc:
@@ -193,7 +206,8 @@ def find(value: str, *, client: redis.Redis | None = None, prefix: str | None = 
     else:
         stored = stored[matches(stored, value) & ~stored.index.isin(dead.index)]
         for dead_id, entry in stored.iterrows():
-            rows.append(dead_row(ARCHIVED, str(dead_id), entry) | {"status": entry["status"]})
+            found = {"status": entry["status"], "matched": matched_column(entry, value, str(dead_id))}
+            rows.append(dead_row(ARCHIVED, str(dead_id), entry) | found)
     frame = find_to_frame(rows)
     frame.attrs["notes"] = notes
     return frame
@@ -209,6 +223,7 @@ def cancelled_row(job_id: str, mark: Mapping[str, Any], partition: int) -> dict[
         "reason": mark.get("reason", ""),
         "status": f"{mark.get('status', CANCELLED)} by {mark.get('by', '?')}",
         "partition": partition,
+        "matched": "job_id",
     }
 
 
@@ -225,3 +240,10 @@ def dead_row(where: str, dead_id: str, entry: pd.Series) -> dict[str, Any]:
         "error": entry["error"],
         "partition": entry.get("partition", -1),
     }
+
+
+def matched_column(entry: pd.Series, value: str, dead_id: str) -> str:
+    """The column of a dead letter's row (``dead_letters()`` / ``archive()``) that holds ``value`` whole, as
+    :func:`matches` compares them."""
+    names = [*ID_COLUMNS, *(name for name in entry.index if name not in DEAD_COLUMNS)]
+    return matched_field({name: entry[name] for name in names if name in entry.index}, value, dead_id)

@@ -83,7 +83,7 @@ import psycopg
 import redis
 
 from opslib.bounded import Scan, zset_members
-from opslib.checks import check_kind, check_limit, queue_kinds
+from opslib.checks import check_kind, check_limit
 from opslib.columns import COUNT, MARK, TEXT, TIME, typed_frame
 from opslib.connection import archive_hint, database_url, partitions, pg_session, redis_session, settings
 from opslib.errors import OpslibError
@@ -95,7 +95,7 @@ from opslib.frames import (
     pending_counts_to_frame,
     select_dead,
 )
-from opslib.kinds import held_back
+from opslib.kinds import KNOWN_WHERE, held_back, known_kinds
 from opslib.pending_reads import read_pending
 from opslib.search import check_search, search_mask
 from opslib.signatures import check_signature, failure_groups_to_frame
@@ -175,7 +175,7 @@ def dead_letters(
             return combine(frames, "dead_at").tail(last)
         frame = combine([dead_to_frame(read_dead(redis_client, p, start), p.partition) for p in parts], "dead_at")
         if kind is not None:
-            check_kind(kind, frame["kind"].unique(), lambda: queue_kinds(redis_client, parts))
+            check_kind(kind, frame["kind"].unique(), lambda: known_kinds(redis_client, keys, parts), holder=KNOWN_WHERE)
     mask = search_mask(frame, needle)
     if kind is not None:
         mask &= frame["kind"] == kind
@@ -199,7 +199,7 @@ def pending(kind: str | None = None, *, client: redis.Redis | None = None, prefi
         parts = partitions(redis_client, keys)
         frame = read_pending(redis_client, parts)
         if kind is not None:
-            check_kind(kind, frame["kind"].unique(), lambda: queue_kinds(redis_client, parts))
+            check_kind(kind, frame["kind"].unique(), lambda: known_kinds(redis_client, keys, parts), holder=KNOWN_WHERE)
     if kind is not None:
         frame = frame[frame["kind"] == kind]
     return frame
@@ -236,7 +236,7 @@ def delayed(kind: str | None = None, *, client: redis.Redis | None = None, prefi
                 notes.append(scan.note(redis_client.zcard(p.delayed)))
         frame = combine(frames, "run_at")
         if kind is not None:
-            check_kind(kind, frame["kind"].unique(), lambda: queue_kinds(redis_client, parts))
+            check_kind(kind, frame["kind"].unique(), lambda: known_kinds(redis_client, keys, parts), holder=KNOWN_WHERE)
     if kind is not None:
         frame = frame[frame["kind"] == kind]
     frame.attrs["notes"] = notes

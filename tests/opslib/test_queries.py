@@ -249,3 +249,15 @@ def test_sql_returns_typed_frames(pg_url: str, monkeypatch: pytest.MonkeyPatch) 
         opslib.sql("SELECT * FROM no_such_table")
     with pytest.raises(opslib.OpslibError, match="cannot reach PostgreSQL"):
         opslib.sql("SELECT 1", conn=f"postgresql://postgres@127.0.0.1:{free_port()}/x")
+
+
+def test_a_kind_a_live_worker_declares_is_known_without_a_dead_letter(
+    r: redis.Redis, keys: Keys, at: dict[str, Any]
+) -> None:
+    bury(r, keys, {"kind": "send_reminder", "order_id": "1"}, {"error": "MailTimeout: no answer"})
+    r.zadd(keys.workers, {"worker-1": time.time() + 60})
+    r.set(keys.declared("worker-1"), json.dumps({"kinds": {"send_email": {"retries": 3}}}))
+    assert opslib.dead_letters("send_email", **at).empty  # known, and nothing dead: no "did you mean"
+    assert opslib.delayed("send_email", **at).empty and opslib.pending("send_email", **at).empty
+    with pytest.raises(opslib.OpslibError, match=r"unknown kind 'send_emial'; did you mean 'send_email'\?"):
+        opslib.dead_letters("send_emial", **at)
