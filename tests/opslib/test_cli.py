@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import TextIO
 
 import pandas as pd
+import psycopg
 import pytest
 import redis
 
@@ -19,6 +20,7 @@ from opslib.cli import EXIT_FAILED, EXIT_NOT_CONFIRMED, EXIT_OK, EXIT_USAGE, mai
 from tests.helpers import ROOT, Workers
 from tests.opslib.helpers import bury
 from worker import NewJob, enqueue_many
+from worker.archive.table import migrate
 from worker.embedded.servers import free_port
 from worker.store.keys import Keys
 
@@ -235,3 +237,38 @@ def test_flow_prints_the_busy_periods_and_says_how_many_were_quiet(
     assert run("flow", "--since", "10D", "--freq", "1D", "--all") == EXIT_OK
     out = capsys.readouterr().out
     assert "not kept" in out.splitlines()[1] and "are not kept (counted as missing, not as 0)" in out
+
+
+def test_an_id_that_never_was_a_dead_letter_says_so(
+    env: dict[str, str],
+    dead: list[str],
+    pg_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        migrate(conn)
+    monkeypatch.setenv("ARCHIVE_URL", pg_url)
+    assert run("replay", "1-0", "--yes") == EXIT_OK
+    out = capsys.readouterr().out
+    assert "would replay 0 dead letters; 1 id is not in jobs:dead nor dead in the archive: 1-0 was never" in out
+    assert run("discard", "1-0", "2-0", "--reason", "typo test", "--yes") == EXIT_OK
+    assert "1-0, 2-0 were never a dead letter of this queue" in capsys.readouterr().out
+
+
+def test_actions_status_kinds_and_find_take_json_and_csv(
+    env: dict[str, str], dead: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ARCHIVE_URL", "off")
+    assert run("replay", dead[0], "--yes") == EXIT_OK
+    batch = capsys.readouterr().out.split("batch ")[1].split()[0]
+    assert run("actions", "--json") == EXIT_OK
+    assert [json.loads(line)["action"] for line in capsys.readouterr().out.splitlines()] == ["replay"]
+    assert run("status", batch, "--csv") == EXIT_OK
+    assert pd.read_csv(io.StringIO(capsys.readouterr().out), dtype=str)["dead_id"].tolist() == [dead[0]]
+    assert run("kinds", "--json") == EXIT_OK
+    assert "seat_label" in [json.loads(line)["kind"] for line in capsys.readouterr().out.splitlines()]
+    assert run("find", dead[1], "--json") == EXIT_OK
+    found = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(row["where"], row["matched"]) for row in found] == [("dead", "id")]
+    assert run("find", "nothing-like-it", "--csv") == EXIT_FAILED
