@@ -38,6 +38,11 @@ from worker.store.keys import Keys
 
 WORKER_NAME = "worker-1"
 ARCHIVED = "SELECT count(*) FROM dead_letters WHERE queue = %s"
+PREVIOUS_ACTION = (
+    "INSERT INTO operator_actions (queue, id, at, by, action, kind, entries, reason, batch, detail) "
+    "VALUES (%s, 'previous-night', now() - interval '1 day', 'ana', 'replay', 'render_tickets', 40, "
+    "'the previous night', '', '{}')"
+)
 
 
 class Servers:
@@ -68,7 +73,7 @@ class Servers:
 class NightStack:
     """One demo night in its own prefix and schema, settled, with a worker beside it (its log in ``log_path``)."""
 
-    def __init__(self, redis_url: str, database_url: str, log_path: Path) -> None:
+    def __init__(self, redis_url: str, database_url: str, log_path: Path, *, nights: int = 1) -> None:
         self.redis_url = redis_url
         self.server_database_url = database_url
         self.prefix = f"nb:{uuid.uuid4().hex[:10]}:"
@@ -81,7 +86,9 @@ class NightStack:
         self.worker: subprocess.Popen[bytes] | None = None
         try:
             self.demo = DemoNight(self.database_url, redis_url, prefix=self.prefix, mail_failures=0, next_week=True)
-            self.night = self.demo.load()
+            for _ in range(nights - 1):
+                self.previous_night()
+            self.night = self.demo.load(reset=nights > 1)
             with open(log_path, "ab") as log:
                 self.worker = subprocess.Popen(
                     [sys.executable, "-m", "worker"],
@@ -95,6 +102,18 @@ class NightStack:
         except BaseException:
             self.stop()
             raise
+
+    def previous_night(self) -> None:
+        """A night before this one, as an earlier ``make run`` leaves it: run to the end by a burst worker, its
+        dead letters archived, an operator's action on record; then Redis empty, as a restarted embedded Valkey
+        is. The next :meth:`DemoNight.load` with ``reset`` must leave none of it (``make run``'s fresh night)."""
+        assert self.demo is not None
+        self.demo.load(reset=True)
+        with open(self.log_path, "ab") as log:
+            log.write(self.demo.run_to_end(SCHEDULER="off", WORKER_NAME=WORKER_NAME).encode())
+        with psycopg.connect(self.database_url, autocommit=True) as conn:
+            conn.execute(PREVIOUS_ACTION, (self.prefix,))
+        self.drop_keys()
 
     def state(self) -> dict[str, int]:
         """The numbers that say whether the night has settled."""
@@ -158,6 +177,10 @@ class NightStack:
             self.demo.stop()
         with psycopg.connect(self.server_database_url, autocommit=True) as conn:
             conn.execute(f'DROP SCHEMA IF EXISTS "{self.schema}" CASCADE')
+        self.drop_keys()
+
+    def drop_keys(self) -> None:
+        """Delete this night's keys (its own prefix) from Redis."""
         client = redis.Redis.from_url(self.redis_url)
         try:
             for key in client.scan_iter(match=f"{self.prefix}*", count=1000):
