@@ -15,11 +15,7 @@ import os
 
 import pytest
 
-from tests.notebooks.helpers import NightStack, Servers
-
-#: Notebooks run on the second night of their stack, as after a second ``make run``: the first night's
-#: archive and actions must not leak into what they count (one notebook: a night costs CI time).
-SECOND_NIGHT = {"barcode_failures.ipynb"}
+from tests.notebooks.helpers import NightStack, Servers, nights_for
 
 
 class NotebookStacks:
@@ -40,7 +36,7 @@ class NotebookStacks:
             self.night = None
         if self.servers is None:
             self.servers = Servers()
-        nights = 2 if item.path.name in SECOND_NIGHT else 1
+        nights = nights_for(item.path)
         self.night = NightStack(
             self.servers.redis_url, self.servers.database_url, self.servers.folder / "worker.log", nights=nights
         )
