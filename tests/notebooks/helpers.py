@@ -96,31 +96,33 @@ class NightStack:
         self.worker: subprocess.Popen[bytes] | None = None
         try:
             self.demo = DemoNight(self.database_url, redis_url, prefix=self.prefix, mail_failures=0, next_week=True)
-            for _ in range(nights - 1):
-                self.previous_night()
-            self.night = self.demo.load(reset=nights > 1)
-            with open(log_path, "ab") as log:
-                self.worker = subprocess.Popen(
-                    [sys.executable, "-m", "worker"],
-                    env=self.demo.worker_env(SCHEDULER="off", WORKER_NAME=WORKER_NAME),
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    preexec_fn=die_with_parent,
-                )
-            self.wait_until_settled()
+            for night in range(nights):
+                if night:
+                    self.end_night()
+                self.night = self.demo.load(reset=nights > 1)
+                self.start_worker()
+                self.wait_until_settled()
         except BaseException:
             self.stop()
             raise
 
-    def previous_night(self) -> None:
-        """A night before this one, as an earlier ``make run`` leaves it: run to the end by a burst worker, its
-        dead letters archived, an operator's action on record; then Redis empty, as a restarted embedded Valkey
-        is. The next :meth:`DemoNight.load` with ``reset`` must leave none of it (``make run``'s fresh night)."""
+    def start_worker(self) -> None:
         assert self.demo is not None
-        self.demo.load(reset=True)
         with open(self.log_path, "ab") as log:
-            log.write(self.demo.run_to_end(SCHEDULER="off", WORKER_NAME=WORKER_NAME).encode())
+            self.worker = subprocess.Popen(
+                [sys.executable, "-m", "worker"],
+                env=self.demo.worker_env(SCHEDULER="off", WORKER_NAME=WORKER_NAME),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                preexec_fn=die_with_parent,
+            )
+
+    def end_night(self) -> None:
+        """End a settled night as ``make run``'s Ctrl-C does, leaving what a second ``make run`` finds: its
+        dead letters archived, an operator's action on record, and Redis empty (the embedded Valkey is not
+        saved). The next :meth:`DemoNight.load` with ``reset`` must leave none of it (a fresh night)."""
+        self.stop_worker()
         with psycopg.connect(self.database_url, autocommit=True) as conn:
             conn.execute(PREVIOUS_ACTION, (self.prefix,))
         self.drop_keys()
@@ -174,8 +176,7 @@ class NightStack:
         """What a notebook needs to find this night: the servers and the prefix."""
         return {"REDIS_URL": self.redis_url, "DATABASE_URL": self.database_url, "QUEUE_PREFIX": self.prefix}
 
-    def stop(self) -> None:
-        """Stop the worker and the stand-ins; drop the schema and the keys."""
+    def stop_worker(self) -> None:
         if self.worker is not None and self.worker.poll() is None:
             self.worker.send_signal(signal.SIGTERM)
             try:
@@ -183,6 +184,10 @@ class NightStack:
             except subprocess.TimeoutExpired:
                 self.worker.kill()
                 self.worker.wait()
+
+    def stop(self) -> None:
+        """Stop the worker and the stand-ins; drop the schema and the keys."""
+        self.stop_worker()
         if self.demo is not None:
             self.demo.stop()
         with psycopg.connect(self.server_database_url, autocommit=True) as conn:
