@@ -58,7 +58,7 @@ import pandas as pd
 
 from opslib import incident_cli
 from opslib.cli_moves import add_set_option, cancel_move, confirm_and_move, discard_move, replay_move, run_now_move
-from opslib.cli_reads import add_format, add_read_commands, echo_window, emit, run_read
+from opslib.cli_reads import TIME_HELP, add_format, add_read_commands, echo_window, emit, run_read
 from opslib.display import frame_text
 from opslib.errors import OpslibError, UnknownKind
 from opslib.moves.replay import replay_status
@@ -103,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
         which = rep.add_mutually_exclusive_group()
         which.add_argument("--signature", help="only this failure group (a signature from `groups`)")
         which.add_argument("--error-contains", help="only errors containing this text")
-        rep.add_argument("--since", help="only entries dead at or after this ISO time")
+        rep.add_argument("--since", help=f"only entries dead from: {TIME_HELP}")
         if verb == "discard":
             rep.add_argument("--reason", help="why these jobs must never run (required; kept in the archive)")
         else:
@@ -134,7 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
         move.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     book = sub.add_parser("runbook", help="run the investigate-kind runbook for KIND: a notebook and its HTML")
     book.add_argument("kind", metavar="KIND")
-    book.add_argument("--since", default="24h", help="the window: a duration back from now (2h, 30min) or ISO time")
+    book.add_argument("--since", default="24h", help=f"the window, from: {TIME_HELP} (default 24h)")
     book.add_argument("--signature", help="only this failure group (a signature from `groups`)")
     book.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"folder to write into (default {DEFAULT_OUT})")
     incident_cli.add_commands(sub)
