@@ -25,7 +25,7 @@ from opslib.checks import check_kind
 from opslib.connection import partitions, redis_session, settings
 from opslib.display import local_time
 from opslib.errors import OpslibError
-from opslib.flow_frames import THROUGHPUT_COLUMNS, RawFlow, check_periods, flow_to_frame, periods_grid
+from opslib.flow_frames import THROUGHPUT_COLUMNS, RawFlow, check_periods, flow_to_frame, grid_spans, period_count
 from opslib.times import check_window
 from worker.store.flow import COUNTS, HOUR_S, MINUTE_S, MINUTES_KEPT_S
 from worker.store.keys import Keys
@@ -89,7 +89,7 @@ def throughput(
     cut_s = -(-(int(now.timestamp()) - MINUTES_KEPT_S) // HOUR_S) * HOUR_S
     kept_s = -(-(int(now.timestamp()) - settings().flow_retention_days * 86_400) // HOUR_S) * HOUR_S
     cut, kept_from = (pd.Timestamp(s, unit="s", tz="UTC") for s in (cut_s, kept_s))
-    grid = periods_grid(stride, start, end, cut if start < cut else None)
+    periods = period_count(grid_spans(stride, start, end, cut if start < cut else None))
     with redis_session(client, prefix, "read the flow counters") as (redis_client, keys):
         parts = partitions(redis_client, keys)
         pipe = redis_client.pipeline(transaction=False)
@@ -97,7 +97,7 @@ def throughput(
             pipe.smembers(p.flow_kinds)
         held = sorted({text(k) for members in pipe.execute() for k in members})
         kinds = held if kind is None else [check_kind(kind, held, holder="the flow counters hold")]
-        check_periods(grid, len(kinds), stride)
+        check_periods(periods, max(len(kinds), 1), stride)
         raw = read_flow(redis_client, parts, kinds, spans(stride, start, end, cut_s, kept_s))
     frame = flow_to_frame(
         raw, stride, start=start, end=end, cut=cut if start < cut else None, kinds=kinds,

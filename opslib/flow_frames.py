@@ -33,8 +33,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from opslib.archive_frames import FREQ_EXAMPLES, MAX_PERIODS, parse_freq, period_of
+from opslib.archive_frames import FREQ_EXAMPLES, MAX_PERIODS, freq_label, parse_freq, period_of
 from opslib.columns import TEXT, TIME, typed_frame
+from opslib.display import plural
 from opslib.errors import OpslibError
 from worker.store.flow import BOUNDS_S, BUCKETS, COUNTS, RUN, WAIT, bucket_field
 
@@ -85,25 +86,45 @@ def percentiles(buckets: np.ndarray, q: float) -> np.ndarray:
         return np.where(total > 0, low * (high / low) ** share, np.nan)
 
 
+def grid_spans(
+    stride: pd.Timedelta, start: pd.Timestamp, end: pd.Timestamp, cut: pd.Timestamp | None
+) -> list[tuple[pd.Timestamp, pd.Timestamp, pd.Timedelta]]:
+    """The ``(first, last, step)`` runs of periods of the window: ``stride`` apart, but an hour apart before
+    ``cut`` (where only hours are kept) when ``stride`` is shorter. Arithmetic only: nothing the size of
+    the window is made here."""
+    hour = pd.Timedelta(hours=1)
+    last_instant = end - pd.Timedelta(microseconds=1)
+    first, last = period_of(start, stride), period_of(last_instant, stride)
+    if last < first:
+        return []
+    if cut is None or stride >= hour or cut <= first:
+        return [(first, last, stride)]
+    after_cut = first + -((first - cut) // stride) * stride  # the first period of the grid at or after cut
+    hours = (period_of(start, hour), min(cut - hour, period_of(last_instant, hour)), hour)
+    return [hours, (after_cut, last, stride)]
+
+
 def periods_grid(
     stride: pd.Timedelta, start: pd.Timestamp, end: pd.Timestamp, cut: pd.Timestamp | None
 ) -> pd.DatetimeIndex:
-    """The periods of the window: ``stride`` apart, but an hour apart before ``cut`` (where only hours are
-    kept) when ``stride`` is shorter."""
-    hour = pd.Timedelta(hours=1)
-    last_instant = end - pd.Timedelta(microseconds=1)
-    periods = pd.date_range(period_of(start, stride), period_of(last_instant, stride), freq=stride)
-    if cut is None or stride >= hour or periods.empty or cut <= periods[0]:
-        return periods
-    hours = pd.date_range(period_of(start, hour), min(cut - hour, period_of(last_instant, hour)), freq=hour)
-    return hours.append(periods[periods >= cut])
+    """The periods of :func:`grid_spans`, as an index (check their number first: :func:`check_periods`)."""
+    grid = pd.DatetimeIndex([], tz="UTC")
+    for first, last, step in grid_spans(stride, start, end, cut):
+        grid = grid.append(pd.date_range(first, last, freq=step))
+    return grid
 
 
-def check_periods(grid: pd.DatetimeIndex, kinds: int, stride: pd.Timedelta) -> None:
-    """An :class:`OpslibError` when ``grid`` times ``kinds`` is more rows than a frame should hold (before any read)."""
-    if len(grid) * kinds > MAX_PERIODS:
+def period_count(spans: list[tuple[pd.Timestamp, pd.Timestamp, pd.Timedelta]]) -> int:
+    return sum(max(0, (last - first) // step + 1) for first, last, step in spans)
+
+
+def check_periods(periods: int, kinds: int, stride: pd.Timedelta) -> None:
+    """An :class:`OpslibError` when ``periods`` times ``kinds`` is more rows than a frame should hold (before
+    any read, and before the periods are made)."""
+    if periods * kinds > MAX_PERIODS:
         raise OpslibError(
-            f"a throughput of {len(grid):,} periods of {stride} for {kinds} kinds is too long to show; "
+            f"a throughput of {periods:,} periods of {freq_label(stride)} for {plural(kinds, 'kind')} is too long to "
+            "show; "
             f"choose a longer freq ({FREQ_EXAMPLES}), a later since= or one kind"
         )
 
@@ -136,10 +157,11 @@ def flow_to_frame(
     stride = parse_freq(freq)
     records = list(raw)
     every_kind = sorted({kind for _, kind, _ in records} | set(kinds))
+    spans = grid_spans(stride, start, end, cut)
+    check_periods(period_count(spans), len(every_kind), stride)
     grid = periods_grid(stride, start, end, cut)
     frame = typed_frame({}, THROUGHPUT_COLUMNS)
     if every_kind and not grid.empty:
-        check_periods(grid, len(every_kind), stride)
         frame = grid_frame(records, grid, every_kind, period_of(end - pd.Timedelta(microseconds=1), stride) + stride)
         if kept_from is not None:
             frame.loc[frame["period"] < kept_from, list(COUNTS)] = pd.NA

@@ -209,5 +209,7 @@ def test_a_window_reaching_past_retention_reads_only_what_is_kept(
     assert kept_from >= pd.Timestamp.now(tz="UTC") - pd.Timedelta("8D") - pd.Timedelta("1h")
     assert years.loc[years["period"] < kept_from, "succeeded"].isna().all()
     assert years["succeeded"].sum() == 1 and len(years) > 2000
-    with pytest.raises(OpslibError, match=r"periods of .* for 1 kinds is too long to show; choose a longer freq"):
+    with pytest.raises(
+        OpslibError, match=r"[\d,]+ periods of 1min for 1 kind is too long to show; choose a longer freq"
+    ):
         opslib.throughput(since="1971-01-01", freq="1min", **at)
