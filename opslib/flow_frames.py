@@ -164,7 +164,9 @@ def flow_to_frame(
     if every_kind and not grid.empty:
         frame = grid_frame(records, grid, every_kind, period_of(end - pd.Timedelta(microseconds=1), stride) + stride)
         if kept_from is not None:
-            frame.loc[frame["period"] < kept_from, list(COUNTS)] = pd.NA
+            gone = frame["period"] < kept_from
+            frame.loc[gone, list(COUNTS)] = pd.NA
+            frame.loc[gone, ["wait_p50_s", "wait_p95_s", "run_p50_s", "run_p95_s"]] = float("nan")
     frame.attrs.update(freq=stride, window=(start, end), kept_from=kept_from)
     return frame
 
