@@ -418,3 +418,12 @@ def test_every_column_of_the_table_is_shown_selected_or_named_as_not_shown() -> 
         if column.writer == "entry" and column.name not in NOT_SHOWN:
             assert column.name in DEAD_COLUMNS, f"{column.name} comes from the entry: dead_letters() shows it too"
     assert set(ARCHIVE_SELECT) <= {column.name for column in COLUMNS}
+
+
+def test_history_busy_keeps_the_periods_with_something_in_them(conn: psycopg.Connection[Any]) -> None:
+    every = opslib.history(conn=conn, prefix="", since=at(18), until=at(23))
+    busy = opslib.history(conn=conn, prefix="", since=at(18), until=at(23), busy=True)
+    measures = ["died", "replayed", "discarded", "succeeded_after_replay"]
+    assert len(busy) < len(every) and (busy[measures].sum(axis=1) > 0).all()
+    assert busy[measures].sum().tolist() == every[measures].sum().tolist()
+    assert every.attrs["window"] == (pd.Timestamp(at(18)), pd.Timestamp(at(23)))
