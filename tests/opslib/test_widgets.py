@@ -23,6 +23,7 @@ from opslib.panel.layout import ENTRY_ROWS
 from opslib.panel.ticker import Ticker
 from opslib.panel.widgets import DeadLetterPanel
 from opslib.signatures import signature
+from opslib.times import parse_since
 from tests.opslib.helpers import bury
 from worker.store.enqueue import enqueue
 from worker.store.keys import GROUP, Keys
@@ -222,8 +223,9 @@ def test_a_typed_time_without_an_offset_is_read_in_the_display_zone() -> None:
         assert panel_time("2026-11-30 21:00", "From") == pd.Timestamp("2026-11-30 20:00", tz="UTC")
         assert panel_time("2026-11-30T21:00+00:00", "From") == pd.Timestamp("2026-11-30 21:00", tz="UTC")
         assert panel_time("  ", "To") is None
-        with pytest.raises(opslib.OpslibError, match=r"From .yesterday. is not a time; .* \(read in Europe/Prague"):
-            panel_time("yesterday", "From")
+        assert panel_time("yesterday 21:00", "From") == parse_since("yesterday 21:00")  # the grammar
+        with pytest.raises(opslib.OpslibError, match=r"From .tomorrow. is not a time; .* \(read in Europe/Prague"):
+            panel_time("tomorrow", "From")
     finally:
         opslib.set_display_tz(None)
 
