@@ -50,6 +50,7 @@ Example::
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -70,6 +71,7 @@ from opslib.checks import check_kind, check_limit
 from opslib.connection import pg_session, queue_keys, readable_archive_url
 from opslib.errors import OpslibError
 from opslib.export import ArchiveSources, merged, with_exported
+from opslib.kinds import archived_or_declared
 from opslib.moves.archived import apply_pending_log
 from opslib.search import ARCHIVE_SEARCH, check_search
 from opslib.session import with_servers
@@ -78,6 +80,8 @@ from opslib.times import check_window
 from worker.archive.table import OUTCOME_SUCCEEDED, STATUS_DEAD, STATUS_DISCARDED, STATUS_REPLAYED, TABLE
 
 STATUSES = (STATUS_DEAD, STATUS_REPLAYED, STATUS_DISCARDED)
+ARCHIVE_HOLDER = "the archive holds or the live workers declare"
+"""Where an unknown kind was looked for, for its message."""
 
 
 def check_status(status: object) -> str | None:
@@ -181,7 +185,8 @@ def archive(
     if servers.exported is not None:
         return archive_to_frame(merged(rows, servers.exported, queue, {**params, "kind": kind}, last))
     if kind is not None and not rows:
-        check_kind(kind, [], lambda: archive_kinds(conn, queue), holder="the archive holds")
+        known = functools.partial(archived_or_declared, conn, queue, servers.client, servers.prefix)
+        check_kind(kind, [], known, holder=ARCHIVE_HOLDER)
     return archive_to_frame(reversed(rows))
 
 
@@ -262,6 +267,7 @@ def history(
     params["succeeded"] = OUTCOME_SUCCEEDED
     rows = read_archive(conn, query, params)
     if kind is not None and not any(row[1] == kind for row in rows):
-        check_kind(kind, [], lambda: archive_kinds(conn, queue), holder="the archive holds")
+        known = functools.partial(archived_or_declared, conn, queue, client, prefix)
+        check_kind(kind, [], known, holder=ARCHIVE_HOLDER)
     frame = history_to_frame(rows, stride, start=first, end=after, kinds=[kind] if kind is not None else [])
     return busy_periods(frame, HISTORY_MEASURES) if busy else frame

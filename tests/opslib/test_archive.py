@@ -7,13 +7,16 @@ PostgreSQL, in a schema of the test's own with rows written straight into
 
 from __future__ import annotations
 
+import json
 import sys
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import pandas as pd
 import psycopg
 import pytest
+import redis
 
 import opslib
 from opslib.archive_frames import (
@@ -30,6 +33,7 @@ from opslib.frames import DEAD_COLUMNS
 from stagedoor.schema import migrate_url as migrate_stagedoor
 from tests.opslib.helpers_archive import at, dead_row, insert_rows
 from worker.archive.table import COLUMNS, migrate
+from worker.store.keys import Keys
 
 HOUR = pd.Timedelta("1h")
 
@@ -196,7 +200,7 @@ def test_archive_and_history_refuse_bad_arguments_with_one_clear_error(conn: psy
         (
             {"kind": "render_ticket"},
             r"unknown kind 'render_ticket'; did you mean 'render_tickets'\? "
-            r"Kinds the archive holds: render_tickets, send_email",
+            r"Kinds the archive holds or the live workers declare: render_tickets, send_email",
         ),
         ({"kind": ""}, "kind must be a non-empty string"),
         ({"status": "replay"}, "status must be one of 'dead', 'replayed', 'discarded' or None"),
@@ -427,3 +431,14 @@ def test_history_busy_keeps_the_periods_with_something_in_them(conn: psycopg.Con
     assert len(busy) < len(every) and (busy[measures].sum(axis=1) > 0).all()
     assert busy[measures].sum().tolist() == every[measures].sum().tolist()
     assert every.attrs["window"] == (pd.Timestamp(at(18)), pd.Timestamp(at(23)))
+
+
+def test_a_kind_a_live_worker_declares_is_known_to_the_archive_without_a_row(
+    conn: psycopg.Connection[Any], r: redis.Redis, keys: Keys
+) -> None:
+    r.zadd(keys.workers, {"worker-1": time.time() + 60})
+    r.set(keys.declared("worker-1"), json.dumps({"kinds": {"send_reminder": {}}}))
+    at = {"conn": conn, "prefix": keys.prefix, "client": r}
+    assert opslib.archive("send_reminder", **at).empty and opslib.history(kind="send_reminder", **at)["died"].sum() == 0
+    with pytest.raises(opslib.OpslibError, match=r"unknown kind 'send_remider'; did you mean 'send_reminder'\?"):
+        opslib.archive("send_remider", **at)
