@@ -5,7 +5,8 @@
   hour is one entry, not two "events").
 * The x axis is the window the frame names (``attrs["window"]``), no more
   and no less, in the display zone with its name; a window that ends at now
-  has a "now" mark there.
+  has a "now" mark there, and the bars of the period under way fill the part
+  of it that has passed.
 * Periods older than what is kept (``attrs["kept_from"]``: missing counts,
   not zeros) are shaded and labelled "not kept".
 
@@ -86,9 +87,12 @@ def draw_periods(
         ax.text(0.5, 0.5, "nothing happened in this window", transform=ax.transAxes, ha="center")
         ax.set_yticks([])
         return pd.DatetimeIndex(busy)
-    length = stride / pd.Timedelta("1D")
+    # A period under way at the window's end gets the part of it that has passed: its bars stay on the axis.
+    starts = pd.DatetimeIndex(totals.index)
+    ends = starts + stride if window is None else starts.map(lambda start: min(start + stride, window[1]))
+    length = ((ends - starts) / pd.Timedelta("1D")).to_numpy(dtype="float64")
     width = length * BAR_SHARE / len(totals.columns)
-    lefts = dates.date2num(totals.index.to_pydatetime()) + length * (1 - BAR_SHARE) / 2
+    lefts = dates.date2num(starts.to_pydatetime()) + length * (1 - BAR_SHARE) / 2
     for i, column in enumerate(totals.columns):
         values = totals[column].astype("float64").fillna(0).to_numpy()
         ax.bar(lefts + i * width, values, width=width, align="edge", label=labels.get(column, column),
@@ -112,7 +116,8 @@ def mark_now(ax: Any, start: pd.Timestamp, end: pd.Timestamp, stride: pd.Timedel
     if end > now - stride and start < now:
         x = dates.date2num(min(now, end).to_pydatetime())
         ax.axvline(x, color=NOW_COLOUR, linestyle="--", linewidth=1)
-        ax.text(x, 1.0, " now", transform=ax.get_xaxis_transform(), color=NOW_COLOUR, va="top", fontsize="small")
+        ax.text(x, 0.98, "now ", transform=ax.get_xaxis_transform(), color=NOW_COLOUR, ha="right", va="top",
+                fontsize="small")  # fmt: skip
 
 
 def mark_not_kept(ax: Any, totals: pd.DataFrame, start: pd.Timestamp, stride: pd.Timedelta) -> None:

@@ -213,3 +213,17 @@ def test_a_window_reaching_past_retention_reads_only_what_is_kept(
         OpslibError, match=r"[\d,]+ periods of 1min for 1 kind is too long to show; choose a longer freq"
     ):
         opslib.throughput(since="1971-01-01", freq="1min", **at)
+
+
+def test_the_bars_of_a_period_under_way_stay_on_the_axis() -> None:
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.dates as dates
+
+    end = START + pd.Timedelta("40min")  # the last hour has run 40 minutes when the window ends
+    raw = [(epoch(START), "print", {"succeeded": 3, "dead": 1, "retried": 2})]
+    ax = opslib.plot_throughput(flow_to_frame(raw, "1h", start=START - pd.Timedelta("1h"), end=end))
+    right = ax.get_xlim()[1]
+    assert pd.Timestamp(dates.num2date(right)) == end
+    assert all(bar.get_x() + bar.get_width() <= right + 1e-9 for c in ax.containers for bar in c if bar.get_height())
+    matplotlib.pyplot.close("all")
