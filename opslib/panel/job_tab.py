@@ -108,13 +108,13 @@ class JobTab:
         except OpslibError as exc:
             self.shown = self.rows.iloc[0:0]
             self._fill()
-            self.count.value = f"<p>no {escape_html(self.spec.noun)}s shown: the filter is not one</p>"
+            self.count.value = f"<p>no {escape_html(self.spec.nouns)} shown: the filter is not one</p>"
             self.message.value = error_html(exc)
             return
         self.message.value = ""
         self.shown = filter_listing(self.rows, filters, self.queue.value or ALL_QUEUES)
         self._fill()
-        total = plural(len(self.rows), self.spec.noun)
+        total = plural(len(self.rows), self.spec.noun, self.spec.nouns)
         self.count.value = f"<p><b>{len(self.shown):,}</b> of {escape_html(total)} match the filters</p>"
 
     def _fill(self) -> None:
@@ -141,7 +141,7 @@ class JobTab:
         reason = check_reason(self.reason.value, "cancel") if action.needs_reason else self.reason.value.strip()
         names = sorted(set(self.shown.loc[chosen, "kind"])) if action.into_kind else []
         warning = paused_warning(names, self.at) if names else ""
-        self.question.value = question_html(action, len(chosen), self.spec.noun, reason, warning)
+        self.question.value = question_html(action, len(chosen), self.spec, reason, warning)
         self.action, self.confirm.description = action, f"Confirm {action.label.lower()}"
         self.asking.layout.display = "flex"
 

@@ -54,6 +54,11 @@ class TabSpec:
     actions: Sequence[TabAction]
     at_label: str
 
+    @property
+    def nouns(self) -> str:
+        """The noun for many (``archived entries``)."""
+        return self.noun[:-1] + "ies" if self.noun.endswith("y") else self.noun + "s"
+
 
 def _cancel(ids: list[str], reason: str, at: dict[str, Any]) -> pd.DataFrame:
     return cancel(ids, reason=reason, **at)
@@ -116,10 +121,10 @@ def paused_warning(names: Sequence[str], at: dict[str, Any]) -> str:
     )
 
 
-def question_html(action: TabAction, count: int, noun: str, reason: str, warning: str) -> str:
+def question_html(action: TabAction, count: int, spec: TabSpec, reason: str, warning: str) -> str:
     """The confirmation question of a tab's action on ``count`` chosen jobs (escaped), with its warning."""
     why = f", because: <i>{escape_html(reason)}</i>" if reason else ""
-    return f"{warning}<b>{escape_html(action.label)}: {plural(count, noun)}</b>{why}?"
+    return f"{warning}<b>{escape_html(action.label)}: {plural(count, spec.noun, spec.nouns)}</b>{why}?"
 
 
 def result_html(done: pd.DataFrame) -> str:

@@ -241,11 +241,71 @@ def drive(page: Page, voila: str, night: NightStack) -> None:
     add_late_dead_letter(night)
     wait_text(counts, f"{40 + 2 + SMS} dead letters", 45)
     page.get_by_role("button", name="Auto-refresh").click()  # off again: the rest runs without reloads
+    every_tab(page)
+    view_from_its_url(page, voila)
+    open_tab(page, "Dead")
     escaping(page)
     filters(page)
     paging_and_csv(page)
     pause_and_resume(page)
     barcode_story(page)
+
+
+def open_tab(page: Page, title: str) -> Locator:
+    """Click the dashboard's tab whose title starts with ``title``; its content (``.opslib-tab-<name>``)."""
+    page.locator(".lm-TabBar-tab").filter(has_text=re.compile(f"^{title}")).click()
+    return page.locator(f".opslib-tab-{title.lower()}")
+
+
+def every_tab(page: Page) -> None:
+    """Each tab of the dashboard: its count following its filters, a bad filter clearing its list, an action
+    refused without a reason, the flow's window; the page's address and link following the view."""
+    waiting = open_tab(page, "Waiting")  # the night has settled: nothing waits
+    wait_text(waiting.locator(".opslib-tab-count"), "0 of 0 waiting jobs match the filters")
+    type_in(waiting.locator(".opslib-tab-filters"), "From", "9 o'clock")
+    wait_text(waiting.locator(".opslib-tab-message"), 'From "9 o\'clock" is not a time')
+    wait_text(waiting.locator(".opslib-tab-count"), "no waiting jobs shown: the filter is not one")
+    type_in(waiting.locator(".opslib-tab-filters"), "From", "")
+    running = open_tab(page, "Running")
+    wait_text(running.locator(".opslib-tab-count"), "of 0 running jobs match the filters")
+    delayed = open_tab(page, "Delayed")  # next week's reminders
+    labelled(delayed.locator(".opslib-tab-filters"), "widget-dropdown", "Kind").select_option(label="send_reminder")
+    count = delayed.locator(".opslib-tab-count")
+    count.get_by_text(re.compile(r"^[1-9][\d,]* of [1-9][\d,]* delayed jobs match the filters$")).wait_for()
+    jobs = labelled(delayed, "widget-select-multiple", "Jobs")
+    assert " · runs at " in text_of(jobs.locator("option").first) and " CET · send_reminder · " in text_of(
+        jobs.locator("option").first
+    )
+    jobs.select_option(index=0)
+    delayed.get_by_role("button", name="Cancel delayed").click()  # no reason: refused, nothing asked
+    wait_text(delayed.locator(".opslib-tab-message"), "cancel needs a reason")
+    page.wait_for_url(re.compile(r"\?tab=delayed&kind=send_reminder&sel=[0-9a-f]+$"))  # the address follows
+    archived = open_tab(page, "Archived")
+    labelled(archived.locator(".opslib-tab-filters"), "widget-dropdown", "Kind").select_option(label="render_tickets")
+    archived.locator(".opslib-tab-count").get_by_text(re.compile(r"^40 of [\d,]+ archived entries")).wait_for()
+    open_tab(page, "Flow")
+    page.get_by_role("button", name="6h").click()
+    charts = page.locator(".opslib-flow-tab")
+    wait_text(charts, "over the last 6h")
+    assert charts.locator("svg").count() >= 2 and "render_tickets" in charts.inner_text()
+    page.wait_for_url(re.compile(r"\?tab=flow&window=6h$"))
+    assert page.locator(".opslib-view-link a").get_attribute("href") == "?tab=flow&window=6h"
+    assert "token" not in page.url  # the address a colleague gets carries no token
+
+
+def view_from_its_url(page: Page, voila: str) -> None:
+    """A view's link opened in a new page (as from an alert): the archived tab, filtered as the link says."""
+    other = page.context.new_page()
+    try:
+        other.goto(f"{voila}&tab=archived&kind=render_tickets&q=SeatLabelInvalid", timeout=90_000)
+        count = other.locator(".opslib-tab-archived .opslib-tab-count")
+        count.get_by_text(re.compile(r"^40 of [\d,]+ archived entries match the filters$")).wait_for(timeout=90_000)
+        assert other.locator(".lm-TabBar-tab.lm-mod-current").inner_text().startswith("Archived")
+        filters = other.locator(".opslib-tab-archived .opslib-tab-filters")
+        assert labelled(filters, "widget-text", "Search").input_value() == "SeatLabelInvalid"
+        other.wait_for_url(re.compile(r"\?tab=archived&kind=render_tickets&q=SeatLabelInvalid$"))
+    finally:
+        other.close()
 
 
 def escaping(page: Page) -> None:
