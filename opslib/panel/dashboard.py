@@ -53,6 +53,7 @@ TITLES = {
     "archived": ("Archived", ""),
     "flow": ("Flow", ""),
 }
+LINK_STYLE = "color:#1a5fb4;text-decoration:underline"
 
 
 class Dashboard:
@@ -129,7 +130,7 @@ class Dashboard:
         if self._opening:
             return
         query = view_query(self.view())
-        self.link.value = f'<a href="?{escape_html(query)}" target="_blank">Link to this view</a>'
+        self.link.value = f'<a href="?{escape_html(query)}" target="_blank" style="{LINK_STYLE}">Link to this view</a>'
         self.script.outputs = ()
         replace = f"window.history.replaceState(null, '', '?' + {json.dumps(query)});"
         self.script.append_display_data(Javascript(replace))

@@ -1,10 +1,11 @@
 """The dashboard's flow tab: a chart per kind (and per queue, when the flow frame has a ``queue`` column)
 over a chosen window, from ``opslib.throughput()``.
 
-Each chart draws three series in one unit, jobs per period: succeeded,
-retried (failed attempts put back for a retry: attempts, not jobs) and dead
-(jobs dead-lettered), side by side as lines, never stacked; its sums are
-written beside it. The axis is the window it names and ends at now, marked
+Each chart draws three series per period: succeeded (jobs), retried (failed
+attempts put back for a retry: attempts, not jobs) and dead (jobs
+dead-lettered), side by side as lines over one scale, never stacked; a
+series that stayed at 0 is the grey baseline. Its sums and the scale's top
+are written beside it. The axis is the window it names and ends at now, marked
 by a line at the right edge. Only numbers and escaped names reach the page.
 """
 
@@ -31,12 +32,14 @@ WIDTH, HEIGHT = 420, 60
 def chart_svg(rows: pd.DataFrame, label: str) -> str:
     """One chart: the three series of ``rows`` (one row per period, oldest first) and the now mark."""
     top = max(1, *(int(rows[name].max()) for name, _colour in SERIES)) if len(rows) else 1
-    lines = "".join(polyline(rows[name].astype(int).tolist(), top, colour, WIDTH, HEIGHT) for name, colour in SERIES)
+    drawn = [(rows[name].astype(int).tolist(), colour) for name, colour in SERIES if len(rows) and rows[name].any()]
+    lines = "".join(polyline(values, top, colour, WIDTH, HEIGHT) for values, colour in drawn)  # 0: the baseline
+    base = f'<line x1="0" y1="{HEIGHT - 1}" x2="{WIDTH}" y2="{HEIGHT - 1}" stroke="#bbb"/>'
     now = f'<line x1="{WIDTH - 1}" y1="0" x2="{WIDTH - 1}" y2="{HEIGHT}" stroke="#555" stroke-dasharray="2,2"/>'
     title = escape_html(f"{label}, at most {top:,} a period")
     return (
         f'<svg width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" aria-label="{title}" '
-        f'style="background:#fafafa;vertical-align:middle"><title>{title}</title>{lines}{now}</svg>'
+        f'style="background:#fafafa;vertical-align:middle"><title>{title}</title>{base}{lines}{now}</svg>'
     )
 
 
@@ -64,6 +67,8 @@ def flow_charts_html(flow: pd.DataFrame, window: str) -> str:
         per_period = flow[mask].groupby("period")[[name for name, _colour in SERIES]].sum().sort_index()
         name = " / ".join(str(part) for part in group)
         totals = " · ".join(f"{int(sums.loc[key, series]):,} {series}" for series, _colour in SERIES)
+        peak = int(per_period.max().max()) if len(per_period) else 0
+        totals += f" (top of the chart: {max(peak, 1):,} a period)"
         rows.append(
             f"<tr><td><b>{escape_html(name)}</b></td><td>{chart_svg(per_period, name)}</td>"
             f"<td>{escape_html(totals)}</td></tr>"

@@ -1,9 +1,14 @@
-"""The dead-letter panel in a real browser, on the demo night (with one send_email dead letter with HTML in it,
+"""The dashboard in a real browser, on the demo night (with one send_email dead letter with HTML in it,
 and 230 send_sms ones: more than a page).
 
 Voilà serves ``notebooks/dead_letter_panel.ipynb`` on 127.0.0.1 (times in
-Europe/Prague); Debian's headless Chromium, driven by Playwright, uses every
-control once: the header's sparkline of the last hour's flow, its Pause and
+Europe/Prague); Debian's headless Chromium, driven by Playwright, opens each
+tab of the dashboard (waiting with a bad filter that clears its list, running,
+delayed with a cancel refused for want of a reason, archived filtered by kind,
+flow over 6 h), checks that the page's address and its "Link to this view"
+follow the view and carry no token, opens an archived view from its URL in a
+new page, then on the dead tab uses every control of the dead-letter panel
+once: the header's sparkline of the last hour's flow, Pause and
 Resume, Auto-refresh (a dead letter added meanwhile shows up), the kind
 selector (the groups table follows), the search, the time range, the pages of
 a long group (Older, Newer), the CSV link (its file read back), the send_email
@@ -12,9 +17,10 @@ read; the list and the preview in one order; Confirm on the same screen as the
 list), that entry discarded with a reason, then the rest of the group
 replayed, and reads the results and the status on the page. Every request that
 is not to loopback is aborted (Voilà's page asks CDNs for fonts). The page
-with the barcode entry selected is saved as ``test-artifacts/panel.png``, and
-with ``UPDATE_SCREENSHOTS=1`` as ``docs/images/panel.png`` (what
-docs/opslib.md shows) and as the panel notebook's stored picture (for readers
+with the barcode entry selected is saved as ``test-artifacts/panel.png`` and
+the flow tab as ``test-artifacts/dashboard.png``, and with
+``UPDATE_SCREENSHOTS=1`` as ``docs/images/panel.png`` and
+``docs/images/dashboard.png`` (what docs/opslib.md shows) and as the panel notebook's stored picture (for readers
 without a kernel: GitHub, nbviewer, an HTML export); on failure, a screenshot
 and the worker's log go to ``test-artifacts/``.
 
@@ -151,6 +157,8 @@ MAIL_TRACEBACK = f"""Traceback (most recent call last):
 SMTPRecipientsRefused: {EVIL}"""
 SCREENSHOT = ROOT / "docs" / "images" / "panel.png"
 """The screenshot docs/opslib.md shows; this test rewrites it when ``UPDATE_SCREENSHOTS=1``."""
+DASHBOARD_SCREENSHOT = ROOT / "docs" / "images" / "dashboard.png"
+"""The dashboard's flow tab as docs/opslib.md shows it (rewritten with ``UPDATE_SCREENSHOTS=1`` too)."""
 
 
 SMS = 230
@@ -291,6 +299,7 @@ def every_tab(page: Page) -> None:
     page.wait_for_url(re.compile(r"\?tab=flow&window=6h$"))
     assert page.locator(".opslib-view-link a").get_attribute("href") == "?tab=flow&window=6h"
     assert "token" not in page.url  # the address a colleague gets carries no token
+    page.screenshot(path=str(ARTIFACTS / "dashboard.png"), full_page=True)
 
 
 def view_from_its_url(page: Page, voila: str) -> None:
@@ -476,4 +485,5 @@ def test_every_control_of_the_panel_in_a_browser(chromium: Path, night: NightSta
     if os.environ.get("UPDATE_SCREENSHOTS") == "1":
         SCREENSHOT.parent.mkdir(exist_ok=True)
         shutil.copy(ARTIFACTS / "panel.png", SCREENSHOT)
+        shutil.copy(ARTIFACTS / "dashboard.png", DASHBOARD_SCREENSHOT)
         store_panel_picture(SCREENSHOT.read_bytes())

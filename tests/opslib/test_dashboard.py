@@ -156,7 +156,44 @@ def test_the_flow_charts_one_per_kind_and_queue_the_busiest_first() -> None:
     page = flow_charts_html(flow, "1h")
     assert page.index("bulk / render&lt;img") < page.index("default / send_email")
     assert "18 succeeded · 0 retried · 0 dead" in page and "1 succeeded · 2 retried · 1 dead" in page
-    assert page.count("<svg") == 2 and page.count("<polyline") == 6 and "<img" not in page
+    assert page.count("<svg") == 2 and page.count("<polyline") == 4 and "<img" not in page  # 0 is the baseline
+    assert "(top of the chart: 9 a period)" in page
     assert "dashed line" in page
     assert "queue" not in flow_charts_html(flow.drop(columns="queue"), "1h").split("<table")[1]
     assert flow_charts_html(flow.iloc[0:0], "6h") == "<p>No flow counted in the last 6h.</p>"
+
+
+def test_a_link_opens_the_dead_tab_on_a_group_with_an_entry_selected(r: redis.Redis, keys: Keys) -> None:
+    seat = [
+        bury(r, keys, {"kind": "seat_label", "seat": s}, {"attempts": "2", "error": f"SeatLabelInvalid: {s!r}"})
+        for s in ("1-A", "2-B")
+    ]
+    bury(r, keys, {"kind": "mailer", "email": "a@b"}, {"attempts": "4", "error": "ConnectionError: 503"})
+    group = "SeatLabelInvalid: <str>"
+    board = Dashboard(r, keys.prefix, query=view_query(ViewState(kind="seat_label", group=group, selected=(seat[1],))))
+    panel = board.dead
+    assert panel.kind.value == "seat_label" and panel.group.value == group
+    assert panel.entries.value == (seat[1],) and list(panel.taken.index) == [seat[1]]
+    assert view_query(board.view()) == view_query(ViewState(kind="seat_label", group=group, selected=(seat[1],)))
+    board.tabs.selected_index = 5  # flow: the view follows the tab
+    assert view_query(board.view()) == "tab=flow"
+    assert board.flow.charts.value == "<p>No flow counted in the last 1h.</p>"
+
+
+def test_the_kind_control_throttles_and_lifts_with_a_reason(r: redis.Redis, keys: Keys) -> None:
+    bury(r, keys, {"kind": "seat_label", "seat": "1-A"}, {"attempts": "2", "error": "SeatLabelInvalid"})
+    control = Dashboard(r, keys.prefix).kind_control
+    control.kind.value = "seat_label"
+    control.rate.value = "ten"
+    control.throttle_button.click()
+    assert "Rate &#x27;ten&#x27; is not a number" in control.message.value
+    control.rate.value = "10"
+    control.throttle_button.click()  # no reason: refused
+    assert "throttle needs a reason" in control.message.value
+    control.reason.value = "provider asks for 10/s, INC-2215"
+    control.throttle_button.click()
+    assert control.message.value == "seat_label: at most 10/s"
+    assert "throttled: <b>seat_label</b> at most 10/s" in control.state.value
+    control.throttle_button.click()  # an empty rate lifts it
+    assert control.message.value == "seat_label: no longer throttled" and "throttled" not in control.state.value
+    assert list(opslib.actions(client=r, prefix=keys.prefix)["action"]) == ["throttle", "throttle"]
