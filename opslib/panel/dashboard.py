@@ -13,9 +13,9 @@
   **flow** (a chart per kind, and per queue when the flow has one, over a
   chosen window: :mod:`opslib.panel.flow_chart`). Each tab of jobs has its
   filters and a count that follows them (:mod:`opslib.panel.job_tab`);
-* the view (tab, filters, selection, window) is in the page's URL: each
-  change writes it into the address bar (``history.replaceState``, no
-  reload) and into the "Link to this view" link, and a page opened with such
+* the view (tab, filters, selection, window) is in the page's URL: under
+  Voilà each change writes it into the address bar (``history.replaceState``,
+  no reload), and everywhere into the "Link to this view" link, and a page opened with such
   a query string (Voilà gives it to the kernel as ``QUERY_STRING``) opens
   that view (:mod:`opslib.panel.view_state`). A link never carries Voilà's
   token.
@@ -131,9 +131,10 @@ class Dashboard:
             return
         query = view_query(self.view())
         self.link.value = f'<a href="?{escape_html(query)}" target="_blank" style="{LINK_STYLE}">Link to this view</a>'
-        self.script.outputs = ()
-        replace = f"window.history.replaceState(null, '', '?' + {json.dumps(query)});"
-        self.script.append_display_data(Javascript(replace))
+        if os.environ.get("SERVER_SOFTWARE", "").startswith("voila/"):  # JupyterLab's address is its own
+            self.script.outputs = ()
+            replace = f"window.history.replaceState(null, '', '?' + {json.dumps(query)});"
+            self.script.append_display_data(Javascript(replace))
 
     def show_view(self, view: ViewState) -> None:
         """Open ``view``: its tab, read, then its filters and its selection (what is not there is left out)."""

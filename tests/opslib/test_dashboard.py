@@ -5,6 +5,7 @@ and escaping."""
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 import redis
 
 import opslib
@@ -197,3 +198,16 @@ def test_the_kind_control_throttles_and_lifts_with_a_reason(r: redis.Redis, keys
     control.throttle_button.click()  # an empty rate lifts it
     assert control.message.value == "seat_label: no longer throttled" and "throttled" not in control.state.value
     assert list(opslib.actions(client=r, prefix=keys.prefix)["action"]) == ["throttle", "throttle"]
+
+
+def test_under_voila_the_address_bar_follows_the_view(
+    r: redis.Redis, keys: Keys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    waiting_jobs(r, keys)
+    board = Dashboard(r, keys.prefix, query="tab=waiting")
+    assert board.script.outputs == ()  # not under Voilà: JupyterLab's address is left alone
+    monkeypatch.setenv("SERVER_SOFTWARE", "voila/0.5.13")
+    board.jobs["waiting"].kind.value = "send_email"
+    [shown] = board.script.outputs
+    script = shown["data"]["application/javascript"]
+    assert script == "window.history.replaceState(null, '', '?' + \"tab=waiting&kind=send_email\");"
