@@ -10,8 +10,9 @@ when the frame it comes from has that column (named queues). The tab filters
 a listing with :func:`filter_listing` and never changes it.
 
 Waiting jobs are the entries of every partition's ``jobs`` after the
-consumer group's last delivered id (read in pages, at most :data:`LISTED`);
-the others come from ``pending()``, ``delayed()`` and ``archive()``.
+consumer group's last delivered id (read in pages), then the jobs a pause
+parked (``parked``), at most :data:`LISTED` in all; the others come from
+``pending()``, ``delayed()`` and ``archive()``.
 """
 
 from __future__ import annotations
@@ -22,11 +23,12 @@ import pandas as pd
 import redis
 
 from opslib.archive import archive
-from opslib.bounded import Scan, stream_entries
+from opslib.bounded import Scan, stream_entries, zset_members
 from opslib.columns import TEXT, TIME, entry_times, typed_frame
 from opslib.connection import partitions, redis_session
 from opslib.display import duration
 from opslib.frames import fields_of, job_id_of
+from opslib.moves.cancel import parked_fields
 from opslib.panel.filters import ALL_KINDS, Filters
 from opslib.queries import delayed, pending
 from worker.store.keys import GROUP, Keys
@@ -68,20 +70,40 @@ def undelivered(client: Any, keys: Keys, limit: int) -> list[tuple[str, dict[str
     return found
 
 
+def parked(client: Any, keys: Keys, limit: int) -> list[tuple[str, pd.Timestamp, dict[str, str]]]:
+    """The first ``limit`` jobs of one partition's ``parked`` (their kind is paused): (job id, the time of
+    their place on the queue, fields); a member that cannot be read is left to the worker."""
+    found = []
+    for member in zset_members(client, keys.parked, Scan(f"parked ({keys.parked})")):
+        try:
+            fields = parked_fields(member)
+        except ValueError:
+            continue
+        order = member.split(b"\0", 2)[1]
+        found.append((job_id_of(fields), pd.Timestamp(int(order.split(b"-")[0]), unit="ms", tz="UTC"), fields))
+        if len(found) >= limit:
+            break
+    return found
+
+
 def waiting_listing(*, client: redis.Redis | None = None, prefix: str | None = None) -> pd.DataFrame:
-    """The jobs on ``jobs`` that no worker has read yet, oldest first, over every partition."""
+    """The jobs on ``jobs`` that no worker has read yet, oldest first, then those parked by a pause (their
+    id is the job id, which ``opslib.cancel`` takes too), over every partition."""
     with redis_session(client, prefix, "read the waiting jobs") as (redis_client, keys):
-        entries = [row for part in partitions(redis_client, keys) for row in undelivered(redis_client, part, LISTED)]
-    entries = entries[:LISTED]
-    ids = [entry_id for entry_id, _fields in entries]
+        parts = partitions(redis_client, keys)
+        queued = [row for part in parts for row in undelivered(redis_client, part, LISTED)][:LISTED]
+        held = [row for part in parts for row in parked(redis_client, part, LISTED)][: LISTED - len(queued)]
+    ids = [entry_id for entry_id, _fields in queued] + [job_id for job_id, _at, _fields in held]
+    every = [fields for _id, fields in queued] + [fields for _id, _at, fields in held]
     columns: dict[str, list[Any]] = {
-        "at": list(entry_times(ids)),
-        "kind": [fields.get("kind", "") for _id, fields in entries],
-        "job_id": [job_id_of(fields) for _id, fields in entries],
-        "detail": [payload_line(fields) for _id, fields in entries],
+        "at": [*entry_times(ids[: len(queued)]), *(at for _id, at, _fields in held)],
+        "kind": [fields.get("kind", "") for fields in every],
+        "job_id": [job_id_of(fields) for fields in every],
+        "detail": [payload_line(fields) for _id, fields in queued]
+        + [f"parked: its kind is paused · {payload_line(fields)}" for _id, _at, fields in held],
     }
-    if any("queue" in fields for _id, fields in entries):
-        columns["queue"] = [fields.get("queue", "") for _id, fields in entries]
+    if any("queue" in fields for fields in every):
+        columns["queue"] = [fields.get("queue", "") for fields in every]
     return listing(ids, columns)
 
 

@@ -12,6 +12,9 @@ import opslib
 from opslib.panel.dashboard import Dashboard
 from opslib.panel.flow_chart import flow_charts_html
 from opslib.panel.view_state import ViewState, parse_view, view_query
+from tests.helpers import Workers, wait_for
+from tests.incident.helpers import KINDS as INCIDENT_KINDS
+from tests.incident.helpers import enqueue_jobs, parked_job_ids
 from tests.opslib.helpers import bury
 from tests.opslib.helpers_archive import archive_dead_stream
 from tests.opslib.test_widgets import IMG, RAW, SCRIPT, html_values
@@ -211,3 +214,23 @@ def test_under_voila_the_address_bar_follows_the_view(
     [shown] = board.script.outputs
     script = shown["data"]["application/javascript"]
     assert script == "window.history.replaceState(null, '', '?' + \"tab=waiting&kind=send_email\");"
+
+
+def test_jobs_parked_by_a_pause_are_waiting_and_can_be_cancelled(r: redis.Redis, workers: Workers, prefix: str) -> None:
+    at = {"client": r, "prefix": prefix}
+    proc = workers.start(INCIDENT_KINDS)
+    wait_for(lambda: "alpha" in opslib.kinds(**at).index, 10, "the worker to declare alpha")
+    opslib.pause("alpha", reason="seat map fix, INC-2214", **at)
+    wait_for(lambda: "Kind alpha is paused" in workers.log(proc), 10, "the worker to see the pause")
+    enqueue_jobs(r, prefix, "alpha", 3)
+    wait_for(lambda: opslib.kinds(**at).loc["alpha", "parked"] == 3, 10, "the alpha jobs parked")
+    board = Dashboard(r, prefix, query="tab=waiting")
+    tab = board.jobs["waiting"]
+    assert list(tab.shown.index) == ["alpha-0", "alpha-1", "alpha-2"]  # their job ids, in their order
+    assert all(detail.startswith("parked: its kind is paused · ") for detail in tab.shown["detail"])
+    tab.jobs.value = ("alpha-1",)
+    tab.reason.value = "order refunded, INC-2211"
+    tab.buttons[0].click()
+    tab.confirm.click()
+    assert "removed: <b>1</b>" in tab.result.value and list(tab.shown.index) == ["alpha-0", "alpha-2"]
+    assert parked_job_ids(r, prefix, "alpha") == ["alpha-0", "alpha-2"]
