@@ -22,7 +22,7 @@ from opslib.errors import OpslibError
 from opslib.operator import check_reason
 from opslib.panel.filters import ALL_KINDS, read_filters
 from opslib.panel.html import error_html
-from opslib.panel.state_reads import filter_listing
+from opslib.panel.state_reads import LISTED, filter_listing
 from opslib.panel.tab_actions import TabAction, TabSpec, paused_warning, question_html, result_html
 from opslib.panel.view_state import ViewState
 from worker.printable import printable
@@ -115,7 +115,8 @@ class JobTab:
         self.shown = filter_listing(self.rows, filters, self.queue.value or ALL_QUEUES)
         self._fill()
         total = plural(len(self.rows), self.spec.noun, self.spec.nouns)
-        self.count.value = f"<p><b>{len(self.shown):,}</b> of {escape_html(total)} match the filters</p>"
+        capped = f" (a tab reads at most {LISTED:,})" if len(self.rows) >= LISTED else ""
+        self.count.value = f"<p><b>{len(self.shown):,}</b> of {escape_html(total)} match the filters{capped}</p>"
 
     def _fill(self) -> None:
         options = [(self._label(str(job), row), str(job)) for job, row in self.shown.iterrows()]

@@ -143,7 +143,7 @@ def delayed_listing(**at: Any) -> pd.DataFrame:
 def archived_listing(**at: Any) -> pd.DataFrame:
     """The newest :data:`LISTED` entries of the archive, newest first; ``at``: when they died; the detail
     starts with what became of them (dead, replayed, discarded)."""
-    rows = archive(**at).tail(LISTED).iloc[::-1]
+    rows = archive(limit=LISTED, **at).iloc[::-1]  # PostgreSQL keeps the newest; oldest first -> newest first
     columns = {
         "at": rows["dead_at"].tolist(),
         "kind": rows["kind"].tolist(),
