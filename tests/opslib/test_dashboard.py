@@ -10,7 +10,11 @@ import redis
 
 import opslib
 from opslib.panel.dashboard import Dashboard
+from opslib.panel.filters import Filters
 from opslib.panel.flow_chart import flow_charts_html
+from opslib.panel.job_tab import JobTab
+from opslib.panel.state_reads import filter_listing, listing
+from opslib.panel.tab_actions import TabSpec
 from opslib.panel.view_state import ViewState, parse_view, view_query
 from tests.helpers import Workers, wait_for
 from tests.incident.helpers import KINDS as INCIDENT_KINDS
@@ -234,3 +238,25 @@ def test_jobs_parked_by_a_pause_are_waiting_and_can_be_cancelled(r: redis.Redis,
     tab.confirm.click()
     assert "removed: <b>1</b>" in tab.result.value and list(tab.shown.index) == ["alpha-0", "alpha-2"]
     assert parked_job_ids(r, prefix, "alpha") == ["alpha-0", "alpha-2"]
+
+
+def test_a_queue_column_brings_a_queue_filter_that_the_view_carries() -> None:
+    def read(**_at: object) -> pd.DataFrame:
+        columns = {
+            "at": list(pd.to_datetime(["2026-12-02 04:00", "2026-12-02 04:01"], utc=True)),
+            "kind": ["send_email", "send_email"],
+            "job_id": ["a", "b"],
+            "detail": ["order_id=1", "order_id=2"],
+            "queue": ["default", "bulk"],
+        }
+        return listing(["1-0", "2-0"], columns)
+
+    tab = JobTab(TabSpec("waiting", "waiting job", read, (), "enqueued"), {}, lambda: None)
+    tab.load()
+    assert tab.queue.layout.display == "flex" and [v for _l, v in tab.queue.options] == ["", "bulk", "default"]
+    tab.show_view(ViewState(tab="waiting", queue="bulk"))
+    assert list(tab.shown.index) == ["2-0"] and tab.view()["queue"] == "bulk"
+    tab.queue.value = ""
+    tab.until.value = "2026-12-02 04:01"
+    assert list(tab.shown.index) == ["1-0"] and "<b>1</b> of 2 waiting jobs match" in tab.count.value
+    assert filter_listing(read(), Filters(search="ORDER_ID=2"), queue="").index.tolist() == ["2-0"]
