@@ -38,6 +38,7 @@ class JobTab:
     def __init__(self, spec: TabSpec, at: dict[str, Any], on_change: Callable[[], None]) -> None:
         self.spec, self.at, self.on_change = spec, at, on_change
         self.rows = self.shown = pd.DataFrame()
+        self.read_error = ""
         self.kind = w.Dropdown(description="Kind", options=[("all kinds", ALL_KINDS)])
         self.queue = w.Dropdown(description="Queue", options=[("all queues", ALL_QUEUES)])
         self.queue.layout.display = "none"
@@ -86,10 +87,9 @@ class JobTab:
     def load(self) -> None:
         """Read the tab's jobs again, keep the filters and the selection, and apply them."""
         try:
-            self.rows = self.spec.read(**self.at)
-        except OpslibError as exc:
-            self.rows = pd.DataFrame()
-            self.message.value = error_html(exc)
+            self.rows, self.read_error = self.spec.read(**self.at), ""
+        except OpslibError as exc:  # e.g. the archive is off or away: the line stays until a read succeeds
+            self.rows, self.read_error = pd.DataFrame(), error_html(exc)
         self._settling = True
         try:
             kinds = sorted(set(self.rows["kind"])) if not self.rows.empty else []
@@ -111,7 +111,7 @@ class JobTab:
             self.count.value = f"<p>no {escape_html(self.spec.nouns)} shown: the filter is not one</p>"
             self.message.value = error_html(exc)
             return
-        self.message.value = ""
+        self.message.value = self.read_error
         self.shown = filter_listing(self.rows, filters, self.queue.value or ALL_QUEUES)
         self._fill()
         total = plural(len(self.rows), self.spec.noun, self.spec.nouns)

@@ -260,3 +260,14 @@ def test_a_queue_column_brings_a_queue_filter_that_the_view_carries() -> None:
     tab.until.value = "2026-12-02 04:01"
     assert list(tab.shown.index) == ["1-0"] and "<b>1</b> of 2 waiting jobs match" in tab.count.value
     assert filter_listing(read(), Filters(search="ORDER_ID=2"), queue="").index.tolist() == ["2-0"]
+
+
+def test_an_archive_that_is_off_is_one_line_on_the_archived_tab(
+    r: redis.Redis, keys: Keys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ARCHIVE_URL", "off")
+    board = Dashboard(r, keys.prefix, query="tab=archived")
+    tab = board.jobs["archived"]
+    assert tab.shown.empty and "the dead-letter archive is off (ARCHIVE_URL=off)" in tab.message.value
+    tab.search.value = "anything"  # the line stays while the filters change
+    assert "archive" in tab.message.value and "<b>0</b> of 0 archived entries" in tab.count.value
