@@ -6,7 +6,7 @@
   (:mod:`opslib.panel.pause_control`) and a link to the view shown;
 * the tabs, in the order of :data:`~opslib.panel.view_state.TABS`, each title
   with the queue's count of that state: **waiting** (on ``jobs``, not read
-  yet: Cancel), **running** (delivered, not acknowledged: Cancel),
+  yet, and parked by a pause: Cancel), **running** (delivered, not acknowledged: Cancel),
   **delayed** (Run now, Cancel delayed), **dead** (the dead-letter panel,
   :mod:`opslib.panel.widgets`: groups, Replay, Discard, CSV), **archived**
   (the archive's entries and what became of them: Replay archived) and
@@ -89,9 +89,11 @@ class Dashboard:
     def titles(self) -> None:
         """Each tab's title with the queue's count of its state (the counts of every partition)."""
         try:
-            counts = queue_stats(**self.at).counts["value"]
+            counts = queue_stats(**self.at).counts["value"].to_dict()
         except OpslibError:
             counts = {}
+        if "lag" in counts and "parked" in self.kind_control.known:  # waiting: undelivered, and parked by a pause
+            counts["lag"] += int(self.kind_control.known["parked"].sum())
         self.tabs.titles = tuple(
             f"{title} {int(counts[metric]):,}" if metric in counts else title
             for title, metric in (TITLES[name] for name in TABS)

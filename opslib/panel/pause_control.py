@@ -58,6 +58,7 @@ class PauseControl:
         self.rate = w.Text(description="Rate /s", placeholder="empty: lift", layout=w.Layout(width="160px"))
         self.throttle_button = w.Button(description="Throttle", icon="tachometer")
         self.state, self.message = w.HTML(), w.HTML()
+        self.known = pd.DataFrame()  # the last kinds() read (the dashboard counts the parked jobs in it)
         self.pause_button.on_click(lambda _button: self._act(self._pause))
         self.resume_button.on_click(lambda _button: self._act(self._resume))
         self.throttle_button.on_click(lambda _button: self._act(self._throttle))
@@ -67,7 +68,7 @@ class PauseControl:
 
     def load(self) -> None:
         """Read the kinds again: the dropdown's choices and the paused line."""
-        known = kinds(**self.at)
+        self.known = known = kinds(**self.at)
         chosen = self.kind.value
         self.kind.options = list(known.index)
         if chosen in self.kind.options:

@@ -231,6 +231,7 @@ def test_jobs_parked_by_a_pause_are_waiting_and_can_be_cancelled(r: redis.Redis,
     board = Dashboard(r, prefix, query="tab=waiting")
     tab = board.jobs["waiting"]
     assert list(tab.shown.index) == ["alpha-0", "alpha-1", "alpha-2"]  # their job ids, in their order
+    assert board.tabs.titles[0] == "Waiting 3"
     assert all(detail.startswith("parked: its kind is paused · ") for detail in tab.shown["detail"])
     tab.jobs.value = ("alpha-1",)
     tab.reason.value = "order refunded, INC-2211"
