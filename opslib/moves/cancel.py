@@ -137,7 +137,7 @@ def held_members(client: Any, keys: Keys, job_id: str) -> list[tuple[str, bytes,
     for source in (keys.delayed, keys.throttled, keys.parked):
         for member in client.zrange(source, 0, -1):
             try:
-                fields = _parked_fields(member) if source == keys.parked else decode_member(member)
+                fields = parked_fields(member) if source == keys.parked else decode_member(member)
             except ValueError:
                 continue  # malformed: the worker dead-letters it when it is due
             if job_id_of(fields) == job_id:
@@ -145,7 +145,7 @@ def held_members(client: Any, keys: Keys, job_id: str) -> list[tuple[str, bytes,
     return found
 
 
-def _parked_fields(member: bytes) -> dict[str, str]:
+def parked_fields(member: bytes) -> dict[str, str]:
     """The fields of a member of ``parked`` (worker/store/lua/includes/parked_member.lua)."""
     parts = member.split(b"\0", 2)
     flat = json.loads(parts[2]) if len(parts) == 3 else None
