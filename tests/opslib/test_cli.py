@@ -8,6 +8,7 @@ import os
 import pty
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from typing import TextIO
 
@@ -272,3 +273,13 @@ def test_actions_status_kinds_and_find_take_json_and_csv(
     found = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [(row["where"], row["matched"]) for row in found] == [("dead", "id")]
     assert run("find", "nothing-like-it", "--csv") == EXIT_FAILED
+
+
+def test_dead_of_a_kind_a_live_worker_declares_is_empty_not_unknown(
+    env: dict[str, str], dead: list[str], r: redis.Redis, keys: Keys, capsys: pytest.CaptureFixture[str]
+) -> None:
+    r.zadd(keys.workers, {"worker-1": time.time() + 60})
+    r.set(keys.declared("worker-1"), json.dumps({"kinds": {"send_email": {}}}))
+    assert run("dead", "--kind", "send_email") == EXIT_OK
+    captured = capsys.readouterr()
+    assert captured.out.strip() == "(none)" and "unknown kind" not in captured.err
