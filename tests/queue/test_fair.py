@@ -3,12 +3,14 @@ fairness index over 50 tenants, retries, dead letters and replay of a fair job, 
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections import Counter
 
 import pytest
 import redis
+import redis.asyncio as aioredis
 
 import opslib
 import worker
@@ -129,3 +131,27 @@ def test_a_bad_fair_key_is_refused_in_one_line(r: redis.Redis, prefix: str, bad:
         worker.enqueue(r, "fair_start", {}, fair_key=bad, prefix=prefix)  # type: ignore[typeddict-item]
     assert "\n" not in str(raised.value)
     assert not r.keys(f"{prefix}*")
+
+
+def test_a_waiting_fair_job_is_cancelled_before_its_turn(r: redis.Redis, prefix: str) -> None:
+    job_id = worker.enqueue(r, "fair_start", {"tenant": "A"}, fair_key="A", prefix=prefix)
+    done = opslib.cancel(job_id, reason="wrong tenant", client=r, prefix=prefix)
+    assert list(done["status"]) == ["removed"] and list(done["kind"]) == ["fair_start"]
+    assert r.zcard(Keys(prefix).fair_queue) == 0
+
+
+def test_enqueue_async_takes_a_fair_key(redis_url: str, r: redis.Redis, prefix: str) -> None:
+    async def both() -> list[str]:
+        client = aioredis.Redis.from_url(redis_url)
+        try:
+            one = await worker.enqueue_async(client, "fair_start", {"tenant": "A"}, fair_key="A", prefix=prefix)
+            many = await worker.enqueue_many_async(client, [NewJob("fair_start", fair_key="B")], prefix=prefix)
+            return [one, *many]
+        finally:
+            await client.aclose()
+
+    ids = asyncio.run(both())
+    waiting = {
+        decode_member(m)["job_id"]: decode_member(m)[FAIR_FIELD] for m in r.zrange(Keys(prefix).fair_queue, 0, -1)
+    }
+    assert waiting == {ids[0]: "A", ids[1]: "B"}

@@ -22,6 +22,8 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+import redis.asyncio.client
+
 from worker.store.keys import GROUP, Keys
 from worker.store.scripts import CLUSTER_PIPELINES, source
 from worker.store.wire import encode_member
@@ -57,7 +59,11 @@ def send_fair(target: Any, keys: Keys, job: dict[str, str]) -> Any:
     args = _enqueue_args(keys, job)
     if isinstance(target, CLUSTER_PIPELINES):
         return target.execute_command("EVALSHA", ENQUEUE_SHA, 4, *args)
-    return target.register_script(ENQUEUE)(keys=args[:4], args=args[4:])
+    script = target.register_script(ENQUEUE)
+    if isinstance(target, redis.asyncio.client.Pipeline):  # the asyncio Script would be a coroutine, never queued
+        target.scripts.add(script)  # loaded by the pipeline before it runs
+        return target.evalsha(ENQUEUE_SHA, 4, *args)
+    return script(keys=args[:4], args=args[4:])
 
 
 def fair_command(keys: Keys, job: dict[str, str]) -> tuple[Any, ...]:
