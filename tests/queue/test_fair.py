@@ -14,11 +14,12 @@ import redis.asyncio as aioredis
 
 import opslib
 import worker
+from tests.deploy.test_health import health as health_of
 from tests.helpers import Workers, wait_for
 from worker.observability.backlog import read_backlog
 from worker.store.enqueue import NewJob
 from worker.store.fair import FAIR_FIELD, MAX_FAIR_KEY_CHARS
-from worker.store.keys import Keys
+from worker.store.keys import GROUP, Keys
 from worker.store.wire import decode_member
 
 KINDS = "tests.queue.kinds_fair"
@@ -155,3 +156,16 @@ def test_enqueue_async_takes_a_fair_key(redis_url: str, r: redis.Redis, prefix: 
         decode_member(m)["job_id"]: decode_member(m)[FAIR_FIELD] for m in r.zrange(Keys(prefix).fair_queue, 0, -1)
     }
     assert waiting == {ids[0]: "A", ids[1]: "B"}
+
+
+def test_health_names_the_fair_jobs_waiting(redis_url: str, r: redis.Redis, prefix: str) -> None:
+    keys = Keys(prefix)
+    r.xgroup_create(keys.jobs, GROUP, id="0", mkstream=True)
+    r.xadd(keys.jobs, {"kind": "fair_start", "job_id": "plain", "attempts": "0"})  # undelivered: the jobs stay
+    r.zadd(keys.workers, {"fair-worker": time.time() + 60})
+    worker.enqueue_many(r, [NewJob("fair_start", fair_key=f"t{t}") for t in range(3)], prefix=prefix)
+    said = health_of(redis_url, prefix, WORKER_NAME="fair-worker")
+    assert (said.returncode, said.stdout.strip()) == (
+        0,
+        "healthy: 1 worker heartbeat(s) fresh; fair: 3 job(s) waiting for their key's turn",
+    )
