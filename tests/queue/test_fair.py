@@ -169,3 +169,19 @@ def test_health_names_the_fair_jobs_waiting(redis_url: str, r: redis.Redis, pref
         0,
         "healthy: 1 worker heartbeat(s) fresh; fair: 3 job(s) waiting for their key's turn",
     )
+
+
+def test_a_paused_kinds_fair_jobs_wait_in_parked_and_run_on_resume(
+    r: redis.Redis, prefix: str, workers: Workers
+) -> None:
+    keys = Keys(prefix)
+    news = [NewJob("fair_start", {"tenant": f"t{n % 3}"}, fair_key=f"t{n % 3}") for n in range(9)]
+    worker.enqueue_many(r, news, prefix=prefix)
+    worker.enqueue(r, "fair_start", {"tenant": "plain"}, prefix=prefix)
+    opslib.pause("fair_start", reason="seat map fix", client=r, prefix=prefix)
+    workers.here(KINDS)
+    assert r.llen(f"{prefix}test:starts") == 0
+    assert (r.zcard(keys.parked), r.zcard(keys.fair_queue)) == (10, 0)
+    opslib.resume("fair_start", client=r, prefix=prefix)
+    workers.here(KINDS)
+    assert sorted(starts(r, prefix)) == sorted(["plain", *(f"t{n % 3}" for n in range(9))])
