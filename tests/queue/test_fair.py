@@ -185,3 +185,9 @@ def test_a_paused_kinds_fair_jobs_wait_in_parked_and_run_on_resume(
     opslib.resume("fair_start", client=r, prefix=prefix)
     workers.here(KINDS)
     assert sorted(starts(r, prefix)) == sorted(["plain", *(f"t{n % 3}" for n in range(9))])
+
+
+def test_kinds_counts_the_fair_jobs_as_waiting(r: redis.Redis, prefix: str) -> None:
+    worker.enqueue_many(r, [NewJob("fair_start", fair_key=f"t{t}") for t in range(4)], prefix=prefix)
+    worker.enqueue(r, "fair_start", prefix=prefix)
+    assert opslib.kinds(client=r, prefix=prefix).loc["fair_start", "waiting"] == 5
