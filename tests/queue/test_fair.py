@@ -191,3 +191,11 @@ def test_kinds_counts_the_fair_jobs_as_waiting(r: redis.Redis, prefix: str) -> N
     worker.enqueue_many(r, [NewJob("fair_start", fair_key=f"t{t}") for t in range(4)], prefix=prefix)
     worker.enqueue(r, "fair_start", prefix=prefix)
     assert opslib.kinds(client=r, prefix=prefix).loc["fair_start", "waiting"] == 5
+
+
+def test_find_says_a_fair_job_waits_for_its_keys_turn(r: redis.Redis, prefix: str) -> None:
+    job_id = worker.enqueue(r, "fair_start", {"order_id": "4471"}, fair_key="org-17", prefix=prefix)
+    for value in (job_id, "4471"):
+        found = opslib.find(value, client=r, prefix=prefix)
+        assert list(found["where"]) == ["waiting"] and list(found["job_id"]) == [job_id]
+        assert list(found["status"]) == ["fair key 'org-17': waiting for its turn"]
