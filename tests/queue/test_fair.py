@@ -104,8 +104,8 @@ def test_several_workers_lose_nothing(r: redis.Redis, prefix: str, workers: Work
     plain = [NewJob("fair_start", {"tenant": "", "job_id": uuid.uuid4().hex}) for _ in range(500)]
     ids += [new.fields["job_id"] for new in plain]  # type: ignore[index]
     worker.enqueue_many(r, plain, prefix=prefix)
-    for _ in range(3):
-        workers.start(KINDS, WORKER_CONCURRENCY="4")
+    for slots in (4, 4, 2):  # feeders of different depths: none reorders or takes back what another moved
+        workers.start(KINDS, WORKER_CONCURRENCY=str(slots))
     wait_for(lambda: r.scard(f"{prefix}test:done") >= len(ids), timeout_s=120, what="every job done")
     assert {m.decode() for m in r.smembers(f"{prefix}test:done")} == set(ids)
     assert r.llen(f"{prefix}test:starts") == len(ids)  # each job ran once

@@ -8,9 +8,10 @@ worker's fair feeder (:mod:`worker.loop.fair_feeder`) keeps ``jobs`` holding abo
 its slot count of undelivered entries, moving the jobs of the earliest turns
 (``fair_dispatch.lua``), so a key with one job waits behind about one turn of
 each other key with work, not behind another key's backlog. While fair jobs wait,
-entries that reach ``jobs`` the plain way beyond that depth (jobs without a key,
-promoted retries and delayed jobs, replays) are spilled into the fair queue under
-their own ``fair_key`` field, "" for none: jobs without a key share one key.
+entries without a fair key that reach ``jobs`` beyond that depth are spilled into
+the fair queue under the key "" (their ``fair_key`` field set to ""): jobs without
+a key share one key. An entry with the field (a fair job's retry, delayed run or
+replay, promoted onto ``jobs`` as any) is never spilled: it keeps its place.
 
 A queue that never uses fair keys pays nothing: a plain enqueue is the XADD it
 was, the read loop sends nothing more, and each worker's feeder asks Redis once a

@@ -10,15 +10,18 @@ ARGV[2]  target       how many undelivered entries `jobs` should hold (about the
 ARGV[3]  batch        the most entries spilled in one call
 
 While any fair job waits, undelivered entries of `jobs` beyond the first
-`target` (jobs without a fair key enqueued the plain way, retries promoted,
-replays) are spilled into `fair:queue` under their own `fair_key` field, ""
-for none, so that jobs without a key share one key; then jobs of the earliest
-turns are moved onto `jobs` until it holds `target` undelivered entries. Only
+`target` that carry no `fair_key` field (jobs enqueued without a key) are
+spilled into `fair:queue` under the key "" (their field `fair_key` set to ""),
+so that jobs without a key share one key; an entry that carries the field (a
+fair job moved here, or one retried, delayed or replayed) is never moved
+again, so a feeder with a smaller target never reorders another's. Then jobs of
+the earliest turns are moved onto `jobs` until it holds `target` undelivered
+entries. Only
 undelivered entries are spilled (XDEL after the group's last-delivered id:
 none is pending), each re-added whole in the same script, so none is lost or
 doubled. Nothing is done while `fair:queue` is empty or before the group exists.
 
-Returns: {moved, spilled, waiting}: jobs moved onto `jobs`, entries spilled,
+Returns: {moved, spilled, waiting}: jobs moved onto `jobs`, entries spilled (up to batch),
 and the jobs still in `fair:queue` (0: the caller may rest until one comes).
 ]]
 --- @include "delayed_entry"
@@ -35,14 +38,17 @@ end
 local spilled = 0
 for i = target + 1, #waiting do
   local id, flat = waiting[i][1], waiting[i][2]
-  local fields, key = {}, ''
+  local fields, keyed = {}, false
   for j = 1, #flat, 2 do
     fields[flat[j]] = flat[j + 1]
-    if flat[j] == 'fair_key' then key = flat[j + 1] end
+    if flat[j] == 'fair_key' then keyed = true end
   end
-  fair_place(KEYS[2], KEYS[3], KEYS[4], key, cjson.encode(fields))
-  redis.call('XDEL', KEYS[1], id)
-  spilled = spilled + 1
+  if not keyed then
+    fields['fair_key'] = ''
+    fair_place(KEYS[2], KEYS[3], KEYS[4], '', cjson.encode(fields))
+    redis.call('XDEL', KEYS[1], id)
+    spilled = spilled + 1
+  end
 end
 local moved = 0
 if #waiting < target then
