@@ -9,7 +9,8 @@ archive:
 =============  ==============================================================
 where          the job
 =============  ==============================================================
-waiting        is on ``jobs``, not yet read by a worker
+waiting        is on ``jobs``, not yet read by a worker; or, with a fair key,
+               waits in ``fair:queue`` for its key's turn (``status`` names the key)
 running        was read by ``worker`` and is not acknowledged: its idle time
                (``idle``) is since delivery or the last claim refresh
 finished       is on ``jobs`` and acknowledged: it succeeded, or was moved to
@@ -49,8 +50,9 @@ from opslib.frames import delayed_to_frame
 from opslib.queries import dead_letters
 from opslib.search import payload_columns
 from worker.store.cancels import marks_of
+from worker.store.fair import FAIR_FIELD
 from worker.store.keys import GROUP, Keys
-from worker.store.wire import job_id_of, text
+from worker.store.wire import decode_member, job_id_of, text
 
 WAITING, RUNNING, FINISHED, DELAYED, DEAD, ARCHIVED = "waiting", "running", "finished", "delayed", "dead", "archived"
 CANCELLED = "cancelled"
@@ -138,13 +140,12 @@ def on_delayed(client: Any, keys: Keys, value: str, notes: list[str]) -> list[di
 
     Only members holding ``value``'s text (or its JSON form) are decoded and checked whole: decoding every
     member into a ``delayed()`` frame was most of a ``find()`` on a large backlog."""
-    needles = (value.encode(), json.dumps(value, ensure_ascii=False).encode())
     scan = Scan(f"delayed ({keys.delayed})")
-    candidates = []
-    for member, score in zset_members(client, keys.delayed, scan, withscores=True):
-        raw = member if isinstance(member, bytes) else member.encode()
-        if needles[0] in raw or needles[1] in raw:
-            candidates.append((member, score))
+    candidates = [
+        (member, score)
+        for member, score in zset_members(client, keys.delayed, scan, withscores=True)
+        if may_hold(member, value)
+    ]
     if scan.capped:
         notes.append(scan.note(client.zcard(keys.delayed)))
     found = delayed_to_frame(candidates, time.time(), keys.partition)
@@ -153,6 +154,33 @@ def on_delayed(client: Any, keys: Keys, value: str, notes: list[str]) -> list[di
         for job in found.itertuples()
         if value in job.fields.values() or job.job_id == value
     ]
+
+
+def may_hold(member: str | bytes, value: str) -> bool:
+    """Whether a JSON member (of ``delayed`` or ``fair:queue``) holds ``value``'s text or its JSON form: only
+    those are decoded and checked whole."""
+    raw = member if isinstance(member, bytes) else member.encode()
+    return value.encode() in raw or json.dumps(value, ensure_ascii=False).encode() in raw
+
+
+def on_fair(client: Any, keys: Keys, value: str, notes: list[str]) -> list[dict[str, Any]]:
+    """The jobs of one partition's ``fair:queue`` (waiting for their fair key's turn) whose job id or a field
+    is ``value``, among the :data:`~opslib.bounded.CAP` next turns."""
+    scan = Scan(f"fair ({keys.fair_queue})")
+    rows = []
+    for member in zset_members(client, keys.fair_queue, scan):
+        job = decode_member(member) if may_hold(member, value) else {}
+        if job and (job_id_of(job) == value or value in job.values()):
+            rows.append({
+                "where": WAITING,
+                "kind": job.get("kind", ""),
+                "job_id": job_id_of(job),
+                "status": f"fair key {job.get(FAIR_FIELD, '')!r}: waiting for its turn",
+                "partition": keys.partition,
+            })  # fmt: skip
+    if scan.capped:
+        notes.append(scan.note(client.zcard(keys.fair_queue)).replace("counted", "searched"))
+    return rows
 
 
 def entry_order(entry_id: str) -> tuple[int, int]:
@@ -179,6 +207,8 @@ def find(value: str, *, client: redis.Redis | None = None, prefix: str | None = 
             rows += [
                 cancelled_row(value, mark, part.partition) for mark in marks_of(redis_client, part, [value]).values()
             ]
+        for part in parts:
+            rows += on_fair(redis_client, part, value, notes)
         for part in parts:
             later += on_delayed(redis_client, part, value, notes)
         rows += sorted(later, key=lambda job: job["run_at"])  # soonest first over the partitions, as delayed()

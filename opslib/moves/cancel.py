@@ -12,7 +12,8 @@
       dead-lettered;
     - a delayed job (a retry, or a later run), a throttled one (deferred by
       its kind's throttle, in ``throttled``) or a parked one (of a paused
-      kind, in ``parked``) is taken out of its set (the cancel_delayed
+      kind, in ``parked``) or a fair job waiting for its key's turn (in ``fair:queue``)
+      is taken out of its set (the cancel_delayed
       script, recorded in the archive as discarded) and never starts.
 
     Each entry moves in one script (cancel_entry), and each member in one
@@ -130,10 +131,11 @@ def _cancel_one(session: Session, value: str, mark: str, operator: Operator, dry
 
 
 def held_members(client: Any, keys: Keys, job_id: str) -> list[tuple[str, bytes, dict[str, str]]]:
-    """(set, member, fields) of ``job_id``'s members that wait in ``keys``' ``delayed``, ``throttled``
-    (same members) and ``parked`` (kind NUL order NUL fields as a JSON array), each set read whole."""
+    """(set, member, fields) of ``job_id``'s members that wait in ``keys``' ``delayed``, ``throttled``,
+    ``fair:queue`` (same members) and ``parked`` (kind NUL order NUL fields as a JSON array), each set read
+    whole."""
     found: list[tuple[str, bytes, dict[str, str]]] = []
-    for source in (keys.delayed, keys.throttled, keys.parked):
+    for source in (keys.delayed, keys.throttled, keys.fair_queue, keys.parked):
         for member in client.zrange(source, 0, -1):
             try:
                 fields = parked_fields(member) if source == keys.parked else decode_member(member)

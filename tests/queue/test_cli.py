@@ -90,6 +90,11 @@ def test_enqueue_command_adds_now_or_later(r: redis.Redis, keys: Keys, redis_url
     at = run_cli("enqueue", "send_reminder", "--at", "2030-01-01T03:00:00+01:00", env=env)
     assert r.zscore(keys.delayed, at.stdout.strip()) == 1893463200.0
 
+    fair = run_cli("enqueue", "send_email", "order_id=9", "--fair-key", "org-17", env=env)
+    assert fair.returncode == 0, fair.stderr
+    [member] = r.zrange(keys.fair_queue, 0, -1)
+    assert json.loads(member)["fair_key"] == "org-17" and json.loads(member)["job_id"] == fair.stdout.strip()
+
 
 @pytest.mark.parametrize(
     ("args", "named"),

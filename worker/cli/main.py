@@ -58,6 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     when = enq.add_mutually_exclusive_group()
     when.add_argument("--delay", help="run later: e.g. 30s, 5m, 2h, 1.5 (seconds)")
     when.add_argument("--at", help="run at an ISO-8601 time with an offset, e.g. 2026-12-01T03:00:00+00:00")
+    enq.add_argument("--fair-key", help="the tenant whose turn the job waits for, e.g. org-17 (fair shares)")
     sub.add_parser(
         "health",
         help="exit 0 when Redis answers, the group exists and this worker's heartbeat is fresh",
@@ -124,6 +125,7 @@ def cmd_enqueue(settings: Settings, args: argparse.Namespace) -> int:
             prefix=settings.prefix,
             partitions=settings.partitions,
             wait_replicas=settings.wait_replicas,
+            fair_key=args.fair_key,
         )
     except ValueError as exc:
         raise SettingsError(str(exc)) from None

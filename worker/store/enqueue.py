@@ -41,6 +41,7 @@ from worker.settings_framework import declared
 from worker.store import packed
 from worker.store.connection import is_cluster
 from worker.store.durable import WAIT_TIMEOUT_MS, write_and_wait, write_and_wait_async
+from worker.store.fair import FAIR_FIELD, checked_fair_key, fair_command, load_fair, send_fair
 from worker.store.keys import Keys, partition_of, queue_partitions
 from worker.store.packed import packs_for, xadd_command, xadd_head
 from worker.store.refusals import refused_as_queue_refused
@@ -105,28 +106,36 @@ class NewJob:
     run_at: datetime | float | None = None
     version: int | None = None
     """The payload's version (field ``v``); None: the version this process registers for the kind, if any."""
+    fair_key: str | None = None
+    """The tenant whose turn the job waits for (field ``fair_key``, :mod:`worker.store.fair`); None: none."""
 
 
 class Where(TypedDict, total=False):
     """The queue a call writes to, each None or absent for its setting: ``QUEUE_PREFIX``,
-    ``QUEUE_PARTITIONS``, ``WAIT_REPLICAS``."""
+    ``QUEUE_PARTITIONS``, ``WAIT_REPLICAS``; and the job's ``fair_key`` (None or absent: none)."""
 
     prefix: str | None
     partitions: int | None
     wait_replicas: int | None
+    fair_key: str | None
 
 
 @dataclass(frozen=True)
 class _Plan:
-    """Where a new job goes: ``jobs`` now (``due`` None), or ``delayed`` as ``member`` at ``due``."""
+    """Where a new job goes: ``jobs`` now (``due`` None), or ``delayed`` as ``member`` at ``due``; a job
+    for now with a fair key (``fair``) waits in ``fair:queue`` for its turn (:mod:`worker.store.fair`)."""
 
     job: dict[str, str]
     due: float | None
     member: str
+    fair: bool = False
 
     @classmethod
     def of(cls, new: NewJob, max_job_bytes: int, context: Mapping[str, str] | None = None) -> _Plan:
         job = stamped(job_fields(new.kind, new.fields, context), new.version)
+        fair_key = checked_fair_key(new.fair_key)
+        if fair_key is not None:
+            job[FAIR_FIELD] = fair_key
         size = job_bytes(job)
         if size > max_job_bytes:
             raise ValueError(
@@ -134,16 +143,20 @@ class _Plan:
                 "elsewhere (a database row, object storage) and put their reference in the job"
             )
         due = run_at_epoch(new.delay_s, new.run_at)
-        return cls(job, due, encode_member(job) if due is not None else "")
+        return cls(job, due, encode_member(job) if due is not None else "", due is None and fair_key is not None)
 
     def send(self, target: Any, keys: Keys) -> Any:
         """Issue the one write on a client (its reply) or a pipeline (queued)."""
+        if self.fair:
+            return send_fair(target, keys, self.job)
         if self.due is None:
             return target.xadd(keys.jobs, self.job)
         return target.zadd(keys.delayed, {self.member: self.due})
 
     def command(self, keys: Keys) -> tuple[Any, ...]:
         """The same write as a raw command, for :mod:`worker.store.durable`."""
+        if self.fair:
+            return fair_command(keys, self.job)
         if self.due is None:
             return ("XADD", keys.jobs, "*", *(x for pair in self.job.items() for x in pair))
         return ("ZADD", keys.delayed, repr(self.due), self.member)
@@ -152,7 +165,10 @@ class _Plan:
         return keys.jobs if self.due is None else keys.delayed
 
     def result(self, reply: Any) -> str:
-        """What enqueue returns for the write's reply: the new entry id, or the ``delayed`` member."""
+        """What enqueue returns for the write's reply: the new entry id, the ``delayed`` member, or for a fair
+        job (whose entry id comes with its turn) its job id."""
+        if self.fair:
+            return job_id_of(self.job)
         return text(reply) if self.due is None else self.member
 
 
@@ -204,14 +220,14 @@ class _Queue:
         """One job's write and its reply: a job for now on a plain client as an XADD packed here
         (:mod:`worker.store.packed`), anything else through the client's own command."""
         part = self.part_of(plan)
-        if plan.due is None and packs_for(redis):
+        if plan.due is None and not plan.fair and packs_for(redis):
             return packed.send(redis, xadd_command(self.heads[part], plan.job), self.parts[part].jobs, plan.job)
         return plan.send(redis, self.parts[part])
 
     async def send_async(self, redis: Any, plan: _Plan) -> Any:
         """:meth:`send` on a ``redis.asyncio`` client."""
         part = self.part_of(plan)
-        if plan.due is None and packs_for(redis):
+        if plan.due is None and not plan.fair and packs_for(redis):
             command = xadd_command(self.heads[part], plan.job)
             return await packed.send_async(redis, command, self.parts[part].jobs, plan.job)
         return await plan.send(redis, self.parts[part])
@@ -263,14 +279,16 @@ def enqueue(
     """Add a job; return its entry id, or its ``delayed`` member when it runs later.
 
     ``version`` is written as the field ``v`` (None: the version this process registers for ``kind``;
-    a kind at version 1 writes none). ``prefix``, ``partitions`` and ``wait_replicas`` (:class:`Where`)
+    a kind at version 1 writes none). With ``fair_key`` (:class:`Where`) the job waits for its key's turn,
+    round-robin with the other keys' jobs (:mod:`worker.store.fair`), and the call returns its job id.
+    ``prefix``, ``partitions`` and ``wait_replicas`` (:class:`Where`)
     default to ``QUEUE_PREFIX``, ``QUEUE_PARTITIONS`` and ``WAIT_REPLICAS`` from the environment; the job goes
     to the partition of its ``job_id``, and with ``wait_replicas`` > 0 the call
     returns once that many replicas have it (:mod:`worker.store.durable`).
     """
     queue = _Queue.where(where)
     with sending(queue.destination, 1) as context, refused_as_queue_refused(NOT_ENQUEUED):
-        plan = queue.plan(NewJob(kind, fields, delay_s, run_at, version), context)
+        plan = queue.plan(NewJob(kind, fields, delay_s, run_at, version, where.get("fair_key")), context)
         if queue.wait_replicas:
             return _durably(redis, queue, plan)
         return plan.result(queue.send(redis, plan))
@@ -289,7 +307,7 @@ async def enqueue_async(
     """:func:`enqueue` for a ``redis.asyncio`` client."""
     queue = _Queue.where(where)
     with sending(queue.destination, 1) as context, refused_as_queue_refused(NOT_ENQUEUED):
-        plan = queue.plan(NewJob(kind, fields, delay_s, run_at, version), context)
+        plan = queue.plan(NewJob(kind, fields, delay_s, run_at, version, where.get("fair_key")), context)
         if queue.wait_replicas:
             keys = queue.keys_of(plan)
             command = plan.command(keys)
@@ -321,6 +339,8 @@ def enqueue_many(
         plans = [queue.plan(new, context) for new in news]  # every job checked before anything is sent
         if queue.wait_replicas and is_cluster(redis):
             return [_durably(redis, queue, plan) for plan in plans]
+        if is_cluster(redis) and any(plan.fair for plan in plans):
+            load_fair(redis)
         pipe = redis.pipeline(transaction=False)
         for plan in plans:
             plan.send(pipe, queue.keys_of(plan))
@@ -358,6 +378,8 @@ async def enqueue_many_async(
                 reply = await write_and_wait_async(redis, plan.key(keys), plan.command(keys), queue.wait_replicas)
                 out.append(plan.result(reply))
             return out
+        if is_cluster(redis) and any(plan.fair for plan in plans):
+            await load_fair(redis)
         pipe = redis.pipeline(transaction=False)
         for plan in plans:
             plan.send(pipe, queue.keys_of(plan))

@@ -47,6 +47,15 @@ key (after QUEUE_PREFIX)   type        written by            read by
 ``actions:log``            stream      opslib (audited moves opslib (applies it to
                                        while PostgreSQL is   ``operator_actions``)
                                        away)
+``fair:queue``             zset        enqueue (fair_key=),  fair feeder (workers),
+                           (score:     fair feeder (spills   queue_state, backlog
+                           turn,       unkeyed entries)      (ZCARD)
+                           member: job
+                           JSON)
+``fair:last``              hash        enqueue, feeder       enqueue, feeder
+                           (fair key -> its last turn)
+``fair:clock``             string      feeder (the turn of   enqueue, feeder
+                                       the job it moved last)
 =========================  ==========  ====================  ==========================
 
 The incident desk's keys (:mod:`opslib.moves.incident`): a pause is written
@@ -67,7 +76,7 @@ take_token reads the rate in force beside the bucket.
 Partitions (``QUEUE_PARTITIONS`` = N > 1): partition p has its own ``jobs``
 (and group), ``delayed``, ``jobs:dead`` (and group ``archive``),
 ``jobs:dead:evicted``, ``jobs:dead:log``, ``replay:<batch>``, tick locks ``sched:<name>:<tick>``,
-``paused``, ``parked``, ``throttled`` and flow counters ``flow:...`` (each worker writes its counts to
+``paused``, ``parked``, ``throttled``, ``fair:*`` and flow counters ``flow:...`` (each worker writes its counts to
 one partition, opslib adds them up), named
 ``<prefix>{<tag>}:jobs`` and so on, where the hash tag ``p<p>-<k>`` is the
 first (k = 0, 1, ...) whose slot falls in the p-th of N equal ranges of the
@@ -176,6 +185,24 @@ class Keys:
     @property
     def throttled(self) -> str:
         return f"{self.base}throttled"
+
+    @property
+    def fair_queue(self) -> str:
+        """Fair-key jobs waiting for their turn onto ``jobs`` (:mod:`worker.store.fair`)."""
+        return f"{self.base}fair:queue"
+
+    @property
+    def fair_last(self) -> str:
+        return f"{self.base}fair:last"
+
+    @property
+    def fair_clock(self) -> str:
+        return f"{self.base}fair:clock"
+
+    @property
+    def fair_scripts(self) -> list[str]:
+        """The KEYS of the fair scripts, in their order: ``jobs``, ``fair:queue``, ``fair:last``, ``fair:clock``."""
+        return [self.jobs, self.fair_queue, self.fair_last, self.fair_clock]
 
     @property
     def _throttle_base(self) -> str:

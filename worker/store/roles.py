@@ -9,9 +9,10 @@ role      may
 worker    run jobs: read and acknowledge entries, retry, dead-letter, hand
           dead letters to the archive, promote delayed jobs, tick the
           scheduler, hold the metrics lock, beat (``workers``), add to the
-          flow counters, enqueue, publish its kinds, park a paused kind's
-          jobs, take a throttled kind's tokens, hear cancels (SUBSCRIBE to
-          the queue's ``cancel`` channel);
+          flow counters, enqueue (fair keys too), publish its kinds, park a
+          paused kind's jobs, move fair jobs onto ``jobs``, take a throttled
+          kind's tokens, hear cancels (SUBSCRIBE to the queue's ``cancel``
+          channel);
           ``WAIT`` when ``WAIT_REPLICAS`` > 0
 operator  every read of the analyst, and the moves of opslib: replay,
           discard, run_now, cancel_delayed, cancel (PUBLISH on ``cancel``),
@@ -80,7 +81,7 @@ READS = (
 #: Running the moves (worker/store/lua), loaded once per client; EVAL for a move that waits for replicas.
 SCRIPTS = ("evalsha", "eval", "script|load", "script|exists")
 #: The worker's writes, its own and those of the scripts it runs (and redis-py's lock, for the metrics lock;
-#: HINCRBY, EXPIREAT, SADD for the flow counters).
+#: HINCRBY, EXPIREAT, SADD for the flow counters; ZPOPMIN and HDEL for the fair keys' scripts).
 WORKER_WRITES = (
     "xadd",
     "xack",
@@ -94,10 +95,12 @@ WORKER_WRITES = (
     "zadd",
     "zrem",
     "zremrangebyscore",
+    "zpopmin",
     "set",
     "del",
     "incrby",
     "hset",
+    "hdel",
     "hincrby",
     "sadd",
     "expire",

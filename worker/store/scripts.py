@@ -5,8 +5,9 @@ once per client with ``register_script`` (EVALSHA, reloaded on NOSCRIPT), and
 this module builds their arguments, so the worker and opslib call the same
 moves the same way: schedule_tick, promote, ack, retry, bury, replay, discard,
 replay_archived, trim, trim_dead, refresh_claims, forget_consumers, run_now,
-cancel_delayed, cancel_entry, trim_cancels, the incident desk's park, unpark and take_token, and
-hand_back (an entry of a payload version or kind this worker cannot run, back for one that can).
+cancel_delayed, cancel_entry, trim_cancels, the incident desk's park, unpark and take_token,
+hand_back (an entry of a payload version or kind this worker cannot run, back for one that can), and
+the fair keys' fair_enqueue and fair_dispatch (:mod:`worker.store.fair`).
 
 Every script starts with ``#!lua``, so that the server refuses a key the
 script did not declare, and every key it touches is passed in ``KEYS`` (none
@@ -66,6 +67,8 @@ NAMES = (
     "unpark",
     "take_token",
     "hand_back",
+    "fair_enqueue",
+    "fair_dispatch",
 )
 
 
@@ -143,6 +146,10 @@ class Scripts:
         if run_at is None:
             return self._call("hand_back", keys, [*head, "0", *(x for pair in fields.items() for x in pair)])
         return self._call("hand_back", keys, [*head, repr(run_at), encode_member(fields)])
+
+    def fair_dispatch(self, target: int, batch: int, client: Any = None) -> Any:
+        """Top ``jobs`` up to ``target`` undelivered entries from ``fair:queue``: ``[moved, spilled, waiting]``."""
+        return self._call("fair_dispatch", self.keys.fair_scripts, [GROUP, target, batch], client)
 
     def unpark(self, kind: str, batch: int = 100, client: Any = None) -> Any:
         return self._call("unpark", [self.keys.parked, self.keys.jobs], [kind, batch], client)

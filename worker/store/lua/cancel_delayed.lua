@@ -1,7 +1,7 @@
 #!lua
 --[[ Cancel one delayed job: take its member out of delayed before a worker promotes it, and record it.
 
-KEYS[1]  delayed   sorted set; member = the job's fields as JSON (or `throttled`, same members; or
+KEYS[1]  delayed   sorted set; member = the job's fields as JSON (or `throttled` or `fair:queue`, same members; or
                    `parked`, members kind NUL order NUL fields as a JSON array: includes/parked_member.lua)
 KEYS[2]  log       stream jobs:dead:log (the archive's record of dead entries' moves)
 ARGV[1]  member    the job's member in delayed, byte for byte
