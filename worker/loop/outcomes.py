@@ -50,6 +50,7 @@ from worker.store.failures import bounded_traceback, describe_error, now_iso
 from worker.store.keys import REPLAY_OUTCOME_TTL_S, Keys
 from worker.store.scripts import Scripts
 from worker.store.server_clock import CLOCK
+from worker.store.unique import UNIQUE_KEY, lock_of
 from worker.store.vocabulary import (
     OUTCOME_DEAD,
     OUTCOME_RETRIED,
@@ -96,6 +97,9 @@ class Outcomes:
         self.stale = StaleSettles(self.keys.jobs)  # settles the fence dropped (:mod:`worker.loop.fence`)
         self.acks: list[str] = []
         self.replay_outcomes: list[tuple[str, str, str]] = []
+        self.releases: list[tuple[str, str, str]] = []
+        """Successes of jobs holding a unique key: (entry id, lock, job id), each acknowledged by the script
+        that releases its lock (``ack_unique``), sent by :meth:`flush`."""
         self.successes = Successes(self.observers)
         """The successes not yet reported, handed over with their acknowledgements (:meth:`take_acks`)."""
         self.debug = log.isEnabledFor(logging.DEBUG)
@@ -104,8 +108,12 @@ class Outcomes:
     # ---------------------------------------------------------- successes
 
     def succeeded(self, job: Job, duration_s: float) -> None:
-        """Queue the acknowledgement of a job whose handler returned (sent with the next read)."""
-        self.acks.append(job.entry_id)
+        """Queue the acknowledgement of a job whose handler returned (sent with the next read; a job holding
+        a unique key is acknowledged with its release, by :meth:`flush`)."""
+        if job.field(UNIQUE_KEY):
+            self.releases.append((job.entry_id, lock_of(self.keys, job.fields) or "", job.job_id))
+        else:
+            self.acks.append(job.entry_id)
         batch = job.field("replay_batch")  # one field: the others stay undecoded unless the handler read them
         if batch:
             outcome = json.dumps({"status": RECORDED_SUCCEEDED, "at": now_iso()})
@@ -143,6 +151,7 @@ class Outcomes:
     async def flush(self) -> None:
         """Send the acknowledgements and replay outcomes gathered so far (their successes go to the observers)."""
         self._hand_over()
+        await self._release()
         acks, outcomes = self.acks, self.replay_outcomes
         if not acks and not outcomes:
             return
@@ -160,6 +169,16 @@ class Outcomes:
         except BaseException:
             self.acks[:0], self.replay_outcomes[:0] = acks, outcomes
             raise
+
+    async def _release(self) -> None:
+        """Acknowledge each success holding a unique key with its lock's release (fenced, as every ack);
+        one not sent stays for the next flush."""
+        while self.releases:
+            entry_id, lock, job_id = self.releases[0]
+            acked = await self.scripts.ack_unique(self.name, entry_id, lock, job_id)
+            self.releases.pop(0)
+            if not acked:
+                self.stale.dropped("ack", [entry_id])
 
     # ----------------------------------------------------------- failures
 
@@ -182,6 +201,7 @@ class Outcomes:
                 job=job,
                 kind=job.kind,
                 duration_s=duration_s,
+                lock=lock_of(self.keys, job.fields),
             )
         )
 
@@ -246,6 +266,7 @@ class Outcomes:
             happened=happened,
             kind=None,
             min_idle_ms=idle_ms,
+            lock=await self._lock_of_entry(entry_id),
         )
         dead_id = await self.dead_letter(burial)
         if dead_id is not None:
@@ -253,6 +274,12 @@ class Outcomes:
             dead = {text(k): text(v) for k, v in (found[0][1] if found else {}).items()}
             self._report_dead(burial, dead_id, poison_log_line(dead, burial))
         return dead_id
+
+    async def _lock_of_entry(self, entry_id: str) -> str | None:
+        """The unique lock of an entry never parsed here (poison): read from its ``unique_key`` field."""
+        found: Any = await self.redis.xrange(self.keys.jobs, entry_id, entry_id)
+        fields = {text(k): text(v) for k, v in (found[0][1] if found else {}).items()}
+        return lock_of(self.keys, fields) if "kind" in fields else None
 
     async def dead_letter(self, burial: Burial) -> str | None:
         """Move the entry to ``jobs:dead`` (bury script: XADD dead + XACK), log it, tell the observers.
@@ -272,6 +299,7 @@ class Outcomes:
                 min_idle_ms=burial.min_idle_ms,
                 keep_original=burial.kept is None,
                 consumer="" if burial.min_idle_ms else self.name,  # poison: the dead owner's entry, idle
+                lock=burial.lock,
             ),
         )
         if buried is None:

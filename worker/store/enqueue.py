@@ -28,6 +28,7 @@ one line naming the reason (:mod:`worker.store.refusals`).
 from __future__ import annotations
 
 import functools
+import inspect
 import os
 import time
 import uuid
@@ -46,6 +47,9 @@ from worker.store.packed import packs_for, xadd_command, xadd_head
 from worker.store.refusals import refused_as_queue_refused
 from worker.store.trace_context import TRACEPARENT, sending
 from worker.store.versions import stamped
+from worker.store import unique
+from worker.store.scripts import CLUSTER_PIPELINES
+from worker.store.unique import UNIQUE_KEY, once_call, ref_of, route_of
 from worker.store.wire import encode_member, job_bytes, job_id_of, text
 
 NOT_ENQUEUED = "the job was not enqueued; enqueue it again once Redis accepts writes"
@@ -105,15 +109,49 @@ class NewJob:
     run_at: datetime | float | None = None
     version: int | None = None
     """The payload's version (field ``v``); None: the version this process registers for the kind, if any."""
+    unique_key: str | None = None
+    """At most one job of this kind and key until it reaches a terminal state (:mod:`worker.store.unique`)."""
+    unique_for: float | None = None
+    """With ``unique_key``: the key is also held this many seconds from the enqueue, whatever the job became."""
+    job_id: str | None = None
+    """The producer's own job id: the same id again within 24 h adds nothing (:mod:`worker.store.unique`)."""
 
 
 class Where(TypedDict, total=False):
     """The queue a call writes to, each None or absent for its setting: ``QUEUE_PREFIX``,
-    ``QUEUE_PARTITIONS``, ``WAIT_REPLICAS``."""
+    ``QUEUE_PARTITIONS``, ``WAIT_REPLICAS``; and the job's guards (:class:`NewJob`): ``unique_key``,
+    ``unique_for``, ``job_id``."""
 
     prefix: str | None
     partitions: int | None
     wait_replicas: int | None
+    unique_key: str | None
+    unique_for: float | None
+    job_id: str | None
+
+
+def _new_job(kind: str, fields: Any, when: tuple[Any, Any], version: int | None, where: Where) -> NewJob:
+    """The :class:`NewJob` of an :func:`enqueue` call (``when``: its ``delay_s`` and ``run_at``)."""
+    guards = (where.get("unique_key"), where.get("unique_for"), where.get("job_id"))
+    return NewJob(kind, fields, when[0], when[1], version, *guards)
+
+
+def _guarded_fields(new: NewJob) -> tuple[Mapping[str, FieldValue] | None, tuple[bool, float | None] | None]:
+    """The job's fields with its ``job_id`` and ``unique_key`` options written in, and its guard for
+    :func:`worker.store.unique.once_call` (None: no guard, today's fast path)."""
+    fields = new.fields
+    if new.job_id is not None or new.unique_key is not None:
+        fields = dict(fields or {})
+        for name, value in (("job_id", new.job_id), (UNIQUE_KEY, new.unique_key)):
+            if value is not None:
+                if not isinstance(value, str) or not value:
+                    raise ValueError(f"{name} must be a non-empty string, got {value!r}")
+                fields[name] = value
+    unique = bool(fields and fields.get(UNIQUE_KEY))
+    if new.unique_for is not None and (not unique or new.unique_for <= 0):
+        raise ValueError(f"unique_for must be a number of seconds > 0 given with a unique_key, got {new.unique_for!r}")
+    producer_id = bool(fields and (fields.get("job_id") or fields.get("outbox_id")))
+    return fields, ((producer_id, new.unique_for) if producer_id or unique else None)
 
 
 @dataclass(frozen=True)
@@ -123,10 +161,14 @@ class _Plan:
     job: dict[str, str]
     due: float | None
     member: str
+    guard: tuple[bool, float | None] | None = None
+    """Set for a job with a producer's id or a unique key: (mark its id, unique_for); it goes through
+    ``enqueue_once`` (:mod:`worker.store.unique`)."""
 
     @classmethod
     def of(cls, new: NewJob, max_job_bytes: int, context: Mapping[str, str] | None = None) -> _Plan:
-        job = stamped(job_fields(new.kind, new.fields, context), new.version)
+        fields, guard = _guarded_fields(new)
+        job = stamped(job_fields(new.kind, fields, context), new.version)
         size = job_bytes(job)
         if size > max_job_bytes:
             raise ValueError(
@@ -134,16 +176,26 @@ class _Plan:
                 "elsewhere (a database row, object storage) and put their reference in the job"
             )
         due = run_at_epoch(new.delay_s, new.run_at)
-        return cls(job, due, encode_member(job) if due is not None else "")
+        return cls(job, due, encode_member(job) if due is not None else "", guard)
 
-    def send(self, target: Any, keys: Keys) -> Any:
-        """Issue the one write on a client (its reply) or a pipeline (queued)."""
+    def send(self, target: Any, keys: Keys, redis: Any = None) -> Any:
+        """Issue the one write on a client (its reply) or a pipeline (queued; ``redis``: the pipeline's
+        client, on which a guarded job's script is registered)."""
+        if self.guard is not None:
+            names, args = once_call(keys, self.job, self.due, self.member, self.guard)
+            once = unique.script(target if redis is None else redis)
+            if isinstance(target, CLUSTER_PIPELINES):
+                return target.execute_command("EVALSHA", once.sha, len(names), *names, *args)
+            return once(keys=names, args=args, client=target)
         if self.due is None:
             return target.xadd(keys.jobs, self.job)
         return target.zadd(keys.delayed, {self.member: self.due})
 
     def command(self, keys: Keys) -> tuple[Any, ...]:
         """The same write as a raw command, for :mod:`worker.store.durable`."""
+        if self.guard is not None:
+            names, args = once_call(keys, self.job, self.due, self.member, self.guard)
+            return ("EVAL", unique.script_source(), len(names), *names, *args)
         if self.due is None:
             return ("XADD", keys.jobs, "*", *(x for pair in self.job.items() for x in pair))
         return ("ZADD", keys.delayed, repr(self.due), self.member)
@@ -152,7 +204,10 @@ class _Plan:
         return keys.jobs if self.due is None else keys.delayed
 
     def result(self, reply: Any) -> str:
-        """What enqueue returns for the write's reply: the new entry id, or the ``delayed`` member."""
+        """What enqueue returns for the write's reply: the new entry id, or the ``delayed`` member (a guarded
+        job's duplicate: the first job's, :func:`worker.store.unique.ref_of`)."""
+        if self.guard is not None:
+            return ref_of(reply)
         return text(reply) if self.due is None else self.member
 
 
@@ -194,7 +249,7 @@ class _Queue:
 
     def part_of(self, plan: _Plan) -> int:
         """The index of the partition the job belongs to."""
-        return partition_of(job_id_of(plan.job), len(self.parts))
+        return partition_of(route_of(plan.job), len(self.parts))
 
     def keys_of(self, plan: _Plan) -> Keys:
         """The keys of the partition the job belongs to."""
@@ -204,14 +259,14 @@ class _Queue:
         """One job's write and its reply: a job for now on a plain client as an XADD packed here
         (:mod:`worker.store.packed`), anything else through the client's own command."""
         part = self.part_of(plan)
-        if plan.due is None and packs_for(redis):
+        if plan.due is None and plan.guard is None and packs_for(redis):
             return packed.send(redis, xadd_command(self.heads[part], plan.job), self.parts[part].jobs, plan.job)
         return plan.send(redis, self.parts[part])
 
     async def send_async(self, redis: Any, plan: _Plan) -> Any:
         """:meth:`send` on a ``redis.asyncio`` client."""
         part = self.part_of(plan)
-        if plan.due is None and packs_for(redis):
+        if plan.due is None and plan.guard is None and packs_for(redis):
             command = xadd_command(self.heads[part], plan.job)
             return await packed.send_async(redis, command, self.parts[part].jobs, plan.job)
         return await plan.send(redis, self.parts[part])
@@ -270,7 +325,7 @@ def enqueue(
     """
     queue = _Queue.where(where)
     with sending(queue.destination, 1) as context, refused_as_queue_refused(NOT_ENQUEUED):
-        plan = queue.plan(NewJob(kind, fields, delay_s, run_at, version), context)
+        plan = queue.plan(_new_job(kind, fields, (delay_s, run_at), version, where), context)
         if queue.wait_replicas:
             return _durably(redis, queue, plan)
         return plan.result(queue.send(redis, plan))
@@ -289,7 +344,7 @@ async def enqueue_async(
     """:func:`enqueue` for a ``redis.asyncio`` client."""
     queue = _Queue.where(where)
     with sending(queue.destination, 1) as context, refused_as_queue_refused(NOT_ENQUEUED):
-        plan = queue.plan(NewJob(kind, fields, delay_s, run_at, version), context)
+        plan = queue.plan(_new_job(kind, fields, (delay_s, run_at), version, where), context)
         if queue.wait_replicas:
             keys = queue.keys_of(plan)
             command = plan.command(keys)
@@ -321,9 +376,11 @@ def enqueue_many(
         plans = [queue.plan(new, context) for new in news]  # every job checked before anything is sent
         if queue.wait_replicas and is_cluster(redis):
             return [_durably(redis, queue, plan) for plan in plans]
+        if is_cluster(redis) and any(plan.guard for plan in plans):
+            redis.script_load(unique.script_source())  # a cluster pipeline sends EVALSHA as it is
         pipe = redis.pipeline(transaction=False)
         for plan in plans:
-            plan.send(pipe, queue.keys_of(plan))
+            plan.send(pipe, queue.keys_of(plan), redis)
         if queue.wait_replicas:
             pipe.execute_command("WAIT", queue.wait_replicas, WAIT_TIMEOUT_MS)
         replies = pipe.execute()
@@ -358,9 +415,13 @@ async def enqueue_many_async(
                 reply = await write_and_wait_async(redis, plan.key(keys), plan.command(keys), queue.wait_replicas)
                 out.append(plan.result(reply))
             return out
+        if is_cluster(redis) and any(plan.guard for plan in plans):
+            await redis.script_load(unique.script_source())  # a cluster pipeline sends EVALSHA as it is
         pipe = redis.pipeline(transaction=False)
         for plan in plans:
-            plan.send(pipe, queue.keys_of(plan))
+            queued = plan.send(pipe, queue.keys_of(plan), redis)
+            if inspect.isawaitable(queued):  # a script's call on an asyncio pipeline queues when awaited
+                await queued
         if queue.wait_replicas:
             pipe.execute_command("WAIT", queue.wait_replicas, WAIT_TIMEOUT_MS)
         replies = await pipe.execute()

@@ -66,6 +66,7 @@ NAMES = (
     "unpark",
     "take_token",
     "hand_back",
+    "ack_unique",
 )
 
 
@@ -164,6 +165,11 @@ class Scripts:
         """Acknowledge the ``entry_ids`` still ``consumer``'s; returns the stale ids, left alone."""
         return self._call("ack", [self.keys.jobs], [GROUP, consumer, *entry_ids], client)
 
+    def ack_unique(self, consumer: str, entry_id: str, lock: str, job_id: str, client: Any = None) -> Any:
+        """Acknowledge one success still ``consumer``'s and release the unique ``lock`` its job holds (1; 0:
+        stale, nothing changed)."""
+        return self._call("ack_unique", [self.keys.jobs, lock], [GROUP, consumer, entry_id, job_id], client)
+
     def retry(self, entry_id: str, run_at: float, member: str, client: Any = None, *, consumer: str = "") -> Any:
         """``consumer``: the retry lands only while the entry is still its own ("" = whoever owns it)."""
         return self._call(
@@ -183,12 +189,15 @@ class Scripts:
         keep_original: bool = True,
         consumer: str = "",
         client: Any = None,
+        lock: str | None = None,
     ) -> Any:
-        """``consumer``: bury only while the entry is still its own ("" = whoever owns it: the poison check)."""
+        """``consumer``: bury only while the entry is still its own ("" = whoever owns it: the poison check);
+        ``lock``: the job's unique lock, released with the burial."""
         args: list[Any] = [GROUP, entry_id, maxlen, min_idle_ms, int(keep_original), consumer]
         for name, value in fields.items():
             args += [name, value]
-        return self._call("bury", [self.keys.jobs, self.keys.dead, self.keys.dead_evicted], args, client)
+        keys = [self.keys.jobs, self.keys.dead, self.keys.dead_evicted, *([lock] if lock else [])]
+        return self._call("bury", keys, args, client)
 
     def replay(
         self,
