@@ -9,6 +9,9 @@ archive:
 =============  ==============================================================
 where          the job
 =============  ==============================================================
+unique         holds the unique key ``value`` of its kind (``unique:<kind>:<value>``):
+               ``job_id`` the holder, ``id`` what its enqueue returned, ``at``
+               since when, ``run_at`` when ``unique_for`` ends (if given)
 waiting        is on ``jobs``, not yet read by a worker
 running        was read by ``worker`` and is not acknowledged: its idle time
                (``idle``) is since delivery or the last claim refresh
@@ -50,10 +53,11 @@ from opslib.queries import dead_letters
 from opslib.search import payload_columns
 from worker.store.cancels import marks_of
 from worker.store.keys import GROUP, Keys
+from worker.store.unique import lock_of
 from worker.store.wire import job_id_of, text
 
 WAITING, RUNNING, FINISHED, DELAYED, DEAD, ARCHIVED = "waiting", "running", "finished", "delayed", "dead", "archived"
-CANCELLED = "cancelled"
+CANCELLED, UNIQUE = "cancelled", "unique"
 FIND_COLUMNS = {
     "where": TEXT,
     "kind": TEXT,
@@ -117,6 +121,7 @@ def on_jobs(client: Any, keys: Keys, value: str, notes: list[str]) -> list[dict[
             "id": entry_id,
             "at": pd.Timestamp(int(entry_id.partition("-")[0]), unit="ms", tz="UTC"),
             "partition": keys.partition,
+            "lock": lock_of(keys, fields),
         }
         pending = (
             client.xpending_range(keys.jobs, GROUP, min=entry_id, max=entry_id, count=1) if GROUP in groups else []
@@ -155,6 +160,38 @@ def on_delayed(client: Any, keys: Keys, value: str, notes: list[str]) -> list[di
     ]
 
 
+def on_unique(client: Any, keys: Keys, value: str) -> list[dict[str, Any]]:
+    """The unique locks of one partition named ``value`` (``unique:<kind>:<value>``, any kind): which job
+    holds each (``job_id``; ``id``: what its enqueue returned), since when, and until when (``run_at``:
+    ``unique_for``'s end, or none while only the job's terminal state ends it)."""
+    pattern = f"{glob_escaped(keys.base)}unique:*:{glob_escaped(value)}"
+    rows = []
+    for name in client.scan_iter(match=pattern, count=1000):
+        lock = {text(k): text(v) for k, v in client.hgetall(name).items()}
+        if not lock:
+            continue  # released since the scan saw it
+        kind = text(name)[len(keys.base) + len("unique:") : -len(value) - 1]
+        held = f"held until {'its job settles' if 'until' not in lock else 'settled and unique_for ends'}"
+        rows.append(
+            {
+                "where": UNIQUE,
+                "kind": kind,
+                "job_id": lock.get("job", ""),
+                "id": lock.get("ref", ""),
+                "at": pd.Timestamp(int(lock.get("at", 0)), unit="ms", tz="UTC"),
+                "run_at": pd.Timestamp(int(lock["until"]), unit="ms", tz="UTC") if "until" in lock else pd.NaT,
+                "status": held,
+                "partition": keys.partition,
+            }
+        )
+    return rows
+
+
+def glob_escaped(value: str) -> str:
+    """``value`` as a SCAN MATCH pattern that matches it alone (its ``*?[]\\`` escaped)."""
+    return "".join("\\" + c if c in "*?[]\\" else c for c in value)
+
+
 def entry_order(entry_id: str) -> tuple[int, int]:
     millis, _, seq = entry_id.partition("-")
     return int(millis), int(seq or 0)
@@ -174,6 +211,8 @@ def find(value: str, *, client: redis.Redis | None = None, prefix: str | None = 
     later: list[dict[str, Any]] = []
     with redis_session(client, prefix, "look for the job") as (redis_client, keys):
         parts = partitions(redis_client, keys)
+        for part in parts:
+            rows += on_unique(redis_client, part, value)
         for part in parts:
             rows += on_jobs(redis_client, part, value, notes)
             rows += [

@@ -58,6 +58,7 @@ from opslib.session import Servers, Session
 from worker.store.cancels import announcement, mark_cutoff, marks_of, new_mark, trim_marks
 from worker.store.failures import now_iso
 from worker.store.keys import Keys
+from worker.store.unique import lock_of
 from worker.store.wire import decode_member, job_id_of, text
 
 CANCELLED, REMOVED, FINISHED, NOT_FOUND = "cancelled", "removed", "finished", "not found"
@@ -113,7 +114,7 @@ def _cancel_one(session: Session, value: str, mark: str, operator: Operator, dry
         for row in on_jobs(session.client, keys, value, []):
             if value not in (row["id"], row["job_id"]):
                 continue  # a payload value, not this job
-            status, of = scripts.cancel_entry(row["id"], mark, dry_run=dry_run)
+            status, of = scripts.cancel_entry(row["id"], mark, dry_run=dry_run, lock=row.get("lock"))
             found.append(text(status))
             job_id, kind = text(of) or job_id or row["job_id"], row["kind"]
     for keys in session.parts:
@@ -122,7 +123,8 @@ def _cancel_one(session: Session, value: str, mark: str, operator: Operator, dry
             if dry_run:
                 found.append(WOULD_REMOVE)
             else:
-                found.append(_remove_held(session, keys.partition, source, member, value, mark, operator))
+                held = (source, member, lock_of(keys, fields))
+                found.append(_remove_held(session, keys.partition, held, value, mark, operator))
     if not found and any(marks_of(session.client, keys, [value]) for keys in session.parts):
         found.append(FINISHED)  # cancelled before: nothing left to do
     status = next((s for s in ORDER if s in found), NOT_FOUND)
@@ -154,13 +156,22 @@ def _parked_fields(member: bytes) -> dict[str, str]:
 
 
 def _remove_held(
-    session: Session, partition: int, source: str, member: bytes, job_id: str, mark: str, operator: Operator
+    session: Session, partition: int, held: tuple[str, bytes, str | None], job_id: str, mark: str, operator: Operator
 ) -> str:
-    """Take one waiting member out (recorded in the archive as discarded), and mark the job removed."""
+    """Take one waiting member out (recorded in the archive as discarded; ``held``: its set, the member and its
+    job's unique lock, released with it), and mark the job removed."""
+    source, member, lock = held
     said = json.loads(mark)
     by, reason = operator.by, operator.reason or ""
     moved: Any = session.scripts[partition].cancel_delayed(
-        member, said["batch"], by=by, reason=reason, at=said["at"], record=settings().archive_on, source=source
+        member,
+        said["batch"],
+        by=by,
+        reason=reason,
+        at=said["at"],
+        record=settings().archive_on,
+        source=source,
+        lock=(lock, job_id) if lock else None,
     )
     if not moved:
         return FINISHED  # promoted or unparked meanwhile: its entry on jobs was looked at above, or it ran

@@ -108,12 +108,8 @@ class Outcomes:
     # ---------------------------------------------------------- successes
 
     def succeeded(self, job: Job, duration_s: float) -> None:
-        """Queue the acknowledgement of a job whose handler returned (sent with the next read; a job holding
-        a unique key is acknowledged with its release, by :meth:`flush`)."""
-        if job.field(UNIQUE_KEY):
-            self.releases.append((job.entry_id, lock_of(self.keys, job.fields) or "", job.job_id))
-        else:
-            self.acks.append(job.entry_id)
+        """Queue the acknowledgement of a job whose handler returned (sent with the next read)."""
+        self.acknowledge(job)
         batch = job.field("replay_batch")  # one field: the others stay undecoded unless the handler read them
         if batch:
             outcome = json.dumps({"status": RECORDED_SUCCEEDED, "at": now_iso()})
@@ -129,6 +125,14 @@ class Outcomes:
                 duration_s * 1000,
                 extra=log_fields(job, OUTCOME_SUCCEEDED, duration_s),
             )
+
+    def acknowledge(self, job: Job) -> None:
+        """Queue ``job``'s acknowledgement (a success, a cancel): with the next read, or, for a job holding a
+        unique key, with its lock's release by :meth:`flush`."""
+        if job.field(UNIQUE_KEY):
+            self.releases.append((job.entry_id, lock_of(self.keys, job.fields) or "", job.job_id))
+        else:
+            self.acks.append(job.entry_id)
 
     def take_acks(self) -> list[str]:
         """The acknowledgements gathered so far, for the loop to send (give them back if it cannot); their

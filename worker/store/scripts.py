@@ -263,8 +263,12 @@ class Scripts:
     def run_now(self, member: str | bytes, client: Any = None) -> Any:
         return self._call("run_now", [self.keys.delayed, self.keys.jobs], [member], client)
 
-    def cancel_entry(self, entry_id: str, mark: str, *, dry_run: bool = False, client: Any = None) -> Any:
-        return self._call("cancel_entry", [self.keys.jobs, self.keys.cancels], [entry_id, mark, int(dry_run)], client)
+    def cancel_entry(
+        self, entry_id: str, mark: str, *, dry_run: bool = False, client: Any = None, lock: str | None = None
+    ) -> Any:
+        """``lock``: the job's unique lock, released when the entry is removed before a worker read it."""
+        keys = [self.keys.jobs, self.keys.cancels, *([lock] if lock else [])]
+        return self._call("cancel_entry", keys, [entry_id, mark, int(dry_run)], client)
 
     def trim_cancels(self, cutoff: str, cursor: int | bytes | str, count: int = 100, client: Any = None) -> Any:
         """One step of the trim of ``cancels``: ``[next cursor, marks removed]`` (worker/store/lua/trim_cancels.lua)."""
@@ -281,11 +285,10 @@ class Scripts:
         record: bool,
         source: str | None = None,
         client: Any = None,
+        lock: tuple[str, str] | None = None,
     ) -> Any:
-        """Take ``member`` out of ``delayed`` (or ``source``: ``throttled`` or ``parked``) and record it."""
-        return self._call(
-            "cancel_delayed",
-            [source or self.keys.delayed, self.keys.dead_log],
-            [member, batch, by, reason, at, int(record)],
-            client,
-        )
+        """Take ``member`` out of ``delayed`` (or ``source``: ``throttled`` or ``parked``) and record it;
+        ``lock``: (the job's unique lock, its job id), released with it."""
+        keys = [source or self.keys.delayed, self.keys.dead_log, *([lock[0]] if lock else [])]
+        args = [member, batch, by, reason, at, int(record), *([lock[1]] if lock else [])]
+        return self._call("cancel_delayed", keys, args, client)

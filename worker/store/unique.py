@@ -43,7 +43,7 @@ def route_of(job: Mapping[str, str]) -> str:
 def lock_of(keys: Keys, job: Mapping[str, str]) -> str | None:
     """The unique lock a job holds (its partition's ``unique:<kind>:<key>``), or None without a key."""
     key = job.get(UNIQUE_KEY)
-    return keys.unique(job["kind"], key) if key else None
+    return keys.unique(job.get("kind", ""), key) if key else None
 
 
 def once_call(
