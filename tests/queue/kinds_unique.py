@@ -47,3 +47,14 @@ async def unique_slow(job: Job) -> None:
     deadline = time.monotonic() + 20
     while not await redis.exists(key("gate")) and time.monotonic() < deadline:  # type: ignore[attr-defined]
         await asyncio.sleep(0.02)
+
+
+@job_kind("unique_once")
+async def unique_once(job: Job) -> None:
+    """Counts an overlap when another job of its key runs at the same time (which the key forbids)."""
+    redis = state["redis"]
+    if await redis.incr(key("active")) > 1:  # type: ignore[attr-defined]
+        await redis.incr(key("overlaps"))  # type: ignore[attr-defined]
+    await _count(job)
+    await asyncio.sleep(0.005)  # the job's work: a window in which a duplicate would overlap
+    await redis.decr(key("active"))  # type: ignore[attr-defined]

@@ -141,7 +141,7 @@ class Executor:
                 del self.running[key]
             if error is None and attempt.reason is None:
                 part.succeeded(job, time.perf_counter() - started)
-                if alone:
+                if alone or outcomes.releases:  # a unique key is released now, not with the next read
                     await outcomes.flush_kept(entry_id)
             else:
                 await self._ended(part, spec, attempt, error, time.perf_counter() - started, alone)
@@ -213,7 +213,7 @@ class Executor:
             job.entry_id,
             note,
         )
-        if alone:
+        if alone or part.outcomes.releases:
             await part.outcomes.flush_kept(job.entry_id)
 
     def stop_all(self, reason: str) -> list[Attempt]:
