@@ -176,11 +176,16 @@ class Outcomes:
 
     async def _release(self) -> None:
         """Acknowledge each success holding a unique key with its lock's release (fenced, as every ack);
-        one not sent stays for the next flush."""
-        while self.releases:
-            entry_id, lock, job_id = self.releases[0]
-            acked = await self.scripts.ack_unique(self.name, entry_id, lock, job_id)
-            self.releases.pop(0)
+        one not sent stays for the next flush (taken whole first: flushes of several tasks may overlap)."""
+        releases, self.releases = self.releases, []
+        while releases:
+            entry_id, lock, job_id = releases[0]
+            try:
+                acked = await self.scripts.ack_unique(self.name, entry_id, lock, job_id)
+            except BaseException:
+                self.releases[:0] = releases
+                raise
+            releases.pop(0)
             if not acked:
                 self.stale.dropped("ack", [entry_id])
 

@@ -420,7 +420,7 @@ async def enqueue_many_async(
         pipe = redis.pipeline(transaction=False)
         for plan in plans:
             queued = plan.send(pipe, queue.keys_of(plan), redis)
-            if inspect.isawaitable(queued):  # a script's call on an asyncio pipeline queues when awaited
+            if inspect.iscoroutine(queued):  # a script's call on an asyncio pipeline queues when awaited
                 await queued
         if queue.wait_replicas:
             pipe.execute_command("WAIT", queue.wait_replicas, WAIT_TIMEOUT_MS)
