@@ -58,8 +58,7 @@ from opslib.session import Servers, Session
 from worker.store.cancels import announcement, mark_cutoff, marks_of, new_mark, trim_marks
 from worker.store.failures import now_iso
 from worker.store.keys import Keys
-from worker.store.unique import lock_of
-from worker.store.wire import decode_member, job_id_of, text
+from worker.store.wire import decode_member, job_id_of, parked_fields, text
 
 CANCELLED, REMOVED, FINISHED, NOT_FOUND = "cancelled", "removed", "finished", "not found"
 WOULD_CANCEL, WOULD_REMOVE = "would cancel", "would remove"
@@ -123,8 +122,7 @@ def _cancel_one(session: Session, value: str, mark: str, operator: Operator, dry
             if dry_run:
                 found.append(WOULD_REMOVE)
             else:
-                held = (source, member, lock_of(keys, fields))
-                found.append(_remove_held(session, keys.partition, held, value, mark, operator))
+                found.append(_remove_held(session, keys.partition, source, member, value, mark, operator))
     if not found and any(marks_of(session.client, keys, [value]) for keys in session.parts):
         found.append(FINISHED)  # cancelled before: nothing left to do
     status = next((s for s in ORDER if s in found), NOT_FOUND)
@@ -138,7 +136,7 @@ def held_members(client: Any, keys: Keys, job_id: str) -> list[tuple[str, bytes,
     for source in (keys.delayed, keys.throttled, keys.parked):
         for member in client.zrange(source, 0, -1):
             try:
-                fields = _parked_fields(member) if source == keys.parked else decode_member(member)
+                fields = parked_fields(member) if source == keys.parked else decode_member(member)
             except ValueError:
                 continue  # malformed: the worker dead-letters it when it is due
             if job_id_of(fields) == job_id:
@@ -146,32 +144,15 @@ def held_members(client: Any, keys: Keys, job_id: str) -> list[tuple[str, bytes,
     return found
 
 
-def _parked_fields(member: bytes) -> dict[str, str]:
-    """The fields of a member of ``parked`` (worker/store/lua/includes/parked_member.lua)."""
-    parts = member.split(b"\0", 2)
-    flat = json.loads(parts[2]) if len(parts) == 3 else None
-    if not isinstance(flat, list):
-        raise ValueError("a parked member holds its fields as a JSON array after its second NUL")
-    return {str(name): str(value) for name, value in zip(flat[::2], flat[1::2], strict=False)}
-
-
 def _remove_held(
-    session: Session, partition: int, held: tuple[str, bytes, str | None], job_id: str, mark: str, operator: Operator
+    session: Session, partition: int, source: str, member: bytes, job_id: str, mark: str, operator: Operator
 ) -> str:
-    """Take one waiting member out (recorded in the archive as discarded; ``held``: its set, the member and its
-    job's unique lock, released with it), and mark the job removed."""
-    source, member, lock = held
+    """Take one waiting member out (recorded in the archive as discarded; its unique key released), and mark
+    the job removed."""
     said = json.loads(mark)
     by, reason = operator.by, operator.reason or ""
     moved: Any = session.scripts[partition].cancel_delayed(
-        member,
-        said["batch"],
-        by=by,
-        reason=reason,
-        at=said["at"],
-        record=settings().archive_on,
-        source=source,
-        lock=(lock, job_id) if lock else None,
+        member, said["batch"], by=by, reason=reason, at=said["at"], record=settings().archive_on, source=source
     )
     if not moved:
         return FINISHED  # promoted or unparked meanwhile: its entry on jobs was looked at above, or it ran

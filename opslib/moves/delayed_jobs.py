@@ -54,8 +54,7 @@ from opslib.session import Servers
 from worker.store.failures import now_iso
 from worker.store.keys import Keys
 from worker.store.scripts import Scripts
-from worker.store.unique import lock_of
-from worker.store.wire import decode_member, job_id_of, text
+from worker.store.wire import decode_member, text
 
 QUEUED, CANCELLED, MISSING = "queued", "cancelled", "missing"
 WOULD_QUEUE, WOULD_CANCEL = "would queue", "would cancel"
@@ -170,15 +169,7 @@ class CancelDelayed(DelayedMove):
 
     def call(self, scripts: Scripts, member: bytes, pipe: Any, batch: str) -> Any:
         by, reason = self.operator.by, self.operator.reason or ""
-        try:
-            fields = decode_member(member)
-        except ValueError:
-            fields = {}  # malformed: it holds no lock
-        lock = lock_of(scripts.keys, fields)
-        held = (lock, job_id_of(fields)) if lock else None
-        return scripts.cancel_delayed(
-            member, batch, by=by, reason=reason, at=self.at, record=self.record, client=pipe, lock=held
-        )
+        return scripts.cancel_delayed(member, batch, by=by, reason=reason, at=self.at, record=self.record, client=pipe)
 
 
 def move_delayed(move: DelayedMove, ids: object, servers: Servers, *, dry_run: bool) -> pd.DataFrame:

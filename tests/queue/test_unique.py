@@ -38,9 +38,7 @@ def test_a_duplicate_adds_nothing_and_returns_the_holder(r: redis.Redis, keys: K
     assert fields[b"unique_key"] == b"render:4471" and fields[b"job_id"] == lock[b"job"]
 
 
-def test_a_repeated_job_id_adds_nothing_for_now_and_later_and_keeps_the_due_time(
-    r: redis.Redis, keys: Keys
-) -> None:
+def test_a_repeated_job_id_adds_nothing_for_now_and_later_and_keeps_the_due_time(r: redis.Redis, keys: Keys) -> None:
     now_id = enqueue(r, "unique_ok", {"n": 1}, job_id="mail-1", prefix=keys.prefix)
     assert enqueue(r, "unique_ok", {"n": 2}, job_id="mail-1", prefix=keys.prefix) == now_id
     assert enqueue(r, "unique_ok", {"job_id": "mail-1"}, prefix=keys.prefix) == now_id
@@ -111,9 +109,7 @@ def test_success_and_death_release_the_key_and_retries_keep_it(r: redis.Redis, k
     assert again.encode() == r.xrange(keys.jobs, "-", "+")[-1][0]
 
 
-def test_unique_for_holds_the_key_past_the_success_then_lets_go(
-    r: redis.Redis, keys: Keys, workers: Workers
-) -> None:
+def test_unique_for_holds_the_key_past_the_success_then_lets_go(r: redis.Redis, keys: Keys, workers: Workers) -> None:
     lock = keys.unique("unique_ok", "nightly")
     first = enqueue(r, "unique_ok", {}, unique_key="nightly", unique_for=4, prefix=keys.prefix)
     workers.burst(KINDS)

@@ -205,7 +205,7 @@ class Executor:
 
     async def _cancelled(self, part: PartitionReader, job: Job, note: str, alone: bool) -> None:
         """A cancelled job's outcome: acknowledged (never retried nor dead-lettered), said in one line."""
-        part.outcomes.acknowledge(job)
+        part.outcomes.releases.acknowledge(job, part.outcomes.acks)
         log.warning(
             "Job %s %s (entry %s) was cancelled by %s; acknowledged, never retried.",
             job.kind,

@@ -42,6 +42,7 @@ from worker.loop.episode import Episode
 from worker.loop.fence import StaleSettles
 from worker.loop.observe import Successes
 from worker.loop.tracing import link_field, mark_dead, retrying
+from worker.loop.unique_acks import UniqueAcks, lock_of_entry
 from worker.observability.observer import Observer
 from worker.retry import Retry, decide
 from worker.settings import Settings
@@ -50,7 +51,7 @@ from worker.store.failures import bounded_traceback, describe_error, now_iso
 from worker.store.keys import REPLAY_OUTCOME_TTL_S, Keys
 from worker.store.scripts import Scripts
 from worker.store.server_clock import CLOCK
-from worker.store.unique import UNIQUE_KEY, lock_of
+from worker.store.unique import lock_of
 from worker.store.vocabulary import (
     OUTCOME_DEAD,
     OUTCOME_RETRIED,
@@ -97,9 +98,7 @@ class Outcomes:
         self.stale = StaleSettles(self.keys.jobs)  # settles the fence dropped (:mod:`worker.loop.fence`)
         self.acks: list[str] = []
         self.replay_outcomes: list[tuple[str, str, str]] = []
-        self.releases: list[tuple[str, str, str]] = []
-        """Successes of jobs holding a unique key: (entry id, lock, job id), each acknowledged by the script
-        that releases its lock (``ack_unique``), sent by :meth:`flush`."""
+        self.releases = UniqueAcks(self.keys)  # successes holding a unique key, acknowledged by :meth:`flush`
         self.successes = Successes(self.observers)
         """The successes not yet reported, handed over with their acknowledgements (:meth:`take_acks`)."""
         self.debug = log.isEnabledFor(logging.DEBUG)
@@ -109,7 +108,7 @@ class Outcomes:
 
     def succeeded(self, job: Job, duration_s: float) -> None:
         """Queue the acknowledgement of a job whose handler returned (sent with the next read)."""
-        self.acknowledge(job)
+        self.releases.acknowledge(job, self.acks)  # with the next read; holding a unique key, by flush
         batch = job.field("replay_batch")  # one field: the others stay undecoded unless the handler read them
         if batch:
             outcome = json.dumps({"status": RECORDED_SUCCEEDED, "at": now_iso()})
@@ -125,14 +124,6 @@ class Outcomes:
                 duration_s * 1000,
                 extra=log_fields(job, OUTCOME_SUCCEEDED, duration_s),
             )
-
-    def acknowledge(self, job: Job) -> None:
-        """Queue ``job``'s acknowledgement (a success, a cancel): with the next read, or, for a job holding a
-        unique key, with its lock's release by :meth:`flush`."""
-        if job.field(UNIQUE_KEY):
-            self.releases.append((job.entry_id, lock_of(self.keys, job.fields) or "", job.job_id))
-        else:
-            self.acks.append(job.entry_id)
 
     def take_acks(self) -> list[str]:
         """The acknowledgements gathered so far, for the loop to send (give them back if it cannot); their
@@ -155,7 +146,7 @@ class Outcomes:
     async def flush(self) -> None:
         """Send the acknowledgements and replay outcomes gathered so far (their successes go to the observers)."""
         self._hand_over()
-        await self._release()
+        await self.releases.send(self.scripts, self.name, self.stale)
         acks, outcomes = self.acks, self.replay_outcomes
         if not acks and not outcomes:
             return
@@ -173,21 +164,6 @@ class Outcomes:
         except BaseException:
             self.acks[:0], self.replay_outcomes[:0] = acks, outcomes
             raise
-
-    async def _release(self) -> None:
-        """Acknowledge each success holding a unique key with its lock's release (fenced, as every ack);
-        one not sent stays for the next flush (taken whole first: flushes of several tasks may overlap)."""
-        releases, self.releases = self.releases, []
-        while releases:
-            entry_id, lock, job_id = releases[0]
-            try:
-                acked = await self.scripts.ack_unique(self.name, entry_id, lock, job_id)
-            except BaseException:
-                self.releases[:0] = releases
-                raise
-            releases.pop(0)
-            if not acked:
-                self.stale.dropped("ack", [entry_id])
 
     # ----------------------------------------------------------- failures
 
@@ -210,7 +186,6 @@ class Outcomes:
                 job=job,
                 kind=job.kind,
                 duration_s=duration_s,
-                lock=lock_of(self.keys, job.fields),
             )
         )
 
@@ -275,20 +250,14 @@ class Outcomes:
             happened=happened,
             kind=None,
             min_idle_ms=idle_ms,
-            lock=await self._lock_of_entry(entry_id),
+            lock=await lock_of_entry(self.redis, self.keys, entry_id),
         )
         dead_id = await self.dead_letter(burial)
         if dead_id is not None:
             found: Any = await self.redis.xrange(self.keys.dead, dead_id, dead_id)
             dead = {text(k): text(v) for k, v in (found[0][1] if found else {}).items()}
-            self._report_dead(burial, dead_id, poison_log_line(dead, burial))
+            report_dead(self.observers, burial, dead_id, poison_log_line(dead, burial))
         return dead_id
-
-    async def _lock_of_entry(self, entry_id: str) -> str | None:
-        """The unique lock of an entry never parsed here (poison): read from its ``unique_key`` field."""
-        found: Any = await self.redis.xrange(self.keys.jobs, entry_id, entry_id)
-        fields = {text(k): text(v) for k, v in (found[0][1] if found else {}).items()}
-        return lock_of(self.keys, fields) if "kind" in fields else None
 
     async def dead_letter(self, burial: Burial) -> str | None:
         """Move the entry to ``jobs:dead`` (bury script: XADD dead + XACK), log it, tell the observers.
@@ -308,7 +277,7 @@ class Outcomes:
                 min_idle_ms=burial.min_idle_ms,
                 keep_original=burial.kept is None,
                 consumer="" if burial.min_idle_ms else self.name,  # poison: the dead owner's entry, idle
-                lock=burial.lock,
+                lock=burial.lock if burial.job is None else lock_of(self.keys, burial.job.fields),
             ),
         )
         if buried is None:
@@ -318,17 +287,10 @@ class Outcomes:
         dead_id = wire.text(buried)
         mark_dead(burial.reason, burial.error, dead_id)
         if line is not None:
-            self._report_dead(burial, dead_id, line)
+            report_dead(self.observers, burial, dead_id, line)
         if burial.job is not None:
             await self.record_replay(burial.job, {"status": RECORDED_FAILED, "dead_id": dead_id, "error": burial.error})
         return dead_id
-
-    def _report_dead(self, burial: Burial, dead_id: str, line: tuple[str, dict[str, Any]]) -> None:
-        """The dead letter's log line (``line``: its subject and fields) and the observers' report."""
-        subject, extra = line
-        log.error("%s %s and was dead-lettered as %s: %s", subject, burial.happened, dead_id, burial.error, extra=extra)
-        for observer in self.observers:
-            observer.job_finished(extra["kind"] or "?", OUTCOME_DEAD, burial.duration_s, burial.reason)
 
     async def record_replay(self, job: Job, outcome: dict[str, Any]) -> None:
         """For a replayed job, record ``outcome`` in its batch's ``replay:<batch>`` hash."""
@@ -357,3 +319,11 @@ class Outcomes:
 def outcome_key(keys: Keys, entry_id: str) -> str:
     """An outcome's name in the episode: partition and entry."""
     return f"{keys.partition}/{entry_id}"
+
+
+def report_dead(observers: list[Observer], burial: Burial, dead_id: str, line: tuple[str, dict[str, Any]]) -> None:
+    """The dead letter's log line (``line``: its subject and fields) and the observers' report."""
+    subject, extra = line
+    log.error("%s %s and was dead-lettered as %s: %s", subject, burial.happened, dead_id, burial.error, extra=extra)
+    for observer in observers:
+        observer.job_finished(extra["kind"] or "?", OUTCOME_DEAD, burial.duration_s, burial.reason)

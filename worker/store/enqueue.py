@@ -39,17 +39,16 @@ from typing import Any, TypedDict, Unpack
 
 from worker.settings import Settings
 from worker.settings_framework import declared
-from worker.store import packed
+from worker.store import packed, unique
 from worker.store.connection import is_cluster
 from worker.store.durable import WAIT_TIMEOUT_MS, write_and_wait, write_and_wait_async
 from worker.store.keys import Keys, partition_of, queue_partitions
 from worker.store.packed import packs_for, xadd_command, xadd_head
 from worker.store.refusals import refused_as_queue_refused
-from worker.store.trace_context import TRACEPARENT, sending
-from worker.store.versions import stamped
-from worker.store import unique
 from worker.store.scripts import CLUSTER_PIPELINES
+from worker.store.trace_context import TRACEPARENT, sending
 from worker.store.unique import UNIQUE_KEY, once_call, ref_of, route_of
+from worker.store.versions import stamped
 from worker.store.wire import encode_member, job_bytes, job_id_of, text
 
 NOT_ENQUEUED = "the job was not enqueued; enqueue it again once Redis accepts writes"

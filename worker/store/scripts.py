@@ -25,10 +25,7 @@ finds the oldest id a consumer group may still need (trim, trim_dead).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
-from functools import cache
-from importlib import resources
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -37,7 +34,9 @@ import redis.cluster
 
 from worker.store.durable import write_and_wait, write_and_wait_async
 from worker.store.keys import ARCHIVE_GROUP, GROUP, REPLAY_OUTCOME_TTL_S, Keys
+from worker.store.lua_source import source
 from worker.store.trace_context import TRACE_LINK, TRACEPARENT
+from worker.store.unique import held_lock
 from worker.store.vocabulary import RECORDED_QUEUED
 from worker.store.wire import encode_member
 
@@ -68,17 +67,6 @@ NAMES = (
     "hand_back",
     "ack_unique",
 )
-
-
-INCLUDE = re.compile(r'^--- @include "(\w+)"$', re.MULTILINE)
-
-
-@cache
-def source(name: str) -> str:
-    """The Lua source of one script, each ``--- @include "name"`` line replaced by that include's text."""
-    folder = resources.files("worker.store") / "lua"
-    text = (folder / f"{name}.lua").read_text()
-    return INCLUDE.sub(lambda include: (folder / "includes" / f"{include[1]}.lua").read_text().rstrip("\n"), text)
 
 
 class Scripts:
@@ -285,10 +273,10 @@ class Scripts:
         record: bool,
         source: str | None = None,
         client: Any = None,
-        lock: tuple[str, str] | None = None,
     ) -> Any:
-        """Take ``member`` out of ``delayed`` (or ``source``: ``throttled`` or ``parked``) and record it;
-        ``lock``: (the job's unique lock, its job id), released with it."""
-        keys = [source or self.keys.delayed, self.keys.dead_log, *([lock[0]] if lock else [])]
-        args = [member, batch, by, reason, at, int(record), *([lock[1]] if lock else [])]
+        """Take ``member`` out of ``delayed`` (or ``source``: ``throttled`` or ``parked``) and record it; the
+        unique key its job holds, if any, is released with it (:func:`worker.store.unique.held_lock`)."""
+        lock = held_lock(self.keys, member)
+        keys = [source or self.keys.delayed, self.keys.dead_log, *lock[:1]]
+        args = [member, batch, by, reason, at, int(record), *lock[1:]]
         return self._call("cancel_delayed", keys, args, client)

@@ -25,8 +25,8 @@ from typing import Any
 from redis.commands.core import Script
 
 from worker.store.keys import Keys
-from worker.store.scripts import source
-from worker.store.wire import job_id_of
+from worker.store.lua_source import source
+from worker.store.wire import decode_member, job_id_of, parked_fields
 
 #: How long a producer's job id is remembered by enqueue: a repeat within it adds nothing.
 IDEMPOTENCY_WINDOW_S = 86_400
@@ -44,6 +44,18 @@ def lock_of(keys: Keys, job: Mapping[str, str]) -> str | None:
     """The unique lock a job holds (its partition's ``unique:<kind>:<key>``), or None without a key."""
     key = job.get(UNIQUE_KEY)
     return keys.unique(job.get("kind", ""), key) if key else None
+
+
+def held_lock(keys: Keys, member: str | bytes) -> list[str]:
+    """``[lock, job_id]`` of the job a ``delayed``, ``throttled`` or ``parked`` member holds a unique key for,
+    else ``[]`` (none, or a malformed member): what cancel_delayed releases."""
+    raw = member.encode() if isinstance(member, str) else member
+    try:
+        fields = parked_fields(raw) if raw.count(b"\0") >= 2 else decode_member(raw)
+    except ValueError:
+        return []
+    lock = lock_of(keys, fields)
+    return [lock, job_id_of(fields)] if lock else []
 
 
 def once_call(
@@ -75,10 +87,10 @@ def script_source() -> str:
 def script(redis: Any) -> Script:
     """The ``enqueue_once`` script registered on ``redis``: once per client, kept on it, since a
     registration hashes the source (the call itself is one EVALSHA, loaded on NOSCRIPT)."""
-    found = getattr(redis, "_stagedoor_enqueue_once", None)
+    found = getattr(redis, "_queue_enqueue_once", None)
     if found is None:
         found = redis.register_script(script_source())
-        redis._stagedoor_enqueue_once = found
+        redis._queue_enqueue_once = found
     return found
 
 
