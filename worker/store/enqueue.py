@@ -319,8 +319,17 @@ def enqueue(
     ``version`` is written as the field ``v`` (None: the version this process registers for ``kind``;
     a kind at version 1 writes none). ``prefix``, ``partitions`` and ``wait_replicas`` (:class:`Where`)
     default to ``QUEUE_PREFIX``, ``QUEUE_PARTITIONS`` and ``WAIT_REPLICAS`` from the environment; the job goes
-    to the partition of its ``job_id``, and with ``wait_replicas`` > 0 the call
-    returns once that many replicas have it (:mod:`worker.store.durable`).
+    to the partition of its ``job_id`` (of its kind and ``unique_key`` when it has one), and with
+    ``wait_replicas`` > 0 the call returns once that many replicas have it (:mod:`worker.store.durable`).
+
+    ``unique_key`` (with ``unique_for``) and ``job_id`` guard the enqueue (:mod:`worker.store.unique`): a
+    duplicate adds nothing and returns the first job's entry id or member.
+
+    A lost reply: ``ConnectionError`` or ``TimeoutError`` raised after the command was sent does not mean
+    the job is absent: Redis may have added it and the reply been lost on the way back. Give the job an id
+    of your own (``job_id=``, or a ``job_id`` / ``outbox_id`` field) and call again with the same id: within
+    24 h a repeat adds nothing and returns the first call's result. Without an id of your own, calling
+    again may add the job twice (its handler must then be idempotent, as every handler must be anyway).
     """
     queue = _Queue.where(where)
     with sending(queue.destination, 1) as context, refused_as_queue_refused(NOT_ENQUEUED):
@@ -363,9 +372,10 @@ def enqueue_many(
 
     Every job is checked before anything is sent, so a bad one adds none.
     The pipeline is not a transaction: a connection lost midway may leave
-    some jobs added (callers that retry, like the outbox relay, publish
-    those again; handlers are idempotent). With ``wait_replicas`` on a
-    cluster, each job is written and waited for on its own.
+    some jobs added. Jobs with an id of the producer's (the outbox relay's
+    ``outbox_id``) may be sent again: those already added are not added twice
+    (:func:`enqueue`); a duplicate inside one batch adds one job. With
+    ``wait_replicas`` on a cluster, each job is written and waited for on its own.
     """
     queue = _Queue.of(prefix, partitions, wait_replicas)
     news = list(jobs)
