@@ -13,7 +13,7 @@ import redis
 from tests.helpers import ROOT, Workers, wait_for
 from tests.queue.test_unique import KINDS, runs
 from worker.store.enqueue import enqueue
-from worker.store.keys import Keys
+from worker.store.keys import GROUP, Keys
 
 PRODUCERS, ENQUEUES, SECONDS = 4, 5000, 3
 FAST_RECLAIM = {"RECLAIM_IDLE_MS": "1000", "RECLAIM_INTERVAL_S": "0.2"}
@@ -79,3 +79,16 @@ def test_a_sigkilled_workers_job_keeps_its_key_until_the_reclaimed_run_settles(
     assert enqueue(r, "unique_slow", {}, unique_key="long", prefix=keys.prefix) != first
     survivor.terminate()
     survivor.wait(30)
+
+
+def test_a_poison_entry_releases_its_key_when_buried(r: redis.Redis, keys: Keys, workers: Workers) -> None:
+    lock = keys.unique("unique_ok", "poison")
+    enqueue(r, "unique_ok", {}, unique_key="poison", prefix=keys.prefix)
+    r.xgroup_create(keys.jobs, GROUP, id="0")
+    r.xreadgroup(GROUP, "ghost", {keys.jobs: ">"}, count=1)  # delivered to a worker that died at once
+    proc = workers.start(KINDS, MAX_DELIVERIES="1", **FAST_RECLAIM)
+    wait_for(lambda: r.xlen(keys.dead), what="the poison check to bury the entry")
+    [(_, dead)] = r.xrange(keys.dead)
+    assert dead[b"reason"] == b"poison" and not r.exists(lock) and not runs(r, keys)
+    proc.terminate()
+    proc.wait(30)
