@@ -59,7 +59,7 @@ def held_lock(keys: Keys, member: str | bytes) -> list[str]:
 
 
 def once_call(
-    keys: Keys, job: Mapping[str, str], due: float | None, member: str, guard: tuple[bool, int | None]
+    keys: Keys, job: Mapping[str, str], due: float | None, member: str, guard: tuple[bool, float | None]
 ) -> tuple[list[str], list[Any]]:
     """The KEYS and ARGV of ``enqueue_once`` for one job; ``guard``: (mark the producer's job id, the
     unique_for in seconds or None)."""
