@@ -255,20 +255,36 @@ class _Queue:
         return self.parts[self.part_of(plan)]
 
     def send(self, redis: Any, plan: _Plan) -> Any:
-        """One job's write and its reply: a job for now on a plain client as an XADD packed here
-        (:mod:`worker.store.packed`), anything else through the client's own command."""
+        """One job's write and its reply: on a plain client a job for now as an XADD packed here, a guarded
+        job as the EVALSHA of ``enqueue_once`` packed here (:mod:`worker.store.packed`); anything else
+        through the client's own command."""
         part = self.part_of(plan)
-        if plan.due is None and plan.guard is None and packs_for(redis):
-            return packed.send(redis, xadd_command(self.heads[part], plan.job), self.parts[part].jobs, plan.job)
+        if packs_for(redis):
+            if plan.guard is not None:
+                return packed.send_or(
+                    redis, self.evalsha(redis, plan, part), lambda: plan.send(redis, self.parts[part])
+                )
+            if plan.due is None:
+                return packed.send(redis, xadd_command(self.heads[part], plan.job), self.parts[part].jobs, plan.job)
         return plan.send(redis, self.parts[part])
 
     async def send_async(self, redis: Any, plan: _Plan) -> Any:
         """:meth:`send` on a ``redis.asyncio`` client."""
         part = self.part_of(plan)
-        if plan.due is None and plan.guard is None and packs_for(redis):
-            command = xadd_command(self.heads[part], plan.job)
-            return await packed.send_async(redis, command, self.parts[part].jobs, plan.job)
+        if packs_for(redis):
+            if plan.guard is not None:
+                command = self.evalsha(redis, plan, part)
+                return await packed.send_or_async(redis, command, lambda: plan.send(redis, self.parts[part]))
+            if plan.due is None:
+                command = xadd_command(self.heads[part], plan.job)
+                return await packed.send_async(redis, command, self.parts[part].jobs, plan.job)
         return await plan.send(redis, self.parts[part])
+
+    def evalsha(self, redis: Any, plan: _Plan, part: int) -> bytes:
+        """A guarded job's ``enqueue_once`` call as a packed EVALSHA (``plan.guard`` is set)."""
+        names, args = once_call(self.parts[part], plan.job, plan.due, plan.member, plan.guard)  # type: ignore[arg-type]
+        sha = unique.script(redis).sha
+        return packed.command("EVALSHA", sha, str(len(names)), *names, *map(str, args))
 
 
 #: The settings a queue is read from, and the variables that hold them.
