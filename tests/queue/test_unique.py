@@ -141,3 +141,11 @@ def test_a_delayed_duplicate_does_not_move_the_holder(r: redis.Redis, keys: Keys
     assert enqueue(r, "unique_ok", {}, unique_key="soon", delay_s=3000, prefix=keys.prefix) == member
     assert decode_member(member)["unique_key"] == "soon"
     assert r.zscore(keys.delayed, member) < time.time() + 60
+
+
+def test_an_entry_buried_unparsed_releases_its_key(r: redis.Redis, keys: Keys, workers: Workers) -> None:
+    r.xadd(keys.jobs, {"kind": "unique_ok", "job_id": "bad", "attempts": "many", "unique_key": "m"})
+    r.hset(keys.unique("unique_ok", "m"), mapping={"job": "bad", "ref": "0-1", "at": 0})
+    workers.burst(KINDS)
+    [(_, dead)] = r.xrange(keys.dead)
+    assert dead[b"reason"] == b"malformed" and not r.exists(keys.unique("unique_ok", "m"))

@@ -226,6 +226,7 @@ class Outcomes:
                 happened=happened,
                 kind=bad.kind,
                 kept=bad.kept,
+                lock=await lock_of_entry(self.redis, self.keys, bad.entry_id),  # an unknown kind's key, too
             )
         )
 
