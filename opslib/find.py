@@ -9,7 +9,8 @@ archive:
 =============  ==============================================================
 where          the job
 =============  ==============================================================
-unique         holds the unique key ``value`` of its kind (``unique:<kind>:<value>``):
+unique         holds the unique key ``value`` of its kind (``unique:<kind>:<value>``,
+               for the kinds of the other rows and those the live workers run):
                ``job_id`` the holder, ``id`` what its enqueue returned, ``at``
                since when, ``run_at`` when ``unique_for`` ends (if given)
 waiting        is on ``jobs``, not yet read by a worker
@@ -49,11 +50,12 @@ from opslib.columns import DURATION, TEXT, TIME, typed_frame
 from opslib.connection import partitions, redis_session
 from opslib.errors import OpslibError
 from opslib.frames import delayed_to_frame
+from opslib.kinds import declared_kinds
 from opslib.queries import dead_letters
 from opslib.search import payload_columns
 from worker.store.cancels import marks_of
-from worker.store.keys import GROUP, Keys
-from worker.store.unique import lock_of
+from worker.store.keys import GROUP, Keys, partition_of
+from worker.store.unique import UNIQUE_KEY, lock_of, route_of
 from worker.store.wire import job_id_of, text
 
 WAITING, RUNNING, FINISHED, DELAYED, DEAD, ARCHIVED = "waiting", "running", "finished", "delayed", "dead", "archived"
@@ -160,18 +162,18 @@ def on_delayed(client: Any, keys: Keys, value: str, notes: list[str]) -> list[di
     ]
 
 
-def on_unique(client: Any, keys: Keys, value: str) -> list[dict[str, Any]]:
-    """The unique locks of one partition named ``value`` (``unique:<kind>:<value>``, any kind): which job
-    holds each (``job_id``; ``id``: what its enqueue returned), since when, and until when (``run_at``:
-    ``unique_for``'s end, or none while only the job's terminal state ends it)."""
-    pattern = f"{glob_escaped(keys.base)}unique:*:{glob_escaped(value)}"
+def on_unique(client: Any, parts: list[Keys], value: str, kinds: Iterable[str]) -> list[dict[str, Any]]:
+    """The unique locks named ``value`` (``unique:<kind>:<value>``) of the ``kinds`` given, each read in the
+    partition its kind and key go to: which job holds it (``job_id``; ``id``: what its enqueue returned),
+    since when, and until when (``run_at``: ``unique_for``'s end, or none while only the job's terminal
+    state ends it). Read by name, one HGETALL a kind: no SCAN of the keyspace."""
     rows = []
-    for name in client.scan_iter(match=pattern, count=1000):
-        lock = {text(k): text(v) for k, v in client.hgetall(name).items()}
+    for kind in sorted(set(kinds) - {""}):
+        keys = parts[partition_of(route_of({"kind": kind, UNIQUE_KEY: value}), len(parts))]
+        lock = {text(k): text(v) for k, v in client.hgetall(keys.unique(kind, value)).items()}
         if not lock:
-            continue  # released since the scan saw it
-        kind = text(name)[len(keys.base) + len("unique:") : -len(value) - 1]
-        held = f"held until {'its job settles' if 'until' not in lock else 'settled and unique_for ends'}"
+            continue
+        held = f"held until {'its job settles' if 'until' not in lock else 'its job settles and unique_for ends'}"
         rows.append(
             {
                 "where": UNIQUE,
@@ -185,11 +187,6 @@ def on_unique(client: Any, keys: Keys, value: str) -> list[dict[str, Any]]:
             }
         )
     return rows
-
-
-def glob_escaped(value: str) -> str:
-    """``value`` as a SCAN MATCH pattern that matches it alone (its ``*?[]\\`` escaped)."""
-    return "".join("\\" + c if c in "*?[]\\" else c for c in value)
 
 
 def entry_order(entry_id: str) -> tuple[int, int]:
@@ -212,8 +209,6 @@ def find(value: str, *, client: redis.Redis | None = None, prefix: str | None = 
     with redis_session(client, prefix, "look for the job") as (redis_client, keys):
         parts = partitions(redis_client, keys)
         for part in parts:
-            rows += on_unique(redis_client, part, value)
-        for part in parts:
             rows += on_jobs(redis_client, part, value, notes)
             rows += [
                 cancelled_row(value, mark, part.partition) for mark in marks_of(redis_client, part, [value]).values()
@@ -222,7 +217,9 @@ def find(value: str, *, client: redis.Redis | None = None, prefix: str | None = 
             later += on_delayed(redis_client, part, value, notes)
         rows += sorted(later, key=lambda job: job["run_at"])  # soonest first over the partitions, as delayed()
         dead = dead_letters(search=value, client=redis_client, prefix=keys.prefix)
-    dead = dead[matches(dead, value)]
+        dead = dead[matches(dead, value)]
+        kinds = {row.get("kind", "") for row in rows} | set(dead["kind"]) | set(declared_kinds(redis_client, keys))
+        rows[:0] = on_unique(redis_client, parts, value, kinds)
     for dead_id, entry in dead.iterrows():
         rows.append(dead_row(DEAD, str(dead_id), entry))
     try:
