@@ -147,7 +147,8 @@ def _guarded_fields(new: NewJob) -> tuple[Mapping[str, FieldValue] | None, tuple
                     raise ValueError(f"{name} must be a non-empty string, got {value!r}")
                 fields[name] = value
     unique = bool(fields and fields.get(UNIQUE_KEY))
-    if new.unique_for is not None and (not unique or new.unique_for <= 0):
+    hold = new.unique_for
+    if hold is not None and (not unique or isinstance(hold, bool) or not isinstance(hold, int | float) or hold <= 0):
         raise ValueError(f"unique_for must be a number of seconds > 0 given with a unique_key, got {new.unique_for!r}")
     producer_id = bool(fields and (fields.get("job_id") or fields.get("outbox_id")))
     return fields, ((producer_id, new.unique_for) if producer_id or unique else None)
