@@ -149,3 +149,17 @@ def test_an_entry_buried_unparsed_releases_its_key(r: redis.Redis, keys: Keys, w
     workers.burst(KINDS)
     [(_, dead)] = r.xrange(keys.dead)
     assert dead[b"reason"] == b"malformed" and not r.exists(keys.unique("unique_ok", "m"))
+
+
+def test_jobs_due_at_the_same_moment_run_in_enqueue_order(r: redis.Redis, keys: Keys, workers: Workers) -> None:
+    due = time.time() - 1  # due at once: promoted in one batch, by score
+    for i in range(10):
+        enqueue(r, "unique_ok", {}, job_id=f"j{9 - i}", run_at=due, prefix=keys.prefix)  # ids against the order
+    enqueue_many(
+        r, [NewJob("unique_ok", {}, run_at=due, unique_key=f"k{9 - i}") for i in range(10)], prefix=keys.prefix
+    )
+    scores = [score for _, score in r.zrange(keys.delayed, 0, -1, withscores=True)]
+    assert len(set(scores)) == 20 and max(scores) - due < 0.001
+    workers.burst(KINDS, WORKER_CONCURRENCY="1")
+    order = [run.split(":")[1] if run.startswith(":") else run.split(":")[0] for run in runs(r, keys)]
+    assert order == [f"j{9 - i}" for i in range(10)] + [f"k{9 - i}" for i in range(10)]
