@@ -47,8 +47,8 @@ key (after QUEUE_PREFIX)   type        written by            read by
 ``actions:log``            stream      opslib (audited moves opslib (applies it to
                                        while PostgreSQL is   ``operator_actions``)
                                        away)
-``unique:<kind>:<key>``    hash        enqueue (unique_key)  enqueue, opslib.find/show;
-                           (job, ref,  ; released by the     (:mod:`worker.store.unique`)
+``unique:<kind>:<key>``    hash        enqueue (unique_key); enqueue, opslib.find
+                           (job, ref,  released by the job's (:mod:`worker.store.unique`)
                            at, until)  terminal settle
 ``enqueued:<job_id>``      string, EX  enqueue (a producer's enqueue (a repeat adds
                            (24 h)      own job id)           nothing)
