@@ -30,9 +30,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
-import math
 import os
-import threading
 import time
 import uuid
 from collections.abc import Iterable, Mapping
@@ -49,8 +47,9 @@ from worker.store.keys import Keys, partition_of, queue_partitions
 from worker.store.packed import packs_for, xadd_command, xadd_head
 from worker.store.refusals import refused_as_queue_refused
 from worker.store.scripts import CLUSTER_PIPELINES
+from worker.store.ties import TIES
 from worker.store.trace_context import TRACEPARENT, sending
-from worker.store.unique import UNIQUE_KEY, once_call, ref_of, route_of
+from worker.store.unique import guarded, once_call, ref_of, route_of
 from worker.store.versions import stamped
 from worker.store.wire import encode_member, job_bytes, job_id_of, text
 
@@ -101,32 +100,6 @@ def run_at_epoch(delay_s: float | None, run_at: datetime | float | None) -> floa
     return None if run_at is None else float(run_at)
 
 
-class _Ties:
-    """The score of a job for later, kept in enqueue order among this process's jobs due at the same moment
-    in the same ``delayed`` set.
-
-    ``delayed`` orders members of equal score by their bytes (a random job id among them), so jobs given one
-    ``run_at`` would be promoted in random order. A due time equal to the previous one this process gave for
-    the same set gets the next float above the previous score (``math.nextafter``: 0.24 µs at today's
-    epoch), so that the later enqueue sorts after; the run time is unchanged to the microsecond. Jobs of
-    different processes due at the same moment still sort by their bytes."""
-
-    def __init__(self) -> None:
-        self.last: dict[str, tuple[float, float]] = {}
-        """Per ``delayed`` key: the due time given last and the score it got."""
-        self.lock = threading.Lock()
-
-    def score_of(self, delayed: str, due: float) -> float:
-        with self.lock:
-            given, score = self.last.get(delayed, (math.nan, math.nan))
-            score = math.nextafter(score, math.inf) if due == given else due
-            self.last[delayed] = (due, score)
-            return score
-
-
-_TIES = _Ties()
-
-
 @dataclass(frozen=True)
 class NewJob:
     """One job for :func:`enqueue_many`: the arguments :func:`enqueue` takes for one job."""
@@ -164,25 +137,6 @@ def _new_job(kind: str, fields: Any, when: tuple[Any, Any], version: int | None,
     return NewJob(kind, fields, when[0], when[1], version, *guards)
 
 
-def _guarded_fields(new: NewJob) -> tuple[Mapping[str, FieldValue] | None, tuple[bool, float | None] | None]:
-    """The job's fields with its ``job_id`` and ``unique_key`` options written in, and its guard for
-    :func:`worker.store.unique.once_call` (None: no guard, today's fast path)."""
-    fields = new.fields
-    if new.job_id is not None or new.unique_key is not None:
-        fields = dict(fields or {})
-        for name, value in (("job_id", new.job_id), (UNIQUE_KEY, new.unique_key)):
-            if value is not None:
-                if not isinstance(value, str) or not value:
-                    raise ValueError(f"{name} must be a non-empty string, got {value!r}")
-                fields[name] = value
-    unique = bool(fields and fields.get(UNIQUE_KEY))
-    hold = new.unique_for
-    if hold is not None and (not unique or isinstance(hold, bool) or not isinstance(hold, int | float) or hold <= 0):
-        raise ValueError(f"unique_for must be a number of seconds > 0 given with a unique_key, got {new.unique_for!r}")
-    producer_id = bool(fields and (fields.get("job_id") or fields.get("outbox_id")))
-    return fields, ((producer_id, new.unique_for) if producer_id or unique else None)
-
-
 @dataclass(frozen=True)
 class _Plan:
     """Where a new job goes: ``jobs`` now (``due`` None), or ``delayed`` as ``member`` at ``due``."""
@@ -196,7 +150,7 @@ class _Plan:
 
     @classmethod
     def of(cls, new: NewJob, max_job_bytes: int, context: Mapping[str, str] | None = None) -> _Plan:
-        fields, guard = _guarded_fields(new)
+        fields, guard = guarded(new.fields, new.job_id, new.unique_key, new.unique_for)
         job = stamped(job_fields(new.kind, fields, context), new.version)
         size = job_bytes(job)
         if size > max_job_bytes:
@@ -277,7 +231,7 @@ class _Queue:
         plan = _Plan.of(new, self.max_job_bytes, context)
         if plan.due is None:
             return plan
-        return dataclasses.replace(plan, due=_TIES.score_of(self.keys_of(plan).delayed, plan.due))
+        return dataclasses.replace(plan, due=TIES.score_of(self.keys_of(plan).delayed, plan.due))
 
     def part_of(self, plan: _Plan) -> int:
         """The index of the partition the job belongs to."""

@@ -46,6 +46,26 @@ def lock_of(keys: Keys, job: Mapping[str, str]) -> str | None:
     return keys.unique(job.get("kind", ""), key) if key else None
 
 
+def guarded(
+    fields: Mapping[str, Any] | None, job_id: str | None, unique_key: str | None, unique_for: float | None
+) -> tuple[Mapping[str, Any] | None, tuple[bool, float | None] | None]:
+    """A new job's fields with its ``job_id`` and ``unique_key`` options written in, and its guard for
+    :func:`once_call` (None: no guard, the fast path); ValueError (one line) for a bad option."""
+    if job_id is not None or unique_key is not None:
+        fields = dict(fields or {})
+        for name, value in (("job_id", job_id), (UNIQUE_KEY, unique_key)):
+            if value is not None:
+                if not isinstance(value, str) or not value:
+                    raise ValueError(f"{name} must be a non-empty string, got {value!r}")
+                fields[name] = value
+    unique = bool(fields and fields.get(UNIQUE_KEY))
+    hold = unique_for
+    if hold is not None and (not unique or isinstance(hold, bool) or not isinstance(hold, int | float) or hold <= 0):
+        raise ValueError(f"unique_for must be a number of seconds > 0 given with a unique_key, got {unique_for!r}")
+    producer_id = bool(fields and (fields.get("job_id") or fields.get("outbox_id")))
+    return fields, ((producer_id, unique_for) if producer_id or unique else None)
+
+
 def held_lock(keys: Keys, member: str | bytes) -> list[str]:
     """``[lock, job_id]`` of the job a ``delayed``, ``throttled`` or ``parked`` member holds a unique key for,
     else ``[]`` (none, or a malformed member): what cancel_delayed releases."""
