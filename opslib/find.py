@@ -9,6 +9,10 @@ archive:
 =============  ==============================================================
 where          the job
 =============  ==============================================================
+unique         holds the unique key ``value`` of its kind (``unique:<kind>:<value>``,
+               for the kinds of the other rows and those the live workers run):
+               ``job_id`` the holder, ``id`` what its enqueue returned, ``at``
+               since when, ``run_at`` when ``unique_for`` ends (if given)
 waiting        is on ``jobs``, not yet read by a worker; or, with a fair key,
                waits in ``fair:queue`` for its key's turn (``status`` names the key)
 running        was read by ``worker`` and is not acknowledged: its idle time
@@ -47,15 +51,17 @@ from opslib.columns import DURATION, TEXT, TIME, typed_frame
 from opslib.connection import partitions, redis_session
 from opslib.errors import OpslibError
 from opslib.frames import delayed_to_frame
+from opslib.kinds import declared_kinds
 from opslib.queries import dead_letters
 from opslib.search import payload_columns
 from worker.store.cancels import marks_of
 from worker.store.fair import FAIR_FIELD
-from worker.store.keys import GROUP, Keys
+from worker.store.keys import GROUP, Keys, partition_of
+from worker.store.unique import UNIQUE_KEY, lock_of, route_of
 from worker.store.wire import decode_member, job_id_of, text
 
 WAITING, RUNNING, FINISHED, DELAYED, DEAD, ARCHIVED = "waiting", "running", "finished", "delayed", "dead", "archived"
-CANCELLED = "cancelled"
+CANCELLED, UNIQUE = "cancelled", "unique"
 FIND_COLUMNS = {
     "where": TEXT,
     "kind": TEXT,
@@ -119,6 +125,7 @@ def on_jobs(client: Any, keys: Keys, value: str, notes: list[str]) -> list[dict[
             "id": entry_id,
             "at": pd.Timestamp(int(entry_id.partition("-")[0]), unit="ms", tz="UTC"),
             "partition": keys.partition,
+            "lock": lock_of(keys, fields),
         }
         pending = (
             client.xpending_range(keys.jobs, GROUP, min=entry_id, max=entry_id, count=1) if GROUP in groups else []
@@ -183,6 +190,33 @@ def on_fair(client: Any, keys: Keys, value: str, notes: list[str]) -> list[dict[
     return rows
 
 
+def on_unique(client: Any, parts: list[Keys], value: str, kinds: Iterable[str]) -> list[dict[str, Any]]:
+    """The unique locks named ``value`` (``unique:<kind>:<value>``) of the ``kinds`` given, each read in the
+    partition its kind and key go to: which job holds it (``job_id``; ``id``: what its enqueue returned),
+    since when, and until when (``run_at``: ``unique_for``'s end, or none while only the job's terminal
+    state ends it). Read by name, one HGETALL a kind: no SCAN of the keyspace."""
+    rows = []
+    for kind in sorted(set(kinds) - {""}):
+        keys = parts[partition_of(route_of({"kind": kind, UNIQUE_KEY: value}), len(parts))]
+        lock = {text(k): text(v) for k, v in client.hgetall(keys.unique(kind, value)).items()}
+        if not lock:
+            continue
+        held = f"held until {'its job settles' if 'until' not in lock else 'its job settles and unique_for ends'}"
+        rows.append(
+            {
+                "where": UNIQUE,
+                "kind": kind,
+                "job_id": lock.get("job", ""),
+                "id": lock.get("ref", ""),
+                "at": pd.Timestamp(int(lock.get("at", 0)), unit="ms", tz="UTC"),
+                "run_at": pd.Timestamp(int(lock["until"]), unit="ms", tz="UTC") if "until" in lock else pd.NaT,
+                "status": held,
+                "partition": keys.partition,
+            }
+        )
+    return rows
+
+
 def entry_order(entry_id: str) -> tuple[int, int]:
     millis, _, seq = entry_id.partition("-")
     return int(millis), int(seq or 0)
@@ -213,7 +247,9 @@ def find(value: str, *, client: redis.Redis | None = None, prefix: str | None = 
             later += on_delayed(redis_client, part, value, notes)
         rows += sorted(later, key=lambda job: job["run_at"])  # soonest first over the partitions, as delayed()
         dead = dead_letters(search=value, client=redis_client, prefix=keys.prefix)
-    dead = dead[matches(dead, value)]
+        dead = dead[matches(dead, value)]
+        kinds = {row.get("kind", "") for row in rows} | set(dead["kind"]) | set(declared_kinds(redis_client, keys))
+        rows[:0] = on_unique(redis_client, parts, value, kinds)
     for dead_id, entry in dead.iterrows():
         rows.append(dead_row(DEAD, str(dead_id), entry))
     try:

@@ -59,7 +59,7 @@ from opslib.session import Servers, Session
 from worker.store.cancels import announcement, mark_cutoff, marks_of, new_mark, trim_marks
 from worker.store.failures import now_iso
 from worker.store.keys import Keys
-from worker.store.wire import decode_member, job_id_of, text
+from worker.store.wire import decode_member, job_id_of, parked_fields, text
 
 CANCELLED, REMOVED, FINISHED, NOT_FOUND = "cancelled", "removed", "finished", "not found"
 WOULD_CANCEL, WOULD_REMOVE = "would cancel", "would remove"
@@ -114,7 +114,7 @@ def _cancel_one(session: Session, value: str, mark: str, operator: Operator, dry
         for row in on_jobs(session.client, keys, value, []):
             if value not in (row["id"], row["job_id"]):
                 continue  # a payload value, not this job
-            status, of = scripts.cancel_entry(row["id"], mark, dry_run=dry_run)
+            status, of = scripts.cancel_entry(row["id"], mark, dry_run=dry_run, lock=row.get("lock"))
             found.append(text(status))
             job_id, kind = text(of) or job_id or row["job_id"], row["kind"]
     for keys in session.parts:
@@ -146,19 +146,11 @@ def held_members(client: Any, keys: Keys, job_id: str) -> list[tuple[str, bytes,
     return found
 
 
-def parked_fields(member: bytes) -> dict[str, str]:
-    """The fields of a member of ``parked`` (worker/store/lua/includes/parked_member.lua)."""
-    parts = member.split(b"\0", 2)
-    flat = json.loads(parts[2]) if len(parts) == 3 else None
-    if not isinstance(flat, list):
-        raise ValueError("a parked member holds its fields as a JSON array after its second NUL")
-    return {str(name): str(value) for name, value in zip(flat[::2], flat[1::2], strict=False)}
-
-
 def _remove_held(
     session: Session, partition: int, source: str, member: bytes, job_id: str, mark: str, operator: Operator
 ) -> str:
-    """Take one waiting member out (recorded in the archive as discarded), and mark the job removed."""
+    """Take one waiting member out (recorded in the archive as discarded; its unique key released), and mark
+    the job removed."""
     said = json.loads(mark)
     by, reason = operator.by, operator.reason or ""
     moved: Any = session.scripts[partition].cancel_delayed(

@@ -90,7 +90,7 @@ class PartitionReader:
         rest = self.read_after - time.monotonic()
         if rest > 0:
             await asyncio.sleep(rest)
-        if outcomes.replay_outcomes:
+        if outcomes.replay_outcomes or outcomes.releases:
             await outcomes.flush()
         acks = outcomes.take_acks()
         conn = await self.node.get()

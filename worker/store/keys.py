@@ -56,6 +56,11 @@ key (after QUEUE_PREFIX)   type        written by            read by
                            (fair key -> its last turn)
 ``fair:clock``             string      feeder (the turn of   enqueue, feeder
                                        the job it moved last)
+``unique:<kind>:<key>``    hash        enqueue (unique_key); enqueue, opslib.find
+                           (job, ref,  released by the job's (:mod:`worker.store.unique`)
+                           at, until)  terminal settle
+``enqueued:<job_id>``      string, EX  enqueue (a producer's enqueue (a repeat adds
+                           (24 h)      own job id)           nothing)
 =========================  ==========  ====================  ==========================
 
 The incident desk's keys (:mod:`opslib.moves.incident`): a pause is written
@@ -229,6 +234,14 @@ class Keys:
         """The counters of ``kind`` for the minute (``period_s`` 60) or hour (3600) starting at ``start_s``
         (epoch seconds); the fields are in :mod:`worker.store.flow`."""
         return f"{self.base}flow:{'m' if period_s == 60 else 'h'}:{start_s}:{kind}"
+
+    def unique(self, kind: str, unique_key: str) -> str:
+        """The lock of ``kind``'s job of ``unique_key`` (:mod:`worker.store.unique`)."""
+        return f"{self.base}unique:{kind}:{unique_key}"
+
+    def enqueued(self, job_id: str) -> str:
+        """The mark of a producer's job id enqueued within the idempotency window (:mod:`worker.store.unique`)."""
+        return f"{self.base}enqueued:{job_id}"
 
     @property
     def flow_kinds(self) -> str:
