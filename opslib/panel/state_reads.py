@@ -28,11 +28,10 @@ from opslib.columns import TEXT, TIME, entry_times, typed_frame
 from opslib.connection import partitions, redis_session
 from opslib.display import duration
 from opslib.frames import fields_of, job_id_of
-from opslib.moves.cancel import parked_fields
 from opslib.panel.filters import ALL_KINDS, Filters
 from opslib.queries import delayed, pending
 from worker.store.keys import GROUP, Keys
-from worker.store.wire import text
+from worker.store.wire import parked_fields, text
 
 LISTED = 2_000
 """A tab lists at most this many jobs (the newest archived entries, the first waiting ones)."""
