@@ -154,10 +154,11 @@ class Scripts:
             "retry", [self.keys.throttled, self.keys.jobs], [GROUP, entry_id, repr(run_at), member, consumer], client
         )
 
-    def take_token(self, kind: str, now: float, default: float | None, burst_s: float, client: Any = None) -> Any:
+    def take_token(self, kind: str, default: float | None, ticket: str, late_s: float, client: Any = None) -> Any:
+        """A throttled job's turn: ``[wait_s, ticket]`` (wait ``0``: start now), by Redis's clock."""
         keys = [self.keys.bucket(kind), self.keys.throttles]
         return self._call(
-            "take_token", keys, [repr(now), kind, "" if default is None else repr(default), burst_s], client
+            "take_token", keys, [kind, "" if default is None else repr(default), ticket, repr(late_s)], client
         )
 
     def ack(self, consumer: str, entry_ids: Iterable[str], client: Any = None) -> Any:

@@ -1,0 +1,57 @@
+"""take_token's schedule against the real Redis, one call at a time: turns 1/rate apart, a ticket keeps its
+turn (an early comer is told the rest of its wait, not sent to the back), a new rate starts a new schedule.
+
+Times are Redis's: each reply is compared with the turn it names, within the few milliseconds the calls take.
+"""
+
+from __future__ import annotations
+
+import redis
+
+from worker.loop.gate import LATE_S
+from worker.store.keys import Keys
+from worker.store.scripts import Scripts
+from worker.store.wire import text
+
+RATE = 4.0
+SLACK_S = 0.05
+
+
+def turn(scripts: Scripts, ticket: str = "", rate: float = RATE) -> tuple[float, str]:
+    wait_s, held = scripts.take_token("alpha", rate, ticket, LATE_S)
+    return float(wait_s), text(held)
+
+
+def test_turns_are_one_interval_apart_and_a_ticket_keeps_its_own(r: redis.Redis, keys: Keys) -> None:
+    scripts = Scripts(r, keys)
+    assert turn(scripts) == (0.0, "")  # an idle schedule: start now
+    second_wait, second = turn(scripts)
+    third_wait, _ = turn(scripts)
+    assert abs(second_wait - 1 / RATE) < SLACK_S, second_wait
+    assert abs(third_wait - 2 / RATE) < SLACK_S, third_wait
+    again_wait, again = turn(scripts, second)  # the second job back too early: the rest of its own wait
+    assert again == second
+    assert 0 < again_wait <= second_wait
+    fourth_wait, _ = turn(scripts)  # and nobody's turn moved for it
+    assert abs(fourth_wait - 3 / RATE) < SLACK_S, fourth_wait
+
+
+def test_a_ticket_of_another_schedule_or_long_past_takes_a_new_turn(r: redis.Redis, keys: Keys) -> None:
+    scripts = Scripts(r, keys)
+    turn(scripts)
+    _, ticket = turn(scripts)
+    gen, _, at = ticket.partition(":")
+    stale_wait, stale = turn(scripts, f"{gen}:{float(at) - 1 / RATE - 5 * LATE_S:.6f}")  # long past its turn
+    assert stale != ticket and abs(stale_wait - 2 / RATE) < SLACK_S, stale_wait
+    r.delete(keys.bucket("alpha"))  # what opslib.throttle does with a new rate
+    assert turn(scripts, ticket) == (0.0, "")
+    _, slower = turn(scripts, rate=RATE / 2)  # a new rate: a new schedule, whose first turn is now
+    assert slower == ""
+    wait_s, _ = turn(scripts, rate=RATE / 2)
+    assert abs(wait_s - 2 / RATE) < SLACK_S, wait_s
+
+
+def test_no_rate_means_start_now(r: redis.Redis, keys: Keys) -> None:
+    scripts = Scripts(r, keys)
+    for _ in range(3):
+        assert scripts.take_token("alpha", None, "", LATE_S) == [b"0", b""]
