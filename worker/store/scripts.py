@@ -154,12 +154,12 @@ class Scripts:
             "retry", [self.keys.throttled, self.keys.jobs], [GROUP, entry_id, repr(run_at), member, consumer], client
         )
 
-    def take_token(self, kind: str, default: float | None, ticket: str, late_s: float, client: Any = None) -> Any:
-        """A throttled job's turn: ``[wait_s, ticket]`` (wait ``0``: start now), by Redis's clock."""
-        keys = [self.keys.bucket(kind), self.keys.throttles]
-        return self._call(
-            "take_token", keys, [kind, "" if default is None else repr(default), ticket, repr(late_s)], client
-        )
+    def take_token(self, kind: str, default: float | None, ticket: str, timing: tuple[float, float]) -> Any:
+        """A throttled job's turn: ``[wait_s, ticket]`` (wait ``0``: start now), by Redis's clock;
+        ``timing``: how late a ticket may come unchecked, and how long a worker holds a job for its turn."""
+        keys = [self.keys.bucket(kind), self.keys.throttles, self.keys.throttle_starts(kind)]
+        rate = "" if default is None else repr(default)
+        return self._call("take_token", keys, [kind, rate, ticket, repr(timing[0]), repr(timing[1])])
 
     def ack(self, consumer: str, entry_ids: Iterable[str], client: Any = None) -> Any:
         """Acknowledge the ``entry_ids`` still ``consumer``'s; returns the stale ids, left alone."""

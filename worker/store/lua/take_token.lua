@@ -1,12 +1,14 @@
 #!lua
 --[[ Give a throttled kind's job its turn: now, or a reserved time to come back at.
 
-KEYS[1]  bucket     hash throttles:<kind> (tat, gen, rate): one per kind for the whole queue
+KEYS[1]  bucket     hash throttles:<kind> (tat, gen, rate, n): one per kind for the whole queue
 KEYS[2]  throttles  hash kind -> JSON with `per_s`: opslib's rates (they override the default)
+KEYS[3]  ran        sorted set throttles:ran:<kind>: the starts of the last second (score: start time)
 ARGV[1]  kind       the job's kind
 ARGV[2]  default    the kind's own rate_limit (jobs a second), or '' for none
 ARGV[3]  ticket     the turn the job already holds (its `throttle_turn` field, '<gen>:<turn>'), or ''
-ARGV[4]  late_s     how late a held turn may come and still be honoured (seconds)
+ARGV[4]  late_s     a held turn up to this late starts unchecked; a later one is checked against `ran`
+ARGV[5]  hold_s     a turn due within this many seconds is the caller's to wait for (it is a start)
 
 Returns {wait, ticket}: wait is '0' when the job may start now (its turn has
 come, or the kind has no rate any more: the rate is read here, so a throttle
@@ -23,8 +25,12 @@ turn is lost while the jobs holding the next ones are on their way. The
 clock is Redis's TIME, the one that promote compares the deferred jobs'
 scores with. A ticket is valid while its generation is the bucket's (a new
 rate, or opslib deleting the bucket, starts a new generation and so a new
-schedule) and it is no later than late_s past its turn; a stale ticket takes
-a new turn. The bucket lives 60 s past its last reserved turn.
+schedule); an invalid one takes a new turn. A ticket more than late_s past
+its turn (the stream was long, or no worker was up) starts now only while
+the last second's starts in `ran` are fewer than the rate: a pile of late
+turns brought back at once starts one second's worth, and the rest take new
+turns, 1/rate apart. Each start (and each turn within hold_s) is recorded in
+`ran`, which keeps one second. The bucket lives 60 s past its last turn.
 ]]
 local rate = tonumber(ARGV[2])
 local setting = redis.call('HGET', KEYS[2], ARGV[1])
@@ -51,8 +57,11 @@ local turn = nil
 local sep = string.find(ARGV[3], ':', 1, true)
 if sep and string.sub(ARGV[3], 1, sep - 1) == gen then
   turn = tonumber(string.sub(ARGV[3], sep + 1))
-  if turn and (turn >= tat or now - turn > tonumber(ARGV[4])) then
+  if turn and turn >= tat then
     turn = nil
+  elseif turn and now - turn > tonumber(ARGV[4]) then
+    redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now - 1)
+    turn = redis.call('ZCARD', KEYS[3]) < rate and now or nil
   end
 end
 if not turn then
@@ -60,6 +69,12 @@ if not turn then
   tat = turn + 1 / rate
   redis.call('HSET', KEYS[1], 'tat', string.format('%.6f', tat), 'gen', gen, 'rate', rate_text)
   redis.call('EXPIRE', KEYS[1], math.ceil(tat - now) + 60)
+end
+if turn - now <= tonumber(ARGV[5]) then
+  local at = string.format('%.6f', turn)
+  redis.call('ZADD', KEYS[3], at, at .. ':' .. redis.call('HINCRBY', KEYS[1], 'n', 1))
+  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now - 1)
+  redis.call('EXPIRE', KEYS[3], 2)
 end
 if turn <= now then
   return {'0', ''}
