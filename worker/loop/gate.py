@@ -47,10 +47,6 @@ log = logging.getLogger("worker")
 REFRESH_INTERVAL_S = 0.25
 #: A turn due within this many seconds is waited for in the slot; a later one defers the job to ``throttled``.
 HOLD_S = 0.05
-#: A ticket this late past its turn (or one turn, at rates under 10/s) starts unchecked; a later one (a long
-#: stream ahead of it, or the workers were away) starts only while the last second's starts leave room for it,
-#: else it queues again, so that a pile of old turns never starts at once.
-LATE_S = 0.1
 #: The job field that carries a deferred job's turn (``<generation>:<epoch seconds>``) while it waits.
 TICKET = "throttle_turn"
 #: A promoter wake comes this much after a turn: Redis's clock, which promote reads, is only estimated here.
@@ -120,11 +116,8 @@ class Gate:
 
     async def _take_turn(self, part: PartitionReader, job: Job) -> bool:
         """Start ``job`` at its turn: now, after a short hold in the slot, or deferred (False) until it."""
-        rate = self.rates[job.kind]
         ticket = job.field(TICKET)
-        reply = await part.scripts.take_token(
-            job.kind, self.defaults.get(job.kind), ticket, (max(LATE_S, 1 / rate), HOLD_S)
-        )
+        reply = await part.scripts.take_token(job.kind, self.defaults.get(job.kind), ticket, HOLD_S)
         wait_s, turn = float(reply[0]), text(reply[1])
         if wait_s > HOLD_S:
             fields = {**job.fields, TICKET: turn}

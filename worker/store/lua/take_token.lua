@@ -7,8 +7,7 @@ KEYS[3]  ran        sorted set throttles:ran:<kind>: the starts of the last seco
 ARGV[1]  kind       the job's kind
 ARGV[2]  default    the kind's own rate_limit (jobs a second), or '' for none
 ARGV[3]  ticket     the turn the job already holds (its `throttle_turn` field, '<gen>:<turn>'), or ''
-ARGV[4]  late_s     a held turn up to this late starts unchecked; a later one is checked against `ran`
-ARGV[5]  hold_s     a turn due within this many seconds is the caller's to wait for (it is a start)
+ARGV[4]  hold_s     a turn due within this many seconds is the caller's to wait for (it is a start)
 
 Returns {wait, ticket}: wait is '0' when the job may start now (its turn has
 come, or the kind has no rate any more: the rate is read here, so a throttle
@@ -25,12 +24,14 @@ turn is lost while the jobs holding the next ones are on their way. The
 clock is Redis's TIME, the one that promote compares the deferred jobs'
 scores with. A ticket is valid while its generation is the bucket's (a new
 rate, or opslib deleting the bucket, starts a new generation and so a new
-schedule); an invalid one takes a new turn. A ticket more than late_s past
-its turn (the stream was long, or no worker was up) starts now only while
-the last second's starts in `ran` are fewer than the rate: a pile of late
-turns brought back at once starts one second's worth, and the rest take new
-turns, 1/rate apart. Each start (and each turn within hold_s) is recorded in
-`ran`, which keeps one second. The bucket lives 60 s past its last turn.
+schedule); an invalid one takes a new turn. A valid ticket that comes late
+(a long stream ahead of it) starts at once. The hard bound is `ran`: every
+start (now, or held for within hold_s) is recorded there, and one that would
+make the second before it hold more than the rate plus one is given a new
+turn instead, after that second's first start has aged out. So a pile of
+late turns brought back at once (no worker was up) starts one second's
+worth and queues the rest 1/rate apart. `ran` keeps one second; the bucket
+lives 60 s past its last turn.
 ]]
 local rate = tonumber(ARGV[2])
 local setting = redis.call('HGET', KEYS[2], ARGV[1])
@@ -59,9 +60,19 @@ if sep and string.sub(ARGV[3], 1, sep - 1) == gen then
   turn = tonumber(string.sub(ARGV[3], sep + 1))
   if turn and turn >= tat then
     turn = nil
-  elseif turn and now - turn > tonumber(ARGV[4]) then
-    redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now - 1)
-    turn = redis.call('ZCARD', KEYS[3]) < rate and now or nil
+  elseif turn then
+    turn = math.max(turn, now)
+  end
+end
+if not turn or turn - now <= tonumber(ARGV[4]) then
+  -- a start (now, or held for): only while the second before it leaves room for one more than the rate
+  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now - 1)
+  local at = turn or math.max(now, tat)
+  local since = '(' .. string.format('%.6f', at - 1)
+  local window = redis.call('ZRANGEBYSCORE', KEYS[3], since, '+inf', 'LIMIT', 0, 1)
+  if #window > 0 and redis.call('ZCOUNT', KEYS[3], since, '+inf') >= rate + 1 then
+    turn = nil  -- a new turn, once the first start of that second is a second old
+    tat = math.max(tat, tonumber(string.match(window[1], '^[^:]+')) + 1)
   end
 end
 if not turn then
@@ -70,10 +81,9 @@ if not turn then
   redis.call('HSET', KEYS[1], 'tat', string.format('%.6f', tat), 'gen', gen, 'rate', rate_text)
   redis.call('EXPIRE', KEYS[1], math.ceil(tat - now) + 60)
 end
-if turn - now <= tonumber(ARGV[5]) then
+if turn - now <= tonumber(ARGV[4]) then
   local at = string.format('%.6f', turn)
   redis.call('ZADD', KEYS[3], at, at .. ':' .. redis.call('HINCRBY', KEYS[1], 'n', 1))
-  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now - 1)
   redis.call('EXPIRE', KEYS[3], 2)
 end
 if turn <= now then
