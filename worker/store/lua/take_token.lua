@@ -1,7 +1,7 @@
 #!lua
 --[[ Give a throttled kind's job its turn: now, or a reserved time to come back at.
 
-KEYS[1]  bucket     hash throttles:<kind> (tat, gen, rate, n): one per kind for the whole queue
+KEYS[1]  bucket     hash throttles:<kind> (tat, gen, rate, n, late): one per kind for the whole queue
 KEYS[2]  throttles  hash kind -> JSON with `per_s`: opslib's rates (they override the default)
 KEYS[3]  ran        sorted set throttles:ran:<kind>: the starts of the last second (score: start time)
 ARGV[1]  kind       the job's kind
@@ -27,10 +27,12 @@ rate, or opslib deleting the bucket, starts a new generation and so a new
 schedule); an invalid one takes a new turn. A valid ticket that comes late
 (a long stream ahead of it) starts at once. The hard bound is `ran`: every
 start (now, or held for within hold_s) is recorded there, and one that would
-make the second before it hold more than the rate plus one is given a new
-turn instead, after that second's first start has aged out. So a pile of
-late turns brought back at once (no worker was up) starts one second's
-worth and queues the rest 1/rate apart. `ran` keeps one second; the bucket
+make the second before it hold more than the rate plus one waits until that
+second's first start has aged out: a job with a ticket keeps it and comes
+back then, later ones 1/rate after each other (`late`); one without takes
+the next turn from then. So a pile of late turns brought back at once (no
+worker was up, a long stream ahead of them) starts one second's worth and
+comes back spread at the rate. `ran` keeps one second; the bucket
 lives 60 s past its last turn.
 ]]
 local rate = tonumber(ARGV[2])
@@ -54,6 +56,7 @@ if not tat or not gen or state[3] ~= rate_text then
   tat = now
   gen = clock[1] .. string.format('%06d', tonumber(clock[2]))
 end
+local hold_s = tonumber(ARGV[4])
 local turn = nil
 local sep = string.find(ARGV[3], ':', 1, true)
 if sep and string.sub(ARGV[3], 1, sep - 1) == gen then
@@ -64,16 +67,25 @@ if sep and string.sub(ARGV[3], 1, sep - 1) == gen then
     turn = math.max(turn, now)
   end
 end
-if not turn or turn - now <= tonumber(ARGV[4]) then
+if not turn or turn - now <= hold_s then
   -- a start (now, or held for): only while the second before it leaves room for one more than the rate
   redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now - 1)
   local at = turn or math.max(now, tat)
   local since = '(' .. string.format('%.6f', at - 1)
   local window = redis.call('ZRANGEBYSCORE', KEYS[3], since, '+inf', 'LIMIT', 0, 1)
   if #window > 0 and redis.call('ZCOUNT', KEYS[3], since, '+inf') >= rate + 1 then
-    turn = nil  -- a new turn, once the first start of that second is a second old
-    tat = math.max(tat, tonumber(string.match(window[1], '^[^:]+')) + 1)
+    local frees = tonumber(string.match(window[1], '^[^:]+')) + 1
+    if turn then  -- a ticket keeps its place: back once that second's first start is a second old, 1/rate apart
+      turn = math.max(frees, tonumber(redis.call('HGET', KEYS[1], 'late')) or 0)
+      redis.call('HSET', KEYS[1], 'late', string.format('%.6f', turn + 1 / rate))
+    else
+      tat = math.max(tat, frees)
+    end
   end
+end
+if not turn and tat > now + hold_s and redis.call('ZCOUNT', KEYS[3], '(' .. string.format('%.6f', now - 1 / rate), '+inf') == 0
+    and redis.call('ZCOUNT', KEYS[3], '(' .. string.format('%.6f', now - 1), '+inf') <= rate - 2 then
+  turn = now  -- the turns are taken but their jobs are late (a long stream ahead of them): use the gap
 end
 if not turn then
   turn = math.max(now, tat)
@@ -81,7 +93,7 @@ if not turn then
   redis.call('HSET', KEYS[1], 'tat', string.format('%.6f', tat), 'gen', gen, 'rate', rate_text)
   redis.call('EXPIRE', KEYS[1], math.ceil(tat - now) + 60)
 end
-if turn - now <= tonumber(ARGV[4]) then
+if turn - now <= hold_s then
   local at = string.format('%.6f', turn)
   redis.call('ZADD', KEYS[3], at, at .. ':' .. redis.call('HINCRBY', KEYS[1], 'n', 1))
   redis.call('EXPIRE', KEYS[3], 2)
