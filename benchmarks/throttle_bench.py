@@ -5,7 +5,7 @@
 On a valkey-server of its own (flushed between rates), for each rate: the
 kind is throttled with ``opslib.throttle``, ``rate * seconds + 1`` jobs wait
 on ``jobs``, and ``--workers`` burst workers (``python -m worker --burst``)
-run them. Each handler records when it started (``tests.incident.kinds_incident``);
+run them. Each handler records when it started (``benchmarks/throttle_kinds.py``);
 the figures are the start rate (the starts after the first over the time they
 took), its error against the set rate, and the most starts in any one-second
 window (the throttle allows the rate plus one).
@@ -14,31 +14,35 @@ window (the throttle allows the rate plus one).
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchlib
-sys.path.insert(1, str(Path(__file__).resolve().parent.parent))  # the test kinds that record their starts
-from benchlib import ROOT, BenchRedis, child_env
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchlib import BENCH_DIR, ROOT, BenchRedis, child_env
+from fixtures import rate_and_peak
+from throttle_kinds import started_key
 
 import opslib
-from tests.incident.helpers import KINDS, enqueue_jobs, rate_and_peak, starts
+import worker
 
 PREFIX = "bench:"
-KIND = "alpha"
+KIND = "paced"
 
 
 def measure(server: BenchRedis, rate: float, seconds: float, workers: int) -> tuple[int, float, int]:
     """Jobs run, their start rate and their busiest second, at ``rate`` over ``workers`` workers."""
     server.flush()
     jobs = int(rate * seconds) + 1
-    enqueue_jobs(server.client, PREFIX, KIND, jobs)
+    for low in range(0, jobs, 1000):
+        batch = [worker.NewJob(KIND, {"job_id": f"{KIND}-{n}"}) for n in range(low, min(jobs, low + 1000))]
+        worker.enqueue_many(server.client, batch, prefix=PREFIX)
     opslib.throttle(KIND, rate, reason="throttle benchmark", client=server.client, prefix=PREFIX)
     env = child_env(
-        REDIS_URL=server.url, QUEUE_PREFIX=PREFIX, WORKER_KINDS=KINDS, ARCHIVE_URL="off", LOG_LEVEL="WARNING",
-        PYTHONPATH=str(ROOT),
+        REDIS_URL=server.url, QUEUE_PREFIX=PREFIX, WORKER_KINDS="throttle_kinds", ARCHIVE_URL="off",
+        LOG_LEVEL="WARNING", PYTHONPATH=os.pathsep.join([str(BENCH_DIR), str(ROOT)]),
     )  # fmt: skip
     argv = [sys.executable, "-m", "worker", "--burst"]
     procs = [subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL) for _ in range(workers)]
@@ -50,7 +54,7 @@ def measure(server: BenchRedis, rate: float, seconds: float, workers: int) -> tu
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-    started = starts(server.client, PREFIX, KIND)
+    started = sorted(float(value) for value in server.client.hvals(started_key(PREFIX)))
     measured, peak = rate_and_peak(started)
     return len(started), measured, peak
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import bisect
 import json
 import signal
 import subprocess
@@ -51,13 +50,3 @@ def stop(proc: subprocess.Popen[str]) -> None:
 
 def wait_runs(client: Any, prefix: str, kind: str, at_least: int, timeout_s: float = 60) -> None:
     wait_for(lambda: len(runs(client, prefix, kind)) >= at_least, timeout_s, f"{at_least} jobs of {kind} to have run")
-
-
-def rate_and_peak(started: list[float]) -> tuple[float, int]:
-    """The start rate of sorted start times (starts after the first over the time they took) and the most
-    starts in any one-second window [t, t + 1) opened at a start."""
-    if len(started) < 2:
-        return 0.0, len(started)
-    rate = (len(started) - 1) / (started[-1] - started[0])
-    peak = max(bisect.bisect_left(started, t + 1.0) - n for n, t in enumerate(started))
-    return rate, peak

@@ -14,8 +14,9 @@ import pytest
 import redis
 
 import opslib
+from benchmarks.fixtures import rate_and_peak
 from tests.helpers import Workers, wait_for
-from tests.incident.helpers import KINDS, enqueue_jobs, rate_and_peak, runs, starts, wait_runs
+from tests.incident.helpers import KINDS, enqueue_jobs, runs, starts, wait_runs
 
 SECONDS = 10
 
