@@ -26,7 +26,7 @@ scores with. A ticket is valid while its generation is the bucket's (a new
 rate, or opslib deleting the bucket, starts a new generation and so a new
 schedule); an invalid one takes a new turn. A valid ticket that comes late
 (a long stream ahead of it) starts at once (counted from its turn while
-less than half an interval late, so that the starts on record stay 1/rate
+less than 10 ms or half an interval late, so that the starts on record stay 1/rate
 apart however the workers' delays vary). The hard bound is `ran`: every
 start (now, or held for within hold_s) is recorded there, and one that would
 make the second before it hold more than the rate waits until that second's
@@ -67,7 +67,7 @@ if sep and string.sub(ARGV[3], 1, sep - 1) == gen then
   turn = tonumber(string.sub(ARGV[3], sep + 1))
   if turn and turn >= tat then
     turn = nil
-  elseif turn and now - turn >= 0.5 / rate then
+  elseif turn and now - turn >= math.min(0.5 / rate, 0.01) then
     turn = now  -- late: it starts now, and counts from now
   end
 end
