@@ -44,7 +44,8 @@ def test_a_ticket_of_another_schedule_takes_a_new_turn(r: redis.Redis, keys: Key
     _, ticket = turn(scripts)
     r.delete(keys.bucket("alpha"))  # what opslib.throttle does with a new rate
     assert turn(scripts, ticket) == (0.0, "")  # a new schedule, whose first turn is now
-    wait_s, _ = turn(scripts, rate=RATE / 2)  # a new rate, and two starts in this second already: its worth
+    assert turn(scripts, rate=RATE / 2) == (0.0, "")  # a new rate: a new schedule, whose first turn is now
+    wait_s, _ = turn(scripts, rate=RATE / 2)  # three starts in this second: the rate plus one
     assert 1 - SLACK_S < wait_s <= 1, wait_s
 
 
@@ -62,7 +63,7 @@ def test_a_pile_of_late_turns_starts_one_seconds_worth_and_the_rest_queue_again(
     late = f"{gen}:{float(at) - 10:.6f}"  # ten seconds late: the workers were away
     replies = [turn(scripts, late) for _ in range(8)]
     started = [reply for reply in replies if reply == (0.0, "")]
-    assert len(started) == RATE - 1, replies  # with the start before them: the rate in that second
+    assert len(started) == RATE, replies  # with the start before them: the rate plus one in that second
     waits = [wait_s for wait_s, _ in replies[len(started) :]]
     assert waits == sorted(waits) and waits[0] > 0, waits  # the rest: new turns, one after the other
     assert all(abs(b - a - 1 / RATE) < SLACK_S for a, b in itertools.pairwise(waits)), waits

@@ -29,10 +29,8 @@ schedule); an invalid one takes a new turn. A valid ticket that comes late
 less than 10 ms or half an interval late, so that the starts on record stay 1/rate
 apart however the workers' delays vary). The hard bound is `ran`: every
 start (now, or held for within hold_s) is recorded there, and one that would
-make the second before it hold more than the rate waits until that second's
-first start has aged out (the one start of slack under the promise, the rate
-plus one, is left for the workers' own delays between a turn and the
-handler's start): a job with a ticket keeps it and comes
+make the second before it hold more than the rate plus one waits until that
+second's first start has aged out: a job with a ticket keeps it and comes
 back then, later ones 1/rate after each other (`late`); one without takes
 the next turn from then. So a pile of late turns brought back at once (no
 worker was up, a long stream ahead of them) starts one second's worth and
@@ -72,12 +70,12 @@ if sep and string.sub(ARGV[3], 1, sep - 1) == gen then
   end
 end
 if not turn or turn - now <= hold_s then
-  -- a start (now, or held for): only while the second before it holds fewer than the rate
+  -- a start (now, or held for): only while the second before it holds no more than the rate
   redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now - 1)
   local at = turn or math.max(now, tat)
   local since = '(' .. string.format('%.6f', at - 1)
   local window = redis.call('ZRANGEBYSCORE', KEYS[3], since, '+inf', 'LIMIT', 0, 1)
-  if #window > 0 and redis.call('ZCOUNT', KEYS[3], since, '+inf') >= rate then
+  if #window > 0 and redis.call('ZCOUNT', KEYS[3], since, '+inf') >= rate + 1 then
     local frees = tonumber(string.match(window[1], '^[^:]+')) + 1
     if turn then  -- a ticket keeps its place: back once that second's first start is a second old, 1/rate apart
       turn = math.max(frees, tonumber(redis.call('HGET', KEYS[1], 'late')) or 0)
