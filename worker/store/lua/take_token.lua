@@ -85,9 +85,10 @@ if not turn or turn - now <= hold_s then
     end
   end
 end
-if not turn and tat > now + hold_s and redis.call('ZCOUNT', KEYS[3], '(' .. string.format('%.6f', now - 1 / rate), '+inf') == 0
+local idle_since = '(' .. string.format('%.6f', now - 1 / rate - 0.015)
+if not turn and tat > now + hold_s and redis.call('ZCOUNT', KEYS[3], idle_since, '+inf') == 0
     and redis.call('ZCOUNT', KEYS[3], '(' .. string.format('%.6f', now - 1), '+inf') <= rate - 2 then
-  turn = now  -- the turns are taken but their jobs are late (a long stream ahead of them): use the gap
+  turn = now  -- the turns are taken but their jobs are 15 ms late or more (a long stream ahead): use the gap
 end
 if not turn then
   turn = math.max(now, tat)
