@@ -26,16 +26,19 @@ scores with. A ticket is valid while its generation is the bucket's (a new
 rate, or opslib deleting the bucket, starts a new generation and so a new
 schedule); an invalid one takes a new turn. A valid ticket that comes late
 (a long stream ahead of it) starts at once (counted from its turn while
-less than 10 ms or half an interval late, so that the starts on record stay 1/rate
-apart however the workers' delays vary). The hard bound is `ran`: every
+less than 10 ms or half an interval late, so that the starts on record stay
+1/rate apart however the workers' delays vary). The hard bound is `ran`: every
 start (now, or held for within hold_s) is recorded there, and one that would
 make the second before it hold more than the rate plus one waits until that
 second's first start has aged out: a job with a ticket keeps it and comes
 back then, later ones 1/rate after each other (`late`); one without takes
 the next turn from then. So a pile of late turns brought back at once (no
 worker was up, a long stream ahead of them) starts one second's worth and
-comes back spread at the rate. `ran` keeps one second; the bucket
-lives 60 s past its last turn.
+comes back spread at the rate. While the present's turns go unused (no
+start for an interval and 15 ms, two fewer than the rate in the last
+second: their jobs are behind a long stream), a job without a ticket starts
+in the gap, taking no turn. `ran` keeps one second; the bucket lives 60 s
+past its last turn.
 ]]
 local rate = tonumber(ARGV[2])
 local setting = redis.call('HGET', KEYS[2], ARGV[1])
