@@ -21,7 +21,9 @@ script's move), and the promoter is woken for that moment (not left to its
 next round); back on ``jobs``, the job shows its ticket and starts (what
 remains of its wait, a few milliseconds early, held in the slot) without
 queueing again. The field is dropped before the handler runs, so a retry
-asks for a turn of its own. Jobs of other kinds pass with one set lookup.
+asks for a turn of its own (a job a lift released runs with it: a turn of a
+schedule gone, which no later one honours). Jobs of other kinds pass with
+one set lookup.
 """
 
 from __future__ import annotations
