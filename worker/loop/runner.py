@@ -90,7 +90,7 @@ class Worker:
         block_ms = min(settings.block_ms, 50) if burst else settings.block_ms
         observing = [self.tally, *observers]
         self.parts = [self._partition(keys, observing, block_ms) for keys in partition_keys(settings)]
-        self.gate = Gate(redis_client, self.keys, self.parts[0].keys, registry)
+        self.gate = Gate(redis_client, self.keys, self.parts[0].keys, registry, wake=self._promote_soon)
         self.fleet = Fleet(redis_client, self.keys, settings.unknown_kind_grace_s)
         self.executor = Executor(
             registry,
