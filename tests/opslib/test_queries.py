@@ -54,6 +54,7 @@ def test_every_query_on_an_empty_queue_has_its_columns(at: dict[str, Any]) -> No
             "oldest_pause_s",
             "parked",
             "throttled",
+            "fair",
         ],
         0,
     )
@@ -138,6 +139,7 @@ def test_queries_on_a_queue_that_real_workers_filled(
         "oldest_pause_s": 0,
         "parked": 0,
         "throttled": 0,
+        "fair": 0,  # no job waits for its fair key's turn
     }
     assert stats.dead == 3
     assert "crashed-worker" in set(stats.consumers["consumer"])
