@@ -46,6 +46,7 @@ from worker.setting_parsers import (
     positive_int,
     readable_file,
     retention,
+    served_queues,
     time_zone,
     url,
     worker_name,
@@ -61,6 +62,7 @@ from worker.settings_framework import (
     settings_markdown,
     settings_repr,
 )
+from worker.store.queues import Served
 
 __all__ = [  # the declarations here; the rest for the settings of libraries and applications
     "SETTINGS",
@@ -225,6 +227,20 @@ class Settings(RedisTimeouts):
         "",
         module_list,
         "comma-separated modules that declare the job kinds, e.g. myapp.kinds (required to run)",
+    )
+    queues: tuple[Served, ...] = setting(
+        "WORKER_QUEUES",
+        "",
+        served_queues,
+        "the named queues this worker serves, with weights: name[:weight],... e.g. critical:6,default:3,bulk:1 "
+        "(no weight: 1); each queue's share of starts under saturation follows its weight; empty: default alone",
+    )
+    queue_order: str = setting(
+        "WORKER_QUEUE_ORDER",
+        "weighted",
+        choice("weighted", "strict"),
+        "weighted: each served queue gets its weight's share of starts; strict: a queue is read only while "
+        "every queue before it in WORKER_QUEUES has nothing ready",
     )
     prefix: str = setting("QUEUE_PREFIX", "", as_is, "put in front of every key, e.g. {jobs}:")
     partitions: int = setting(

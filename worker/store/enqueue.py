@@ -43,6 +43,7 @@ from worker.store.connection import is_cluster
 from worker.store.durable import WAIT_TIMEOUT_MS, write_and_wait, write_and_wait_async
 from worker.store.keys import Keys, partition_of, queue_partitions
 from worker.store.packed import packs_for, xadd_command, xadd_head
+from worker.store.queues import DEFAULT_QUEUE, queue_for
 from worker.store.refusals import refused_as_queue_refused
 from worker.store.trace_context import TRACEPARENT, sending
 from worker.store.versions import stamped
@@ -105,15 +106,19 @@ class NewJob:
     run_at: datetime | float | None = None
     version: int | None = None
     """The payload's version (field ``v``); None: the version this process registers for the kind, if any."""
+    queue: str | None = None
+    """The named queue; None: the call's ``queue``, else the kind's declared queue, else ``default``."""
 
 
 class Where(TypedDict, total=False):
     """The queue a call writes to, each None or absent for its setting: ``QUEUE_PREFIX``,
-    ``QUEUE_PARTITIONS``, ``WAIT_REPLICAS``."""
+    ``QUEUE_PARTITIONS``, ``WAIT_REPLICAS``; ``queue``: the named queue (None: the kind's declared
+    queue where this process registers the kind, else ``default``; :func:`worker.store.queues.queue_for`)."""
 
     prefix: str | None
     partitions: int | None
     wait_replicas: int | None
+    queue: str | None
 
 
 @dataclass(frozen=True)
@@ -169,23 +174,34 @@ class _Queue:
     heads: tuple[bytes, ...]
 
     @classmethod
-    def where(cls, where: Where) -> _Queue:
-        """The queue a call's :class:`Where` keywords name."""
-        return cls.of(where.get("prefix"), where.get("partitions"), where.get("wait_replicas"))
+    def where(cls, where: Where, kind: str) -> _Queue:
+        """The queue a call's :class:`Where` keywords name for a job of ``kind``."""
+        name = queue_for(kind, where.get("queue"))
+        return cls.of(where.get("prefix"), where.get("partitions"), where.get("wait_replicas"), name)
 
     @classmethod
-    def of(cls, prefix: str | None, partitions: int | None, wait_replicas: int | None) -> _Queue:
-        """The queue the arguments name; None: ``QUEUE_PREFIX``, ``QUEUE_PARTITIONS``, ``WAIT_REPLICAS``.
+    def of(cls, prefix: str | None, partitions: int | None, wait_replicas: int | None, name: str) -> _Queue:
+        """The named queue ``name`` with the arguments; None: ``QUEUE_PREFIX``, ``QUEUE_PARTITIONS``,
+        ``WAIT_REPLICAS``.
 
         The environment's four values are looked up on every call (:func:`_queue_env`: one dict lookup
         each), but parsed and checked only when they differ from a previous call's (:func:`_queue`): reading
         the settings was three quarters of an enqueue's CPU before the driver ran."""
-        return _queue(prefix, partitions, wait_replicas, _queue_env())
+        return _queue(prefix, partitions, wait_replicas, name, _queue_env())
 
     @classmethod
     def build(cls, parts: list[Keys], wait_replicas: int, max_job_bytes: int) -> _Queue:
         heads = tuple(xadd_head(keys.jobs) for keys in parts)
-        return cls(parts, wait_replicas, max_job_bytes, Keys(parts[0].prefix).jobs, heads)
+        return cls(parts, wait_replicas, max_job_bytes, Keys(parts[0].prefix, queue=parts[0].queue).jobs, heads)
+
+    def announce(self, redis: Any) -> Any:
+        """A named queue's first job from this process also adds the queue to ``queues`` (opslib, health and
+        the archiver list the queues from it); None when there is nothing to add (``default``, or done)."""
+        keys = self.parts[0]
+        if keys.queue == DEFAULT_QUEUE or (keys.prefix, keys.queue) in _ANNOUNCED:
+            return None
+        _ANNOUNCED.add((keys.prefix, keys.queue))
+        return redis.sadd(keys.queues, keys.queue)
 
     def plan(self, new: NewJob, context: Mapping[str, str] | None = None) -> _Plan:
         """Where ``new`` goes, with the trace ``context``; ValueError (one line) for a bad job or one over
@@ -237,9 +253,17 @@ def _queue_env() -> tuple[str | bytes | None, ...]:
     return tuple(map(data.get, _QUEUE_ENV_BYTES))
 
 
+#: The (prefix, queue) pairs this process has added to ``queues`` (:meth:`_Queue.announce`).
+_ANNOUNCED: set[tuple[str, str]] = set()
+
+
 @functools.lru_cache(maxsize=64)
 def _queue(
-    prefix: str | None, partitions: int | None, wait_replicas: int | None, raw: tuple[str | bytes | None, ...]
+    prefix: str | None,
+    partitions: int | None,
+    wait_replicas: int | None,
+    name: str,
+    raw: tuple[str | bytes | None, ...],
 ) -> _Queue:
     """The queue of the arguments and of the environment's values ``raw`` (of :data:`_QUEUE_ENV`), parsed
     once per distinct set; a bad value raises :class:`~worker.errors.SettingsError` and is not kept."""
@@ -247,7 +271,7 @@ def _queue(
     prefix = Settings.one("prefix", env) if prefix is None else prefix
     partitions = Settings.one("partitions", env) if partitions is None else partitions
     wait_replicas = Settings.one("wait_replicas", env) if wait_replicas is None else wait_replicas
-    return _Queue.build(queue_partitions(prefix, partitions), wait_replicas, Settings.one("max_job_bytes", env))
+    return _Queue.build(queue_partitions(prefix, partitions, name), wait_replicas, Settings.one("max_job_bytes", env))
 
 
 def enqueue(
@@ -264,13 +288,15 @@ def enqueue(
 
     ``version`` is written as the field ``v`` (None: the version this process registers for ``kind``;
     a kind at version 1 writes none). ``prefix``, ``partitions`` and ``wait_replicas`` (:class:`Where`)
-    default to ``QUEUE_PREFIX``, ``QUEUE_PARTITIONS`` and ``WAIT_REPLICAS`` from the environment; the job goes
+    default to ``QUEUE_PREFIX``, ``QUEUE_PARTITIONS`` and ``WAIT_REPLICAS`` from the environment; ``queue``
+    to the kind's declared queue where this process registers the kind, else ``default``. The job goes
     to the partition of its ``job_id``, and with ``wait_replicas`` > 0 the call
     returns once that many replicas have it (:mod:`worker.store.durable`).
     """
-    queue = _Queue.where(where)
+    queue = _Queue.where(where, kind)
     with sending(queue.destination, 1) as context, refused_as_queue_refused(NOT_ENQUEUED):
         plan = queue.plan(NewJob(kind, fields, delay_s, run_at, version), context)
+        queue.announce(redis)
         if queue.wait_replicas:
             return _durably(redis, queue, plan)
         return plan.result(queue.send(redis, plan))
@@ -287,9 +313,12 @@ async def enqueue_async(
     **where: Unpack[Where],
 ) -> str:
     """:func:`enqueue` for a ``redis.asyncio`` client."""
-    queue = _Queue.where(where)
+    queue = _Queue.where(where, kind)
     with sending(queue.destination, 1) as context, refused_as_queue_refused(NOT_ENQUEUED):
         plan = queue.plan(NewJob(kind, fields, delay_s, run_at, version), context)
+        announced = queue.announce(redis)
+        if announced is not None:
+            await announced
         if queue.wait_replicas:
             keys = queue.keys_of(plan)
             command = plan.command(keys)
@@ -304,36 +333,62 @@ def enqueue_many(
     prefix: str | None = None,
     partitions: int | None = None,
     wait_replicas: int | None = None,
+    queue: str | None = None,
 ) -> list[str]:
     """Add several jobs in one pipelined round trip; return what :func:`enqueue` returns for each, in order.
 
-    Every job is checked before anything is sent, so a bad one adds none.
+    Each job goes to its own ``NewJob.queue``, else ``queue``, else its kind's declared queue, else
+    ``default``. Every job is checked before anything is sent, so a bad one adds none.
     The pipeline is not a transaction: a connection lost midway may leave
     some jobs added (callers that retry, like the outbox relay, publish
     those again; handlers are idempotent). With ``wait_replicas`` on a
     cluster, each job is written and waited for on its own.
     """
-    queue = _Queue.of(prefix, partitions, wait_replicas)
     news = list(jobs)
     if not news:
         return []
-    with sending(queue.destination, len(news)) as context, refused_as_queue_refused(SOME_NOT_ENQUEUED):
-        plans = [queue.plan(new, context) for new in news]  # every job checked before anything is sent
-        if queue.wait_replicas and is_cluster(redis):
-            return [_durably(redis, queue, plan) for plan in plans]
+    batch = _Batch.of(news, _Queue.of(prefix, partitions, wait_replicas, DEFAULT_QUEUE), queue)
+    with sending(batch.first.destination, len(news)) as context, refused_as_queue_refused(SOME_NOT_ENQUEUED):
+        plans = batch.plan(context)  # every job checked before anything is sent
+        if batch.first.wait_replicas and is_cluster(redis):
+            return [_durably(redis, queue_of, plan) for queue_of, plan in plans]
         pipe = redis.pipeline(transaction=False)
-        for plan in plans:
-            plan.send(pipe, queue.keys_of(plan))
-        if queue.wait_replicas:
-            pipe.execute_command("WAIT", queue.wait_replicas, WAIT_TIMEOUT_MS)
+        for queue_of, plan in plans:
+            plan.send(pipe, queue_of.keys_of(plan))
+        batch.announce(pipe)
+        if batch.first.wait_replicas:
+            pipe.execute_command("WAIT", batch.first.wait_replicas, WAIT_TIMEOUT_MS)
         replies = pipe.execute()
-    return [plan.result(reply) for plan, reply in zip(plans, replies, strict=False)]
+    return [plan.result(reply) for (_q, plan), reply in zip(plans, replies, strict=False)]
 
 
 def _durably(redis: Any, queue: _Queue, plan: _Plan) -> str:
     """One job's write and its WAIT, on one connection to its partition's primary."""
     keys = queue.keys_of(plan)
     return plan.result(write_and_wait(redis, plan.key(keys), plan.command(keys), queue.wait_replicas))
+
+
+@dataclass(frozen=True)
+class _Batch:
+    """The jobs of one :func:`enqueue_many` call, each with its queue (``first``: the call's own, whose
+    prefix, partitions and replicas every job shares)."""
+
+    first: _Queue
+    jobs: list[tuple[_Queue, NewJob]]
+
+    @classmethod
+    def of(cls, news: list[NewJob], first: _Queue, queue: str | None) -> _Batch:
+        keys = first.parts[0]
+        count, replicas = len(first.parts), first.wait_replicas
+        jobs = [(_Queue.of(keys.prefix, count, replicas, queue_for(new.kind, new.queue or queue)), new) for new in news]
+        return cls(first, jobs)
+
+    def plan(self, context: Mapping[str, str] | None) -> list[tuple[_Queue, _Plan]]:
+        return [(queue, queue.plan(new, context)) for queue, new in self.jobs]
+
+    def announce(self, pipe: Any) -> int:
+        """Queue each named queue's first announcement on ``pipe`` (after the jobs); how many."""
+        return sum(queue.announce(pipe) is not None for queue in {id(q): q for q, _new in self.jobs}.values())
 
 
 async def enqueue_many_async(
@@ -343,25 +398,28 @@ async def enqueue_many_async(
     prefix: str | None = None,
     partitions: int | None = None,
     wait_replicas: int | None = None,
+    queue: str | None = None,
 ) -> list[str]:
     """:func:`enqueue_many` for a ``redis.asyncio`` client."""
-    queue = _Queue.of(prefix, partitions, wait_replicas)
     news = list(jobs)
     if not news:
         return []
-    with sending(queue.destination, len(news)) as context, refused_as_queue_refused(SOME_NOT_ENQUEUED):
-        plans = [queue.plan(new, context) for new in news]  # every job checked before anything is sent
-        if queue.wait_replicas and is_cluster(redis):
+    batch = _Batch.of(news, _Queue.of(prefix, partitions, wait_replicas, DEFAULT_QUEUE), queue)
+    with sending(batch.first.destination, len(news)) as context, refused_as_queue_refused(SOME_NOT_ENQUEUED):
+        plans = batch.plan(context)  # every job checked before anything is sent
+        if batch.first.wait_replicas and is_cluster(redis):
             out = []
-            for plan in plans:
-                keys = queue.keys_of(plan)
-                reply = await write_and_wait_async(redis, plan.key(keys), plan.command(keys), queue.wait_replicas)
+            for queue_of, plan in plans:
+                keys = queue_of.keys_of(plan)
+                command = plan.command(keys)
+                reply = await write_and_wait_async(redis, plan.key(keys), command, queue_of.wait_replicas)
                 out.append(plan.result(reply))
             return out
         pipe = redis.pipeline(transaction=False)
-        for plan in plans:
-            plan.send(pipe, queue.keys_of(plan))
-        if queue.wait_replicas:
-            pipe.execute_command("WAIT", queue.wait_replicas, WAIT_TIMEOUT_MS)
+        for queue_of, plan in plans:
+            plan.send(pipe, queue_of.keys_of(plan))
+        batch.announce(pipe)
+        if batch.first.wait_replicas:
+            pipe.execute_command("WAIT", batch.first.wait_replicas, WAIT_TIMEOUT_MS)
         replies = await pipe.execute()
-    return [plan.result(reply) for plan, reply in zip(plans, replies, strict=False)]
+    return [plan.result(reply) for (_q, plan), reply in zip(plans, replies, strict=False)]
