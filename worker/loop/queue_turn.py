@@ -80,6 +80,7 @@ class QueueTurn:
         queues = [_Queue(q.weight, [p for p, n in zip(self.parts, names, strict=True) if n == q.name]) for q in order]
         self._queues = [queue for queue in queues if queue.parts]
         self._of = {id(part): queue for queue in self._queues for part in queue.parts}
+        self._total = sum(queue.weight for queue in self._queues)
 
     def next(self) -> QueuePart | None:
         """The partition to read now (None: every partition waits in a read of its own or rests)."""
@@ -94,6 +95,16 @@ class QueueTurn:
             for queue in waiting:  # level with the queues being read: no burst when it rejoins
                 queue.charge = max(queue.charge, chosen.charge)
         return chosen.ready()
+
+    def share(self, part: QueuePart, ahead: int) -> int:
+        """Of ``ahead`` entries to read beyond the free slots, how many ``part``'s queue reads: its weight's
+        share (at least one), so that one read of a low-weight queue does not fill the buffer with a run of
+        its entries that the others then wait behind (weighted order; all of them in strict order or with
+        one queue)."""
+        queue = self._of.get(id(part))
+        if self.strict or queue is None or len(self._queues) == 1 or ahead <= 1:
+            return ahead
+        return max(1, -(-ahead * queue.weight // self._total))
 
     def charge(self, part: QueuePart, entries: int) -> None:
         """``entries`` were read from ``part``: charge its queue."""

@@ -112,7 +112,8 @@ class Rotation:
                 free, count = slots.free, self._top_up()
                 part = self._next_turn() if free > 0 or count > 0 else None  # a turn is taken only to read
                 if part is not None:
-                    quiet = await self._read(part, free, free + count if free > 0 else count) or quiet
+                    ahead = self.turn.share(part, count)  # a low-weight queue reads ahead its share only
+                    quiet = await self._read(part, free, free + ahead if free > 0 else ahead) or quiet
             if part is None:
                 await slots.wait_freed()  # a slot freed, or a waiting read returned
         await self._end_waits()

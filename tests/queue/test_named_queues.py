@@ -1,0 +1,91 @@
+"""Named queues on one server, with real worker processes: weighted shares of starts, strict order, a
+worker that leaves alone a queue it does not serve, and a job of ``bulk`` that retries, dies and is
+replayed without leaving ``bulk``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import redis
+
+import opslib
+import worker
+from tests.helpers import Workers
+from tests.queue import kinds_queues  # noqa: F401 - declares q_bulk_fails in bulk for this process's enqueue
+from tests.queue.helpers_queues import KINDS, SERVED, WEIGHTS, fill, longest_gap, shares, starts_of
+from worker.store.keys import Keys
+from worker.store.queues import DECLARED_QUEUES, parse_served, queue_for
+
+STARTS = 3000
+
+
+def test_keys_of_default_are_unchanged_and_a_named_queue_has_its_own() -> None:
+    assert (Keys("p:").jobs, Keys("p:").delayed, Keys("p:").dead) == ("p:jobs", "p:delayed", "p:jobs:dead")
+    bulk = Keys("p:", queue="bulk")
+    assert (bulk.jobs, bulk.delayed, bulk.dead) == ("p:q:bulk:jobs", "p:q:bulk:delayed", "p:q:bulk:jobs:dead")
+    assert Keys("p:", "p0-1", 0, "bulk").jobs == "p:q:bulk:{p0-1}:jobs"
+    assert bulk.workers == Keys("p:").workers and bulk.throttles == Keys("p:").throttles  # queue-wide
+
+
+def test_the_queue_a_job_goes_to_and_bad_names() -> None:
+    assert DECLARED_QUEUES["q_bulk_fails"] == "bulk"
+    assert queue_for("q_bulk_fails", None) == "bulk" and queue_for("q_bulk_fails", "critical") == "critical"
+    assert queue_for("never_declared", None) == "default"
+    with pytest.raises(ValueError, match="is not a queue name"):
+        queue_for("q_start", "Bulk:1")
+    assert [(q.name, q.weight) for q in parse_served("critical:6, default:3,bulk")] == [
+        ("critical", 6),
+        ("default", 3),
+        ("bulk", 1),
+    ]
+    with pytest.raises(ValueError, match="names bulk twice"):
+        parse_served("bulk,bulk:2")
+    with pytest.raises(ValueError, match="must be a whole number from 1 to 1000"):
+        parse_served("bulk:0")
+
+
+def test_weighted_shares_of_starts_are_within_five_points_and_bulk_is_never_starved(
+    r: redis.Redis, prefix: str, workers: Workers
+) -> None:
+    fill(r, prefix, {"critical": 2500, "default": 1500, "bulk": 800})  # every queue has work throughout
+    starts = starts_of(r, prefix, workers, STARTS, WORKER_QUEUES=SERVED, WORKER_CONCURRENCY="4")[:STARTS]
+    got = shares(starts)
+    for queue, weight in WEIGHTS.items():
+        assert abs(got[queue] - 10 * weight) <= 5, got
+    assert longest_gap(starts, "bulk") < 100, "bulk (weight 1 of 10) waits no more than a few rounds"
+
+
+def test_strict_order_drains_the_first_queue_before_the_next(r: redis.Redis, prefix: str, workers: Workers) -> None:
+    fill(r, prefix, {"critical": 300, "default": 300})
+    env = {"WORKER_QUEUES": "critical,default", "WORKER_QUEUE_ORDER": "strict", "WORKER_CONCURRENCY": "4"}
+    starts = starts_of(r, prefix, workers, 600, **env)
+    assert starts[:300] == ["critical"] * 300 and starts[300:600] == ["default"] * 300
+
+
+def test_a_worker_never_runs_a_queue_it_does_not_serve(r: redis.Redis, prefix: str, workers: Workers) -> None:
+    fill(r, prefix, {"default": 20, "bulk": 30})
+    workers.burst(KINDS, WORKER_QUEUES="default")
+    assert r.lrange(f"{prefix}test:starts", 0, -1) == [b"default"] * 20
+    bulk = Keys(prefix, queue="bulk")
+    assert r.xlen(bulk.jobs) == 30 and not r.exists(f"{bulk.jobs}:never")
+    assert not r.xinfo_groups(bulk.jobs), "nobody read bulk: no consumer group on it"
+    workers.burst(KINDS, WORKER_QUEUES="bulk")
+    assert r.llen(f"{prefix}test:starts") == 50
+
+
+def test_a_bulk_job_retries_dies_and_is_replayed_in_bulk(
+    r: redis.Redis, prefix: str, workers: Workers, tmp_path: Path
+) -> None:
+    worker.enqueue(r, "q_bulk_fails", {"order_id": "o1"}, prefix=prefix)  # the kind's declared queue
+    bulk, default = Keys(prefix, queue="bulk"), Keys(prefix)
+    assert r.xlen(bulk.jobs) == 1 and not r.exists(default.jobs)
+    workers.burst(KINDS, WORKER_QUEUES="bulk")
+    assert r.lrange(f"{prefix}test:starts", 0, -1) == [b"bulk:0", b"bulk:1"]  # retried in bulk's delayed
+    assert r.xlen(bulk.dead) == 1 and not r.exists(default.dead) and not r.exists(default.delayed)
+    dead = opslib.dead_letters(client=r, prefix=prefix)
+    assert dead["queue"].tolist() == ["bulk"] and dead["kind"].tolist() == ["q_bulk_fails"]
+    opslib.replay(dead, client=r, prefix=prefix, confirm=True)
+    assert r.xlen(bulk.dead) == 0 and not r.exists(default.jobs)
+    workers.burst(KINDS, WORKER_QUEUES="bulk")
+    assert r.xlen(bulk.dead) == 1 and r.llen(f"{prefix}test:starts") == 4
