@@ -167,12 +167,16 @@ def dead_letters(
         if kind is None and signature is None and needle is None and end is None and last is not None:
             frames = [
                 dead_to_frame(
-                    reversed(redis_client.xrevrange(p.dead, max="+", min=entry_floor(start), count=last)), p.partition
+                    reversed(redis_client.xrevrange(p.dead, max="+", min=entry_floor(start), count=last)),
+                    p.partition,
+                    p.queue,
                 )
                 for p in parts
             ]
             return combine(frames, "dead_at").tail(last)
-        frame = combine([dead_to_frame(read_dead(redis_client, p, start), p.partition) for p in parts], "dead_at")
+        frame = combine(
+            [dead_to_frame(read_dead(redis_client, p, start), p.partition, p.queue) for p in parts], "dead_at"
+        )
         if kind is not None:
             check_kind(kind, frame["kind"].unique(), lambda: queue_kinds(redis_client, parts))
     mask = search_mask(frame, needle)
@@ -229,7 +233,9 @@ def delayed(kind: str | None = None, *, client: redis.Redis | None = None, prefi
         for p in parts:
             scan = Scan(f"delayed ({p.delayed})")
             frames.append(
-                delayed_to_frame(list(zset_members(redis_client, p.delayed, scan, withscores=True)), now, p.partition)
+                delayed_to_frame(
+                    list(zset_members(redis_client, p.delayed, scan, withscores=True)), now, p.partition, p.queue
+                )
             )
             if scan.capped:
                 notes.append(scan.note(redis_client.zcard(p.delayed)))

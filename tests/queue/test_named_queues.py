@@ -6,12 +6,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import psycopg
 import pytest
 import redis
 
 import opslib
 import worker
-from tests.helpers import Workers
+from tests.helpers import Workers, wait_for
 from tests.queue import kinds_queues  # noqa: F401 - declares q_bulk_fails in bulk for this process's enqueue
 from tests.queue.helpers_queues import KINDS, SERVED, WEIGHTS, fill, longest_gap, shares, starts_of
 from worker.store.keys import Keys
@@ -85,7 +86,27 @@ def test_a_bulk_job_retries_dies_and_is_replayed_in_bulk(
     assert r.xlen(bulk.dead) == 1 and not r.exists(default.dead) and not r.exists(default.delayed)
     dead = opslib.dead_letters(client=r, prefix=prefix)
     assert dead["queue"].tolist() == ["bulk"] and dead["kind"].tolist() == ["q_bulk_fails"]
-    opslib.replay(dead, client=r, prefix=prefix, confirm=True)
+    replayed = opslib.replay(dead, client=r, prefix=prefix)
+    assert replayed["status"].tolist() == ["replayed"], replayed
     assert r.xlen(bulk.dead) == 0 and not r.exists(default.jobs)
     workers.burst(KINDS, WORKER_QUEUES="bulk")
     assert r.xlen(bulk.dead) == 1 and r.llen(f"{prefix}test:starts") == 4
+
+
+def test_the_archive_keeps_a_bulk_dead_letter_under_its_queue(
+    r: redis.Redis, prefix: str, workers: Workers, archive_url: str
+) -> None:
+    worker.enqueue(r, "q_bulk_fails", {"order_id": "o2"}, prefix=prefix)
+    workers.burst(KINDS, WORKER_QUEUES="bulk")
+    bulk = Keys(prefix, queue="bulk")
+    dead_id = r.xrange(bulk.dead)[0][0].decode()
+
+    def archived() -> list[tuple[str, int, str]]:
+        with psycopg.connect(archive_url) as conn:
+            query = "SELECT queue, partition, kind FROM dead_letters WHERE dead_id = %s AND queue LIKE %s"
+            return conn.execute(query, (dead_id, f"{prefix}%")).fetchall()
+
+    wait_for(archived, timeout_s=30, what="the bulk dead letter archived")
+    assert archived() == [(f"{prefix}q:bulk:", 0, "q_bulk_fails")]
+    frame = opslib.archive(conn=None, prefix=bulk.queue_prefix)
+    assert frame["queue"].tolist() == ["bulk"]

@@ -128,10 +128,16 @@ class Keys:
     keys are under ``q:<queue>:``."""
 
     @property
+    def queue_prefix(self) -> str:
+        """What the queue's keys start with before a partition's tag: the prefix, then ``q:<queue>:`` unless
+        the queue is ``default``. The archive's ``queue`` column holds it, so that the dead letters of two
+        named queues (whose ids may be equal) are rows of their own, and ``default``'s rows are as before."""
+        return self.prefix if self.queue == "default" else f"{self.prefix}q:{self.queue}:"
+
+    @property
     def base(self) -> str:
-        """What the partition's keys start with: the prefix, ``q:<queue>:`` unless the queue is ``default``,
-        then the partition's ``{tag}:``."""
-        head = self.prefix if self.queue == "default" else f"{self.prefix}q:{self.queue}:"
+        """What the partition's keys start with: :attr:`queue_prefix`, then the partition's ``{tag}:``."""
+        head = self.queue_prefix
         return f"{head}{{{self.tag}}}:" if self.tag else head
 
     @property

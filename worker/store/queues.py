@@ -48,6 +48,16 @@ def queue_for(kind: str, queue: str | None) -> str:
     return checked_queue(queue)
 
 
+_NAMED_PREFIX = re.compile(r"q:([a-z0-9][a-z0-9_-]{0,39}):\Z")
+
+
+def queue_of_prefix(queue_prefix: str | None) -> str:
+    """The named queue whose keys start with ``queue_prefix`` (the archive's ``queue`` column,
+    :attr:`worker.store.keys.Keys.queue_prefix`): the name after a final ``q:<name>:``, else ``default``."""
+    found = _NAMED_PREFIX.search(queue_prefix or "")
+    return found.group(1) if found else DEFAULT_QUEUE
+
+
 @dataclass(frozen=True)
 class Served:
     """A queue a worker serves and its weight (its share of starts under saturation is weight / total)."""
