@@ -26,7 +26,7 @@ $(VENV)/.synced: pyproject.toml uv.lock Makefile | $(UV)
 venv: $(VENV)/.synced
 
 run: venv
-	WORKER_KINDS=stagedoor.kinds METRICS_NAMESPACE=stagedoor $(PY) -m stagedoor.demo
+	WORKER_KINDS=stagedoor.kinds WORKER_QUEUES=critical:6,default:3,bulk:1 METRICS_NAMESPACE=stagedoor $(PY) -m stagedoor.demo
 
 # The tests, then the analysts' notebooks, each against a fresh demo night with its outputs
 # compared by nbval (the panel notebook is run by the browser test instead).

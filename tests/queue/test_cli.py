@@ -71,7 +71,7 @@ def test_a_bad_setting_exits_2_with_one_line_naming_it(env: dict[str, str], name
 
 def test_enqueue_command_adds_now_or_later(r: redis.Redis, keys: Keys, redis_url: str) -> None:
     env = {"REDIS_URL": redis_url, "QUEUE_PREFIX": keys.prefix, "WORKER_KINDS": "stagedoor.kinds"}
-    now = run_cli("enqueue", "send_email", "order_id=4471", "email=a@b.c", env=env)
+    now = run_cli("enqueue", "send_email", "order_id=4471", "email=a@b.c", "--queue", "default", env=env)
     assert now.returncode == 0, now.stderr
     [(entry_id, fields)] = r.xrange(keys.jobs)
     assert now.stdout.strip() == entry_id.decode()
@@ -81,14 +81,19 @@ def test_enqueue_command_adds_now_or_later(r: redis.Redis, keys: Keys, redis_url
     assert len(fields[b"job_id"]) == 32
 
     before = time.time()
-    later = run_cli("enqueue", "send_reminder", "order_id=1", "--delay", "2m", env=env)
+    later = run_cli("enqueue", "send_reminder", "order_id=1", "--delay", "2m", "--queue", "default", env=env)
     assert later.returncode == 0, later.stderr
     member = later.stdout.strip()
     assert json.loads(member)["kind"] == "send_reminder"
     assert before + 120 <= r.zscore(keys.delayed, member) <= time.time() + 120
 
-    at = run_cli("enqueue", "send_reminder", "--at", "2030-01-01T03:00:00+01:00", env=env)
+    at = run_cli("enqueue", "send_reminder", "--at", "2030-01-01T03:00:00+01:00", "--queue", "default", env=env)
     assert r.zscore(keys.delayed, at.stdout.strip()) == 1893463200.0
+    critical = Keys(keys.prefix, queue="critical")  # without --queue: the kind's declared queue
+    declared = run_cli("enqueue", "send_email", "order_id=4472", "email=a@b.c", env=env)
+    assert [entry_id.decode() for entry_id, _ in r.xrange(critical.jobs)] == [declared.stdout.strip()]
+    bad = run_cli("enqueue", "send_email", "--queue", "Critical!", env=env)
+    assert bad.returncode == 2 and "is not a queue name" in bad.stderr
 
 
 @pytest.mark.parametrize(
