@@ -32,6 +32,9 @@ from typing import Any, Protocol
 
 from worker.store.queues import DEFAULT_QUEUE, Served
 
+#: A low-weight queue still reads ahead this many entries at a time (fewer reads cost more round trips).
+MIN_SHARE = 32
+
 
 class QueuePart(Protocol):
     """What the turn needs of a partition reader: its queue, and whether it waits in a read of its own."""
@@ -104,7 +107,7 @@ class QueueTurn:
         queue = self._of.get(id(part))
         if self.strict or queue is None or len(self._queues) == 1 or ahead <= 1:
             return ahead
-        return max(1, -(-ahead * queue.weight // self._total))
+        return max(min(ahead, MIN_SHARE), -(-ahead * queue.weight // self._total))
 
     def charge(self, part: QueuePart, entries: int) -> None:
         """``entries`` were read from ``part``: charge its queue."""
