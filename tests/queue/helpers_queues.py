@@ -50,3 +50,10 @@ def longest_gap(starts: list[str], queue: str) -> int:
         gap = 0 if started == queue else gap + 1
         longest = max(longest, gap)
     return longest
+
+
+def lowest_window_share(starts: list[str], queue: str, size: int = 1000) -> float:
+    """``queue``'s lowest share of starts, in percent, over the windows of ``size`` starts (every 100th
+    start opening one): a queue starved for a while shows a low one however fair the whole run is."""
+    windows = range(0, max(1, len(starts) - size + 1), 100)
+    return min(100 * starts[n : n + size].count(queue) / size for n in windows)
