@@ -102,6 +102,16 @@ def check_read_timeout(block_ms: int, socket_timeout_s: float) -> None:
         )
 
 
+_QUEUES_HELP = (
+    "the named queues this worker serves, with weights: name[:weight],... e.g. critical:6,default:3,bulk:1 "
+    "(no weight: 1); each queue's share of starts under saturation follows its weight; empty: default alone"
+)
+_ORDER_HELP = (
+    "weighted: each served queue gets its weight's share of starts; strict: a queue is read only while "
+    "every queue before it in WORKER_QUEUES has nothing ready"
+)
+
+
 @dataclass(frozen=True)
 class RedisTimeouts:
     """The worker's own timeouts for Redis (:func:`worker.store.connection.network_options`), a base of
@@ -228,20 +238,8 @@ class Settings(RedisTimeouts):
         module_list,
         "comma-separated modules that declare the job kinds, e.g. myapp.kinds (required to run)",
     )
-    queues: tuple[Served, ...] = setting(
-        "WORKER_QUEUES",
-        "",
-        served_queues,
-        "the named queues this worker serves, with weights: name[:weight],... e.g. critical:6,default:3,bulk:1 "
-        "(no weight: 1); each queue's share of starts under saturation follows its weight; empty: default alone",
-    )
-    queue_order: str = setting(
-        "WORKER_QUEUE_ORDER",
-        "weighted",
-        choice("weighted", "strict"),
-        "weighted: each served queue gets its weight's share of starts; strict: a queue is read only while "
-        "every queue before it in WORKER_QUEUES has nothing ready",
-    )
+    queues: tuple[Served, ...] = setting("WORKER_QUEUES", "", served_queues, _QUEUES_HELP)
+    queue_order: str = setting("WORKER_QUEUE_ORDER", "weighted", choice("weighted", "strict"), _ORDER_HELP)
     prefix: str = setting("QUEUE_PREFIX", "", as_is, "put in front of every key, e.g. {jobs}:")
     partitions: int = setting(
         "QUEUE_PARTITIONS",
