@@ -50,6 +50,11 @@ def known_queues(client: Any, prefix: str) -> list[str]:
     return queue_names(client.smembers(Keys(prefix).queues))
 
 
+async def known_queues_async(client: Any, prefix: str) -> list[str]:
+    """:func:`known_queues` on an asyncio client."""
+    return queue_names(await client.smembers(Keys(prefix).queues))
+
+
 def _is_queue_name(name: str) -> bool:
     try:
         checked_queue(name)
