@@ -7,7 +7,8 @@ every opslib function that acts on a kind.
 
 ``kinds()`` columns (index ``kind``, sorted): workers (int64: live workers
 running it), queue (str: the named queue it is declared in, ``default`` when
-no live worker declares it; the counts are over every queue), retries (Int64), base_s, cap_s, timeout_s, rate_limit (float64,
+no live worker declares it; the counts are over every queue), retries
+(Int64), base_s, cap_s, timeout_s, rate_limit (float64,
 NaN when no live worker declares the kind or it has none), waiting (int64:
 on ``jobs``, not yet read), running (int64: delivered, not acknowledged),
 delayed, parked (waiting for resume), throttled (deferred by the throttle),

@@ -69,6 +69,9 @@ def test_a_worker_never_runs_a_queue_it_does_not_serve(r: redis.Redis, prefix: s
     fill(r, prefix, {"default": 20, "bulk": 30})
     workers.burst(KINDS, WORKER_QUEUES="default")
     assert r.lrange(f"{prefix}test:starts", 0, -1) == [b"default"] * 20
+    stats = opslib.queue_stats(client=r, prefix=prefix)
+    assert stats.by_queue["stream_length"].to_dict() == {"default": 20, "bulk": 30} and stats.stream_length == 50
+    assert "by queue:" in repr(stats)
     bulk = Keys(prefix, queue="bulk")
     assert r.xlen(bulk.jobs) == 30 and not r.exists(f"{bulk.jobs}:never")
     assert not r.xinfo_groups(bulk.jobs), "nobody read bulk: no consumer group on it"
