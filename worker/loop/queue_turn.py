@@ -28,7 +28,7 @@ Within a queue, its partitions take turns as one queue's partitions always did.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Generic, Protocol, TypeVar
 
 from worker.store.queues import DEFAULT_QUEUE, Served
 
@@ -36,30 +36,33 @@ from worker.store.queues import DEFAULT_QUEUE, Served
 MIN_SHARE = 32
 
 
-class QueuePart(Protocol):
-    """What the turn needs of a partition reader: its queue, and whether it waits in a read of its own."""
-
-    queue_name: str
+class _Reader(Protocol):
+    """What the turn asks of a partition reader: whether it waits in a read of its own (or rests)."""
 
     @property
     def waiting(self) -> object | None: ...
 
 
-class _Queue:
+P = TypeVar("P", bound=_Reader)
+"""A partition reader (:class:`worker.loop.partition_reader.PartitionReader`; a test's stand-in): the turn
+reads its ``queue_name`` (absent: ``default``) and its ``waiting`` (a read of its own, or None)."""
+
+
+class _Queue(Generic[P]):
     """One served queue in the turn: its partitions, the next of them, its weight and its charge."""
 
-    def __init__(self, weight: int, parts: list[QueuePart]) -> None:
+    def __init__(self, weight: int, parts: list[P]) -> None:
         self.weight = weight
         self.parts = parts
         self.next = 0
         self.charge = 0.0
         """Entries read for this queue, divided by its weight."""
 
-    def peek(self) -> QueuePart | None:
+    def peek(self) -> P | None:
         """A partition of the queue that is not waiting (None: all wait), without taking the turn."""
         return next((part for part in self.parts if part.waiting is None), None)
 
-    def ready(self) -> QueuePart | None:
+    def ready(self) -> P | None:
         """The queue's next partition in turn that is not waiting, advancing the turn (None: all wait)."""
         count = len(self.parts)
         for step in range(count):
@@ -70,10 +73,10 @@ class _Queue:
         return None
 
 
-class QueueTurn:
+class QueueTurn(Generic[P]):
     """The order in which a worker's partitions are read (see the module docstring)."""
 
-    def __init__(self, parts: Sequence[Any], served: Sequence[Served] = (), strict: bool = False) -> None:
+    def __init__(self, parts: Sequence[P], served: Sequence[Served] = (), strict: bool = False) -> None:
         """``parts``: the partition readers (a part without a ``queue_name`` is in ``default``); ``served``: the
         queues and weights in ``WORKER_QUEUES`` order (none: each queue the parts name, weight 1)."""
         self.parts = list(parts)
@@ -85,7 +88,7 @@ class QueueTurn:
         self._of = {id(part): queue for queue in self._queues for part in queue.parts}
         self._total = sum(queue.weight for queue in self._queues)
 
-    def next(self) -> QueuePart | None:
+    def next(self) -> P | None:
         """The partition to read now (None: every partition waits in a read of its own or rests)."""
         ready = [(queue, part) for queue in self._queues if (part := queue.peek()) is not None]
         if not ready:
@@ -99,7 +102,7 @@ class QueueTurn:
                 queue.charge = max(queue.charge, chosen.charge)
         return chosen.ready()
 
-    def share(self, part: QueuePart, ahead: int) -> int:
+    def share(self, part: P, ahead: int) -> int:
         """Of ``ahead`` entries to read beyond the free slots, how many ``part``'s queue reads: its weight's
         share (at least one), so that one read of a low-weight queue does not fill the buffer with a run of
         its entries that the others then wait behind (weighted order; all of them in strict order or with
@@ -109,7 +112,7 @@ class QueueTurn:
             return ahead
         return max(min(ahead, MIN_SHARE), -(-ahead * queue.weight // self._total))
 
-    def charge(self, part: QueuePart, entries: int) -> None:
+    def charge(self, part: P, entries: int) -> None:
         """``entries`` were read from ``part``: charge its queue."""
         queue = self._of.get(id(part))
         if queue is not None and entries:

@@ -66,7 +66,7 @@ class Rotation:
     def __init__(
         self,
         slots: Slots,
-        parts: Sequence[Partition] | QueueTurn,
+        parts: Sequence[Partition] | QueueTurn[Partition],
         stopping: asyncio.Event,
         *,
         recreate_group: Callable[[], Awaitable[None]],
@@ -165,8 +165,7 @@ class Rotation:
 
     def _next_turn(self) -> Partition | None:
         """The partition whose turn it is, not waiting in a blocking read or resting (None: all are)."""
-        part: Partition | None = self.turn.next()
-        return part
+        return self.turn.next()
 
     def _wait_in(self, part: Partition) -> None:
         """Start ``part``'s one-entry blocking read, holding a slot; the loop wakes when it returns."""

@@ -41,7 +41,7 @@ from worker.loop.partition_reader import PartitionReader, give_back
 from worker.loop.queue_turn import QueueTurn
 from worker.loop.read_ahead import ReadAhead
 from worker.loop.rotation import Rotation
-from worker.loop.slots import Slots
+from worker.loop.slots import Partition, Slots
 from worker.loop.tracing import traced
 from worker.loop.unfinished import give_back_unfinished
 from worker.loop.upkeep import Upkeep
@@ -108,7 +108,7 @@ class Worker:
         beside = (self.slots, self.parts, self.stopping, self.tally)
         self.upkeep = Upkeep(redis_client, settings, *beside, episode=self.episode, overdue=self.executor.overdue)
         self.cancels = CancelWatch(redis_client, self.parts, self.slots, self.executor)  # opslib.cancel's
-        turn = QueueTurn(self.parts, settings.queues, strict=settings.queue_order == "strict")
+        turn: QueueTurn[Partition] = QueueTurn(self.parts, settings.queues, strict=settings.queue_order == "strict")
         self.rotation = Rotation(
             self.slots,
             turn,
