@@ -4,6 +4,9 @@ replayed without leaving ``bulk``."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import psycopg
@@ -17,6 +20,7 @@ from tests.queue import kinds_queues  # noqa: F401 - declares q_bulk_fails in bu
 from tests.queue.helpers_queues import KINDS, SERVED, WEIGHTS, fill, longest_gap, lowest_window_share, shares, starts_of
 from worker.store.keys import Keys
 from worker.store.queues import DECLARED_QUEUES, parse_served, queue_for
+from worker.store.roles import ROLES
 
 STARTS = 3000
 
@@ -114,3 +118,14 @@ def test_the_archive_keeps_a_bulk_dead_letter_under_its_queue(
     assert archived() == [(f"{prefix}q:bulk:", 0, "q_bulk_fails")]
     frame = opslib.archive(conn=None, prefix=bulk.queue_prefix)
     assert frame["queue"].tolist() == ["bulk"]
+
+
+def test_the_roles_cover_every_queue_and_keys_lists_each_served_queue(prefix: str) -> None:
+    for role in ROLES.values():
+        scopes = [rule for rule in role.rules(prefix) if "~" in rule]
+        assert scopes and all(rule.endswith(f"~{prefix}*") for rule in scopes)  # q:<name>:... is under it
+    env = {**os.environ, "QUEUE_PREFIX": prefix, "WORKER_QUEUES": "critical,bulk"}
+    done = subprocess.run([sys.executable, "-m", "worker", "keys"], env=env, capture_output=True, text=True, timeout=60)
+    lines = done.stdout.splitlines()
+    assert [line.split()[1] for line in lines] == ["critical", "bulk"], done.stdout + done.stderr
+    assert f"{prefix}q:bulk:jobs:dead" in lines[1]
