@@ -4,6 +4,7 @@ of the starts a real worker made."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 from worker import Job, RetryPolicy, job_kind, lifespan
@@ -32,3 +33,12 @@ async def q_start(job: Job) -> None:
 async def q_bulk_fails(job: Job) -> None:
     await state["redis"].rpush(key("starts"), f"bulk:{job.attempts}")  # type: ignore[attr-defined]
     raise ValueError("fails on purpose")
+
+
+@job_kind("q_hangs_once", queue="bulk")
+async def q_hangs_once(job: Job) -> None:
+    """Its first run hangs until the worker is killed; a second run (the reclaim's) records itself."""
+    redis = state["redis"]
+    if await redis.incr(key(f"runs:{job.job_id}")) == 1:  # type: ignore[attr-defined]
+        await asyncio.Event().wait()
+    await redis.rpush(key("starts"), "bulk:reclaimed")  # type: ignore[attr-defined]

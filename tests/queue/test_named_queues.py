@@ -5,6 +5,7 @@ replayed without leaving ``bulk``."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +19,7 @@ import worker
 from tests.helpers import Workers, wait_for
 from tests.queue import kinds_queues  # noqa: F401 - declares q_bulk_fails in bulk for this process's enqueue
 from tests.queue.helpers_queues import KINDS, SERVED, WEIGHTS, fill, longest_gap, lowest_window_share, shares, starts_of
-from worker.store.keys import Keys
+from worker.store.keys import GROUP, Keys
 from worker.store.queues import DECLARED_QUEUES, parse_served, queue_for
 from worker.store.roles import ROLES
 
@@ -129,3 +130,21 @@ def test_the_roles_cover_every_queue_and_keys_lists_each_served_queue(prefix: st
     lines = done.stdout.splitlines()
     assert [line.split()[1] for line in lines] == ["critical", "bulk"], done.stdout + done.stderr
     assert f"{prefix}q:bulk:jobs:dead" in lines[1]
+
+
+def test_a_killed_workers_bulk_job_is_reclaimed_in_bulk(r: redis.Redis, prefix: str, workers: Workers) -> None:
+    fast = {"RECLAIM_IDLE_MS": "1000", "RECLAIM_INTERVAL_S": "0.2", "WORKER_QUEUES": "bulk"}
+    worker.enqueue(r, "q_hangs_once", {"job_id": "h1"}, prefix=prefix)  # the kind's declared queue: bulk
+    bulk = Keys(prefix, queue="bulk")
+    victim = workers.start(KINDS, WORKER_NAME="victim", **fast)
+    wait_for(lambda: r.get(f"{prefix}test:runs:h1") == b"1", what="the first run to hang")
+    victim.send_signal(signal.SIGKILL)
+    victim.wait(10)
+    assert r.xpending(bulk.jobs, GROUP)["pending"] == 1
+    survivor = workers.start(KINDS, WORKER_NAME="survivor", **fast)
+    wait_for(lambda: r.lrange(f"{prefix}test:starts", 0, -1) == [b"bulk:reclaimed"], what="the reclaim's run")
+    wait_for(lambda: r.xpending(bulk.jobs, GROUP)["pending"] == 0, what="the reclaimed entry acknowledged")
+    survivor.send_signal(signal.SIGTERM)
+    assert survivor.wait(30) == 0
+    assert "Reclaimed entry" in workers.log(survivor)
+    assert r.xlen(Keys(prefix).jobs) == 0 and r.xlen(bulk.dead) == 0
