@@ -9,7 +9,9 @@ charge per unit of weight among those not waiting (a deficit round-robin
 over entries). Entries start in the order they were read (the read-ahead
 buffer is first in, first out), so under saturation the shares of starts
 follow the shares of entries read, whatever the batch sizes: a read of 20
-``bulk`` entries is paid for by the next 180 reads of the others.
+``bulk`` entries is paid for by the next 180 entries read of the others. A
+low-weight queue also reads ahead only its weight's share of the read-ahead
+(at least :data:`MIN_SHARE` entries), so that its runs in the buffer stay short.
 
 A queue found empty waits in a blocking read of its own
 (:mod:`worker.loop.rotation`) and leaves the turn; its charge is kept level
@@ -90,6 +92,8 @@ class QueueTurn(Generic[P]):
 
     def next(self) -> P | None:
         """The partition to read now (None: every partition waits in a read of its own or rests)."""
+        if len(self._queues) == 1:  # one queue: its partitions in turn, as before named queues
+            return self._queues[0].ready()
         ready = [(queue, part) for queue in self._queues if (part := queue.peek()) is not None]
         if not ready:
             return None
@@ -104,7 +108,7 @@ class QueueTurn(Generic[P]):
 
     def share(self, part: P, ahead: int) -> int:
         """Of ``ahead`` entries to read beyond the free slots, how many ``part``'s queue reads: its weight's
-        share (at least one), so that one read of a low-weight queue does not fill the buffer with a run of
+        share (at least :data:`MIN_SHARE`), so that one read of a low-weight queue does not fill the buffer with a run of
         its entries that the others then wait behind (weighted order; all of them in strict order or with
         one queue)."""
         queue = self._of.get(id(part))
