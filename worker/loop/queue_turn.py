@@ -108,9 +108,9 @@ class QueueTurn(Generic[P]):
 
     def share(self, part: P, ahead: int) -> int:
         """Of ``ahead`` entries to read beyond the free slots, how many ``part``'s queue reads: its weight's
-        share (at least :data:`MIN_SHARE`), so that one read of a low-weight queue does not fill the buffer with a run of
-        its entries that the others then wait behind (weighted order; all of them in strict order or with
-        one queue)."""
+        share (at least :data:`MIN_SHARE`), so that one read of a low-weight queue does not fill the buffer
+        with a run of its entries that the others then wait behind (weighted order; all of them in strict
+        order or with one queue)."""
         queue = self._of.get(id(part))
         if self.strict or queue is None or len(self._queues) == 1 or ahead <= 1:
             return ahead
