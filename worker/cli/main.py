@@ -40,7 +40,8 @@ from worker.store.roles import ROLES
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m worker",
-        description="A job worker: one queue on Redis Streams, running the kinds that WORKER_KINDS declares.",
+        description="A job worker: named queues on Redis Streams (WORKER_QUEUES), running the kinds that WORKER_KINDS "
+        "declares.",
         epilog=settings_help(Settings),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
