@@ -199,7 +199,7 @@ class Archiver:
             Chore("archive", INTERVAL_S, self.run),
             Chore("trim-dead", TRIM_INTERVAL_S, self.trim),
             Chore("forget-archive-consumers", FORGET_INTERVAL_S, self.forget_consumers),
-            Retention(self.settings, self.dsn).chore(),
+            *(Retention(self.settings, self.dsn, keys).chore() for keys in self.parts if keys.partition == 0),
         ]
 
     async def start(self) -> None:
