@@ -79,6 +79,7 @@ bench: venv $(foreach p,$(BENCH_PEERS),benchmarks/.venv/$(p)/.installed) benchma
 	$(PY) benchmarks/hot_path.py --tracing compare --jobs 30000 --runs 15
 	$(PY) benchmarks/cluster_bench.py
 	$(PY) benchmarks/queues_bench.py
+	$(PY) benchmarks/fair_cost.py
 
 # Where one worker process spends its CPU on 20,000 no-op jobs: cProfile's top entries and a
 # py-spy flame graph (py-spy, benchmark-only, in benchmarks/.venv/profile) in benchmarks/results/.

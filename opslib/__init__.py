@@ -15,7 +15,8 @@ fix previewed before it commits: :func:`transaction`. Times are shown in the zon
 Where a job is now, by job id, entry id, outbox id or payload value: :func:`find`
 (:mod:`opslib.find`). During an incident: :func:`kinds` (who runs what, and what is held back), :func:`pause`,
 :func:`resume`, :func:`throttle` (:mod:`opslib.moves.incident`), and :func:`actions`, every
-operator action in order (:mod:`opslib.actions`). A panel for notebooks:
+operator action in order (:mod:`opslib.actions`). A dashboard for notebooks and Voilà (a tab per state, every
+view in the page's URL): :func:`opslib.panel.dashboard.dashboard`; its dead tab alone:
 :func:`opslib.panel.widgets.dead_letter_panel`. On a terminal: ``python -m opslib``.
 
 Each function takes ``client=`` (and ``prefix=``) or finds the servers from

@@ -9,7 +9,12 @@ archive:
 =============  ==============================================================
 where          the job
 =============  ==============================================================
-waiting        is on ``jobs``, not yet read by a worker
+unique         holds the unique key ``value`` of its kind (``unique:<kind>:<value>``,
+               for the kinds of the other rows and those the live workers run):
+               ``job_id`` the holder, ``id`` what its enqueue returned, ``at``
+               since when, ``run_at`` when ``unique_for`` ends (if given)
+waiting        is on ``jobs``, not yet read by a worker; or, with a fair key,
+               waits in ``fair:queue`` for its key's turn (``status`` names the key)
 running        was read by ``worker`` and is not acknowledged: its idle time
                (``idle``) is since delivery or the last claim refresh
 finished       is on ``jobs`` and acknowledged: it succeeded, or was moved to
@@ -46,14 +51,17 @@ from opslib.columns import DURATION, TEXT, TIME, typed_frame
 from opslib.connection import partitions, redis_session
 from opslib.errors import OpslibError
 from opslib.frames import delayed_to_frame
+from opslib.kinds import declared_kinds
 from opslib.queries import dead_letters
 from opslib.search import payload_columns
 from worker.store.cancels import marks_of
-from worker.store.keys import GROUP, Keys
-from worker.store.wire import job_id_of, text
+from worker.store.fair import FAIR_FIELD
+from worker.store.keys import GROUP, Keys, partition_of
+from worker.store.unique import UNIQUE_KEY, lock_of, route_of
+from worker.store.wire import decode_member, job_id_of, text
 
 WAITING, RUNNING, FINISHED, DELAYED, DEAD, ARCHIVED = "waiting", "running", "finished", "delayed", "dead", "archived"
-CANCELLED = "cancelled"
+CANCELLED, UNIQUE = "cancelled", "unique"
 FIND_COLUMNS = {
     "where": TEXT,
     "kind": TEXT,
@@ -117,6 +125,7 @@ def on_jobs(client: Any, keys: Keys, value: str, notes: list[str]) -> list[dict[
             "id": entry_id,
             "at": pd.Timestamp(int(entry_id.partition("-")[0]), unit="ms", tz="UTC"),
             "partition": keys.partition,
+            "lock": lock_of(keys, fields),
         }
         pending = (
             client.xpending_range(keys.jobs, GROUP, min=entry_id, max=entry_id, count=1) if GROUP in groups else []
@@ -138,13 +147,12 @@ def on_delayed(client: Any, keys: Keys, value: str, notes: list[str]) -> list[di
 
     Only members holding ``value``'s text (or its JSON form) are decoded and checked whole: decoding every
     member into a ``delayed()`` frame was most of a ``find()`` on a large backlog."""
-    needles = (value.encode(), json.dumps(value, ensure_ascii=False).encode())
     scan = Scan(f"delayed ({keys.delayed})")
-    candidates = []
-    for member, score in zset_members(client, keys.delayed, scan, withscores=True):
-        raw = member if isinstance(member, bytes) else member.encode()
-        if needles[0] in raw or needles[1] in raw:
-            candidates.append((member, score))
+    candidates = [
+        (member, score)
+        for member, score in zset_members(client, keys.delayed, scan, withscores=True)
+        if may_hold(member, value)
+    ]
     if scan.capped:
         notes.append(scan.note(client.zcard(keys.delayed)))
     found = delayed_to_frame(candidates, time.time(), keys.partition)
@@ -153,6 +161,60 @@ def on_delayed(client: Any, keys: Keys, value: str, notes: list[str]) -> list[di
         for job in found.itertuples()
         if value in job.fields.values() or job.job_id == value
     ]
+
+
+def may_hold(member: str | bytes, value: str) -> bool:
+    """Whether a JSON member (of ``delayed`` or ``fair:queue``) holds ``value``'s text or its JSON form: only
+    those are decoded and checked whole."""
+    raw = member if isinstance(member, bytes) else member.encode()
+    return value.encode() in raw or json.dumps(value, ensure_ascii=False).encode() in raw
+
+
+def on_fair(client: Any, keys: Keys, value: str, notes: list[str]) -> list[dict[str, Any]]:
+    """The jobs of one partition's ``fair:queue`` (waiting for their fair key's turn) whose job id or a field
+    is ``value``, among the :data:`~opslib.bounded.CAP` next turns."""
+    scan = Scan(f"fair ({keys.fair_queue})")
+    rows = []
+    for member in zset_members(client, keys.fair_queue, scan):
+        job = decode_member(member) if may_hold(member, value) else {}
+        if job and (job_id_of(job) == value or value in job.values()):
+            rows.append({
+                "where": WAITING,
+                "kind": job.get("kind", ""),
+                "job_id": job_id_of(job),
+                "status": f"fair key {job.get(FAIR_FIELD, '')!r}: waiting for its turn",
+                "partition": keys.partition,
+            })  # fmt: skip
+    if scan.capped:
+        notes.append(scan.note(client.zcard(keys.fair_queue)).replace("counted", "searched"))
+    return rows
+
+
+def on_unique(client: Any, parts: list[Keys], value: str, kinds: Iterable[str]) -> list[dict[str, Any]]:
+    """The unique locks named ``value`` (``unique:<kind>:<value>``) of the ``kinds`` given, each read in the
+    partition its kind and key go to: which job holds it (``job_id``; ``id``: what its enqueue returned),
+    since when, and until when (``run_at``: ``unique_for``'s end, or none while only the job's terminal
+    state ends it). Read by name, one HGETALL a kind: no SCAN of the keyspace."""
+    rows = []
+    for kind in sorted(set(kinds) - {""}):
+        keys = parts[partition_of(route_of({"kind": kind, UNIQUE_KEY: value}), len(parts))]
+        lock = {text(k): text(v) for k, v in client.hgetall(keys.unique(kind, value)).items()}
+        if not lock:
+            continue
+        held = f"held until {'its job settles' if 'until' not in lock else 'its job settles and unique_for ends'}"
+        rows.append(
+            {
+                "where": UNIQUE,
+                "kind": kind,
+                "job_id": lock.get("job", ""),
+                "id": lock.get("ref", ""),
+                "at": pd.Timestamp(int(lock.get("at", 0)), unit="ms", tz="UTC"),
+                "run_at": pd.Timestamp(int(lock["until"]), unit="ms", tz="UTC") if "until" in lock else pd.NaT,
+                "status": held,
+                "partition": keys.partition,
+            }
+        )
+    return rows
 
 
 def entry_order(entry_id: str) -> tuple[int, int]:
@@ -180,10 +242,14 @@ def find(value: str, *, client: redis.Redis | None = None, prefix: str | None = 
                 cancelled_row(value, mark, part.partition) for mark in marks_of(redis_client, part, [value]).values()
             ]
         for part in parts:
+            rows += on_fair(redis_client, part, value, notes)
+        for part in parts:
             later += on_delayed(redis_client, part, value, notes)
         rows += sorted(later, key=lambda job: job["run_at"])  # soonest first over the partitions, as delayed()
         dead = dead_letters(search=value, client=redis_client, prefix=keys.prefix)
-    dead = dead[matches(dead, value)]
+        dead = dead[matches(dead, value)]
+        kinds = {row.get("kind", "") for row in rows} | set(dead["kind"]) | set(declared_kinds(redis_client, keys))
+        rows[:0] = on_unique(redis_client, parts, value, kinds)
     for dead_id, entry in dead.iterrows():
         rows.append(dead_row(DEAD, str(dead_id), entry))
     try:

@@ -10,10 +10,11 @@ running it), queue (str: the named queue it is declared in, ``default`` when
 no live worker declares it; the counts are over every queue), retries
 (Int64), base_s, cap_s, timeout_s, rate_limit (float64,
 NaN when no live worker declares the kind or it has none), waiting (int64:
-on ``jobs``, not yet read), running (int64: delivered, not acknowledged),
-delayed, parked (waiting for resume), throttled (deferred by the throttle),
-dead (int64), last_succeeded_at (datetime64[ns, UTC]: the latest success a
-live worker saw since it started; NaT for none), paused (bool), paused_since (datetime64[ns, UTC]), paused_by,
+on ``jobs``, not yet read, or in ``fair:queue`` waiting for its fair key's
+turn), running (int64: delivered, not acknowledged), delayed, parked
+(waiting for resume), throttled (deferred by the throttle), dead (int64),
+last_succeeded_at (datetime64[ns, UTC]: the latest success a live worker saw
+since it started; NaT for none), paused (bool), paused_since (datetime64[ns, UTC]), paused_by,
 paused_reason (str), throttle_per_s (float64: the rate in force, opslib's
 or the kind's own ``rate_limit``; NaN for none), version (Int64: the highest
 payload version a live worker runs; NA when none declares the kind),
@@ -172,7 +173,7 @@ def _counts(client: Any, parts: list[Keys], notes: list[str]) -> dict[str, Count
                 counts[name][text(fields.get(b"kind", b""))] += 1
             if scan.capped:  # the undelivered total is the group's lag (None before Redis 7)
                 notes.append(scan.note(lag if name == "waiting" else client.xlen(stream)))
-        for name, zset in (("delayed", keys.delayed), ("throttled", keys.throttled)):
+        for name, zset in (("delayed", keys.delayed), ("throttled", keys.throttled), ("waiting", keys.fair_queue)):
             scan = Scan(f"{name} ({zset})")
             for member in zset_members(client, zset, scan):
                 try:

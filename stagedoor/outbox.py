@@ -6,7 +6,10 @@ worker, claims up to a batch of unpublished rows with ``FOR UPDATE SKIP
 LOCKED`` (so several workers relay disjoint rows), publishes them to Redis in
 one pipeline, then marks them published and commits. A crash between the
 publish and the commit leaves the rows unpublished and unlocked: they are
-published again (handlers are idempotent), never lost.
+published again, never lost, and the second publish adds nothing: enqueue
+remembers a producer's id (here the ``outbox_id``) for 24 h and a repeat
+within that window returns the first job (``worker.store.unique``).
+Handlers stay idempotent all the same (a reclaimed job runs again).
 
 The relay publishes through the public enqueue API (``enqueue_many_async``),
 so a relayed job is built like any other: ``kind``, ``attempts`` 0, the

@@ -5,13 +5,15 @@ call timed; the process's CPU a job, which a loaded machine disturbs less than w
 Run by ``benchmarks/producer_bench.py`` with each system's own interpreter: the peers' from
 ``benchmarks/.venv/<peer>``, this worker's (``ours-*``) from the project's venv. Every job carries the
 same three small fields (:data:`FIELDS`); connecting and a warm-up of :data:`WARM_UP` calls stay
-outside the clock. ``ours-many`` sends batches of :data:`BATCH` jobs a call (its latencies are per
+outside the clock. ``ours-key`` and ``ours-id`` give each job a unique key or a job id of its own (the guarded
+enqueue, one script call). ``ours-many`` sends batches of :data:`BATCH` jobs a call (its latencies are per
 batch). No worker runs: the jobs stay in the benchmark's own server.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import math
 import os
@@ -77,6 +79,11 @@ def ours(mode: str, count: int) -> None:
     if mode == "sync":
         client = redis.Redis.from_url(URL)
         timed(lambda: enqueue(client, "noop", FIELDS), count)
+    elif mode in ("key", "id"):  # a guarded enqueue (worker/store/unique.py): one script call, a key each
+        client = redis.Redis.from_url(URL)
+        numbers = itertools.count()
+        option = "unique_key" if mode == "key" else "job_id"
+        timed(lambda: enqueue(client, "noop", FIELDS, **{option: f"order-{next(numbers)}"}), count)
     elif mode == "many":
         client = redis.Redis.from_url(URL)
         batch = [NewJob("noop", FIELDS)] * BATCH

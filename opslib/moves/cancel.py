@@ -12,7 +12,8 @@
       dead-lettered;
     - a delayed job (a retry, or a later run), a throttled one (deferred by
       its kind's throttle, in ``throttled``) or a parked one (of a paused
-      kind, in ``parked``) is taken out of its set (the cancel_delayed
+      kind, in ``parked``) or a fair job waiting for its key's turn (in ``fair:queue``)
+      is taken out of its set (the cancel_delayed
       script, recorded in the archive as discarded) and never starts.
 
     Each entry moves in one script (cancel_entry), and each member in one
@@ -58,7 +59,7 @@ from opslib.session import Servers, Session
 from worker.store.cancels import announcement, mark_cutoff, marks_of, new_mark, trim_marks
 from worker.store.failures import now_iso
 from worker.store.keys import Keys
-from worker.store.wire import decode_member, job_id_of, text
+from worker.store.wire import decode_member, job_id_of, parked_fields, text
 
 CANCELLED, REMOVED, FINISHED, NOT_FOUND = "cancelled", "removed", "finished", "not found"
 WOULD_CANCEL, WOULD_REMOVE = "would cancel", "would remove"
@@ -113,7 +114,7 @@ def _cancel_one(session: Session, value: str, mark: str, operator: Operator, dry
         for row in on_jobs(session.client, keys, value, []):
             if value not in (row["id"], row["job_id"]):
                 continue  # a payload value, not this job
-            status, of = scripts.cancel_entry(row["id"], mark, dry_run=dry_run)
+            status, of = scripts.cancel_entry(row["id"], mark, dry_run=dry_run, lock=row.get("lock"))
             found.append(text(status))
             job_id, kind = text(of) or job_id or row["job_id"], row["kind"]
     for keys in session.parts:
@@ -130,13 +131,14 @@ def _cancel_one(session: Session, value: str, mark: str, operator: Operator, dry
 
 
 def held_members(client: Any, keys: Keys, job_id: str) -> list[tuple[str, bytes, dict[str, str]]]:
-    """(set, member, fields) of ``job_id``'s members that wait in ``keys``' ``delayed``, ``throttled``
-    (same members) and ``parked`` (kind NUL order NUL fields as a JSON array), each set read whole."""
+    """(set, member, fields) of ``job_id``'s members that wait in ``keys``' ``delayed``, ``throttled``,
+    ``fair:queue`` (same members) and ``parked`` (kind NUL order NUL fields as a JSON array), each set read
+    whole."""
     found: list[tuple[str, bytes, dict[str, str]]] = []
-    for source in (keys.delayed, keys.throttled, keys.parked):
+    for source in (keys.delayed, keys.throttled, keys.fair_queue, keys.parked):
         for member in client.zrange(source, 0, -1):
             try:
-                fields = _parked_fields(member) if source == keys.parked else decode_member(member)
+                fields = parked_fields(member) if source == keys.parked else decode_member(member)
             except ValueError:
                 continue  # malformed: the worker dead-letters it when it is due
             if job_id_of(fields) == job_id:
@@ -144,19 +146,11 @@ def held_members(client: Any, keys: Keys, job_id: str) -> list[tuple[str, bytes,
     return found
 
 
-def _parked_fields(member: bytes) -> dict[str, str]:
-    """The fields of a member of ``parked`` (worker/store/lua/includes/parked_member.lua)."""
-    parts = member.split(b"\0", 2)
-    flat = json.loads(parts[2]) if len(parts) == 3 else None
-    if not isinstance(flat, list):
-        raise ValueError("a parked member holds its fields as a JSON array after its second NUL")
-    return {str(name): str(value) for name, value in zip(flat[::2], flat[1::2], strict=False)}
-
-
 def _remove_held(
     session: Session, partition: int, source: str, member: bytes, job_id: str, mark: str, operator: Operator
 ) -> str:
-    """Take one waiting member out (recorded in the archive as discarded), and mark the job removed."""
+    """Take one waiting member out (recorded in the archive as discarded; its unique key released), and mark
+    the job removed."""
     said = json.loads(mark)
     by, reason = operator.by, operator.reason or ""
     moved: Any = session.scripts[partition].cancel_delayed(

@@ -1,1 +1,1 @@
-"""The dead-letter panel for notebooks (ipywidgets): its filters, its HTML and its widgets."""
+"""The panel for notebooks (ipywidgets): the dashboard (a tab per state, views in the URL) and its dead-letter tab."""

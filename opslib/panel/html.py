@@ -194,11 +194,10 @@ def question_html(
 SPARK_WIDTH, SPARK_HEIGHT = 180, 26
 
 
-def _polyline(values: Sequence[int], top: int, colour: str) -> str:
-    step = SPARK_WIDTH / max(len(values) - 1, 1)
-    points = " ".join(
-        f"{n * step:.1f},{SPARK_HEIGHT - 1 - value / top * (SPARK_HEIGHT - 2):.1f}" for n, value in enumerate(values)
-    )
+def polyline(values: Sequence[int], top: int, colour: str, width: int = SPARK_WIDTH, height: int = SPARK_HEIGHT) -> str:
+    """One series as an SVG polyline over ``width`` x ``height`` (``top``: the value drawn at the top)."""
+    step = width / max(len(values) - 1, 1)
+    points = " ".join(f"{n * step:.1f},{height - 1 - value / top * (height - 2):.1f}" for n, value in enumerate(values))
     return f'<polyline fill="none" stroke="{colour}" stroke-width="1.5" points="{points}"/>'
 
 
@@ -217,7 +216,7 @@ def flow_html(per_minute: pd.DataFrame) -> str:
     svg = (
         f'<svg width="{SPARK_WIDTH}" height="{SPARK_HEIGHT}" viewBox="0 0 {SPARK_WIDTH} {SPARK_HEIGHT}" '
         f'role="img" aria-label="{label}" style="vertical-align:middle">'
-        f"<title>{label}</title>{_polyline(succeeded, top, '#27ae60')}{_polyline(failed, top, '#c0392b')}</svg>"
+        f"<title>{label}</title>{polyline(succeeded, top, '#27ae60')}{polyline(failed, top, '#c0392b')}</svg>"
     )
     return (
         f'<p>last hour {svg} <span style="color:#27ae60">{sum(succeeded):,} succeeded</span> · '

@@ -73,6 +73,7 @@ from opslib.panel.html import (
 )
 from opslib.panel.layout import AUTO_REFRESH_S, ENTRY_ROWS, PanelWidgets
 from opslib.panel.pause_control import PauseControl
+from opslib.panel.tab_actions import paused_warning
 from opslib.panel.ticker import Ticker
 from opslib.queries import dead_letters, failure_groups, queue_stats
 from worker.printable import printable
@@ -84,15 +85,16 @@ UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 class DeadLetterPanel(PanelWidgets):
     """The panel's behaviour: what each filter, list and button does (``.widget`` is the box to display)."""
 
-    def __init__(self, client: redis.Redis | None = None, prefix: str | None = None) -> None:
+    def __init__(self, client: redis.Redis | None = None, prefix: str | None = None, *, controls: bool = True) -> None:
+        """``controls=False``: without the Pause / Resume and Cancel controls (the dashboard has them elsewhere)."""
         super().__init__()
         self.widget = self.box
         self.at: dict[str, Any] = {"client": client, "prefix": prefix}
-        self.pause_control = PauseControl(self.at)
-        self.cancel_control = CancelControl(self.at)
+        self.pause_control, self.cancel_control = PauseControl(self.at), CancelControl(self.at)
+        self.controls = (self.pause_control, self.cancel_control) if controls else ()
         header = 3  # the title, the counts row and the flow line: the Pause / Resume and Cancel controls under them
-        controls = (self.pause_control.box, self.cancel_control.box)
-        self.box.children = (*self.box.children[:header], *controls, *self.box.children[header:])
+        boxes = tuple(control.box for control in self.controls)
+        self.box.children = (*self.box.children[:header], *boxes, *self.box.children[header:])
         self.dead = self.shown = self.in_group = self.taken = pd.DataFrame()
         self.action, self.batch, self._settling = "replay", "", False
         self.page_at, self.paged_group = 0, None
@@ -145,8 +147,8 @@ class DeadLetterPanel(PanelWidgets):
         def read() -> None:
             self.counts.value = counts_html(queue_stats(**self.at))
             self._guarded(self._read_flow, self.flow)
-            self.pause_control.load()
-            self.cancel_control.load()
+            for control in self.controls:
+                control.load()
             self.dead = dead_letters(**self.at)
             kinds = sorted(set(self.dead["kind"]))
             options = [("all kinds", ALL_KINDS), *[(printable(kind) or "(none)", kind) for kind in kinds]]
@@ -166,7 +168,15 @@ class DeadLetterPanel(PanelWidgets):
         """Keep the entries of the kind, the search and the time range; their groups fill the table."""
 
         def apply() -> None:
-            filters = read_filters(self.kind.value or ALL_KINDS, self.search.value, self.since.value, self.until.value)
+            try:
+                kind = self.kind.value or ALL_KINDS
+                filters = read_filters(kind, self.search.value, self.since.value, self.until.value)
+            except OpslibError:  # no list under the error: the entries shown would not be the filter's
+                self.shown = self.dead.iloc[0:0]
+                self.table.value = "<p>No dead letters shown: the filter is not one.</p>"
+                self._set(self.group, options=[], value=None)
+                self._group_chosen()
+                raise
             self.shown = filter_dead(self.dead, filters)
             groups = failure_groups(self.shown) if not self.shown.empty else pd.DataFrame()
             self.table.value = groups_html(groups, filters.kind)
@@ -238,7 +248,8 @@ class DeadLetterPanel(PanelWidgets):
     def _ask(self, action: str) -> None:
         reason = check_reason(self.reason.value) if action == "discard" else ""
         setting = ", ".join(parsed_patch(self.patch.value)) if action == "replay" else ""
-        self.question.value = question_html(
+        warning = paused_warning(sorted(set(self.taken["kind"])), self.at) if action == "replay" else ""
+        self.question.value = warning + question_html(
             action,
             len(self.taken),
             str(self.kind.value or ""),

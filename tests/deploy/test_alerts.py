@@ -58,6 +58,7 @@ def exported_metric_names(namespace: str = "stagedoor") -> set[str]:
         oldest_pause_s=2.0,
         parked=3,
         throttled=4,
+        fair=0,
     )
     assert metrics.archive is not None
     metrics.archive.backlog = ArchiveBacklog(dead=1, log=2, oldest_s=3.0, dead_added=4)

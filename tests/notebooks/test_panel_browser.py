@@ -1,9 +1,14 @@
-"""The dead-letter panel in a real browser, on the demo night (with one send_email dead letter with HTML in it,
+"""The dashboard in a real browser, on the demo night (with one send_email dead letter with HTML in it,
 and 230 send_sms ones: more than a page).
 
 Voilà serves ``notebooks/dead_letter_panel.ipynb`` on 127.0.0.1 (times in
-Europe/Prague); Debian's headless Chromium, driven by Playwright, uses every
-control once: the header's sparkline of the last hour's flow, its Pause and
+Europe/Prague); Debian's headless Chromium, driven by Playwright, opens each
+tab of the dashboard (waiting with a bad filter that clears its list, running,
+delayed with a cancel refused for want of a reason, archived filtered by kind,
+flow over 6 h), checks that the page's address and its "Link to this view"
+follow the view and carry no token, opens an archived view from its URL in a
+new page, then on the dead tab uses every control of the dead-letter panel
+once: the header's sparkline of the last hour's flow, Pause and
 Resume, Auto-refresh (a dead letter added meanwhile shows up), the kind
 selector (the groups table follows), the search, the time range, the pages of
 a long group (Older, Newer), the CSV link (its file read back), the send_email
@@ -12,9 +17,10 @@ read; the list and the preview in one order; Confirm on the same screen as the
 list), that entry discarded with a reason, then the rest of the group
 replayed, and reads the results and the status on the page. Every request that
 is not to loopback is aborted (Voilà's page asks CDNs for fonts). The page
-with the barcode entry selected is saved as ``test-artifacts/panel.png``, and
-with ``UPDATE_SCREENSHOTS=1`` as ``docs/images/panel.png`` (what
-docs/opslib.md shows) and as the panel notebook's stored picture (for readers
+with the barcode entry selected is saved as ``test-artifacts/panel.png`` and
+the flow tab as ``test-artifacts/dashboard.png``, and with
+``UPDATE_SCREENSHOTS=1`` as ``docs/images/panel.png`` and
+``docs/images/dashboard.png`` (what docs/opslib.md shows) and as the panel notebook's stored picture (for readers
 without a kernel: GitHub, nbviewer, an HTML export); on failure, a screenshot
 and the worker's log go to ``test-artifacts/``.
 
@@ -151,6 +157,8 @@ MAIL_TRACEBACK = f"""Traceback (most recent call last):
 SMTPRecipientsRefused: {EVIL}"""
 SCREENSHOT = ROOT / "docs" / "images" / "panel.png"
 """The screenshot docs/opslib.md shows; this test rewrites it when ``UPDATE_SCREENSHOTS=1``."""
+DASHBOARD_SCREENSHOT = ROOT / "docs" / "images" / "dashboard.png"
+"""The dashboard's flow tab as docs/opslib.md shows it (rewritten with ``UPDATE_SCREENSHOTS=1`` too)."""
 
 
 SMS = 230
@@ -241,11 +249,72 @@ def drive(page: Page, voila: str, night: NightStack) -> None:
     add_late_dead_letter(night)
     wait_text(counts, f"{40 + 2 + SMS} dead letters", 45)
     page.get_by_role("button", name="Auto-refresh").click()  # off again: the rest runs without reloads
+    every_tab(page)
+    view_from_its_url(page, voila)
+    open_tab(page, "Dead")
     escaping(page)
     filters(page)
     paging_and_csv(page)
     pause_and_resume(page)
     barcode_story(page)
+
+
+def open_tab(page: Page, title: str) -> Locator:
+    """Click the dashboard's tab whose title starts with ``title``; its content (``.opslib-tab-<name>``)."""
+    page.locator(".lm-TabBar-tab").filter(has_text=re.compile(f"^{title}")).click()
+    return page.locator(f".opslib-tab-{title.lower()}")
+
+
+def every_tab(page: Page) -> None:
+    """Each tab of the dashboard: its count following its filters, a bad filter clearing its list, an action
+    refused without a reason, the flow's window; the page's address and link following the view."""
+    waiting = open_tab(page, "Waiting")  # the night has settled: nothing waits
+    wait_text(waiting.locator(".opslib-tab-count"), "0 of 0 waiting jobs match the filters")
+    type_in(waiting.locator(".opslib-tab-filters"), "From", "9 o'clock")
+    wait_text(waiting.locator(".opslib-tab-message"), 'From "9 o\'clock" is not a time')
+    wait_text(waiting.locator(".opslib-tab-count"), "no waiting jobs shown: the filter is not one")
+    type_in(waiting.locator(".opslib-tab-filters"), "From", "")
+    running = open_tab(page, "Running")
+    wait_text(running.locator(".opslib-tab-count"), "of 0 running jobs match the filters")
+    delayed = open_tab(page, "Delayed")  # next week's reminders
+    labelled(delayed.locator(".opslib-tab-filters"), "widget-dropdown", "Kind").select_option(label="send_reminder")
+    count = delayed.locator(".opslib-tab-count")
+    count.get_by_text(re.compile(r"^[1-9][\d,]* of [1-9][\d,]* delayed jobs match the filters$")).wait_for()
+    jobs = labelled(delayed, "widget-select-multiple", "Jobs")
+    assert " · runs at " in text_of(jobs.locator("option").first) and " CET · send_reminder · " in text_of(
+        jobs.locator("option").first
+    )
+    jobs.select_option(index=0)
+    delayed.get_by_role("button", name="Cancel delayed").click()  # no reason: refused, nothing asked
+    wait_text(delayed.locator(".opslib-tab-message"), "cancel needs a reason")
+    page.wait_for_url(re.compile(r"\?tab=delayed&kind=send_reminder&sel=[0-9a-f]+$"))  # the address follows
+    archived = open_tab(page, "Archived")
+    labelled(archived.locator(".opslib-tab-filters"), "widget-dropdown", "Kind").select_option(label="render_tickets")
+    archived.locator(".opslib-tab-count").get_by_text(re.compile(r"^40 of [\d,]+ archived entries")).wait_for()
+    open_tab(page, "Flow")
+    page.get_by_role("button", name="6h").click()
+    charts = page.locator(".opslib-flow-tab")
+    wait_text(charts, "over the last 6h")
+    assert charts.locator("svg").count() >= 2 and "render_tickets" in charts.inner_text()
+    page.wait_for_url(re.compile(r"\?tab=flow&window=6h$"))
+    assert page.locator(".opslib-view-link a").get_attribute("href") == "?tab=flow&window=6h"
+    assert "token" not in page.url  # the address a colleague gets carries no token
+    page.screenshot(path=str(ARTIFACTS / "dashboard.png"), full_page=True)
+
+
+def view_from_its_url(page: Page, voila: str) -> None:
+    """A view's link opened in a new page (as from an alert): the archived tab, filtered as the link says."""
+    other = page.context.new_page()
+    try:
+        other.goto(f"{voila}&tab=archived&kind=render_tickets&q=SeatLabelInvalid", timeout=90_000)
+        count = other.locator(".opslib-tab-archived .opslib-tab-count")
+        count.get_by_text(re.compile(r"^40 of [\d,]+ archived entries match the filters$")).wait_for(timeout=90_000)
+        assert other.locator(".lm-TabBar-tab.lm-mod-current").inner_text().startswith("Archived")
+        filters = other.locator(".opslib-tab-archived .opslib-tab-filters")
+        assert labelled(filters, "widget-text", "Search").input_value() == "SeatLabelInvalid"
+        other.wait_for_url(re.compile(r"\?tab=archived&kind=render_tickets&q=SeatLabelInvalid$"))
+    finally:
+        other.close()
 
 
 def escaping(page: Page) -> None:
@@ -416,4 +485,5 @@ def test_every_control_of_the_panel_in_a_browser(chromium: Path, night: NightSta
     if os.environ.get("UPDATE_SCREENSHOTS") == "1":
         SCREENSHOT.parent.mkdir(exist_ok=True)
         shutil.copy(ARTIFACTS / "panel.png", SCREENSHOT)
+        shutil.copy(ARTIFACTS / "dashboard.png", DASHBOARD_SCREENSHOT)
         store_panel_picture(SCREENSHOT.read_bytes())

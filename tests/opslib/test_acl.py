@@ -95,6 +95,8 @@ def test_a_worker_under_the_worker_role_runs_its_main_paths_with_no_denial(
     for kind in ("ok", "ok", "flaky", "boom", "boom"):
         enqueue(client, kind, {}, prefix=prefix)
     enqueue(client, "ok", {}, delay_s=0.5, prefix=prefix)
+    enqueue(client, "ok", {}, unique_key="u", unique_for=60, prefix=prefix)  # released with PEXPIREAT
+    enqueue(client, "ok", {}, job_id="mine", prefix=prefix)
     client.close()
     proc = workers.start(
         KINDS, REDIS_URL=url, WORKER_NAME="acl-worker", METRICS_PORT=str(free_port()), METRICS_INTERVAL_S="0.5"
@@ -113,6 +115,7 @@ def test_a_worker_under_the_worker_role_runs_its_main_paths_with_no_denial(
             and any(r.scan_iter(match=f"{prefix}sched:every_second:*", count=1000))
             and r.exists(keys.metrics_lock)
             and "acl-worker" in live_workers(r, keys)
+            and r.pttl(keys.unique("ok", "u")) > 0
         ),
         timeout_s=60,
         what="the jobs run, retried, dead-lettered and archived, a tick, the metrics lock and a heartbeat",
@@ -132,7 +135,7 @@ def test_an_operator_replays_and_discards_with_no_denial(
     first = bury(r, keys, {"kind": "ok", "job_id": "a"}, {"error": "ValueError: once"})
     second = bury(r, keys, {"kind": "ok", "job_id": "b"}, {"error": "ValueError: twice"})
     enqueue(r, "ok", {"job_id": "later"}, delay_s=3600, prefix=prefix)
-    enqueue(r, "ok", {"job_id": "never"}, delay_s=3600, prefix=prefix)
+    enqueue(r, "ok", {"job_id": "never"}, delay_s=3600, unique_key="n", unique_for=60, prefix=prefix)
     operator = connect(url=url)
     at = {"client": operator, "prefix": prefix}
     try:
@@ -153,6 +156,7 @@ def test_an_operator_replays_and_discards_with_no_denial(
     finally:
         operator.close()
     assert running and (r.xlen(keys.jobs), r.zcard(keys.delayed)) == (3, 0)
+    assert r.pttl(keys.unique("ok", "n")) > 0  # cancelled: held until its unique_for ends
     assert denials(r, name) == []
 
 

@@ -176,7 +176,8 @@ def test_a_time_range_in_the_display_zone_keeps_the_entries_that_died_in_it(r: r
         panel.since.value = "1h"
         assert len(panel.shown) == 4
         panel.until.value = (newest - pd.Timedelta("1D")).tz_convert("Europe/Prague").strftime("%Y-%m-%d %H:%M")
-        assert "must be after From" in panel.filter_message.value  # the range is refused, the table kept
+        assert "must be after From" in panel.filter_message.value  # the range is refused, the list cleared
+        assert panel.shown.empty and panel.entries.options == ()
         panel.since.value = ""
         assert panel.shown.empty and "No dead letters match" in panel.table.value
         prague = (newest - pd.Timedelta("30min")).tz_convert("Europe/Prague").strftime("%Y-%m-%d %H:%M:%S")
@@ -187,6 +188,8 @@ def test_a_time_range_in_the_display_zone_keeps_the_entries_that_died_in_it(r: r
         assert len(panel.shown) == 4 and panel.filter_message.value == ""
         panel.until.value = "soon"
         assert "To &#x27;soon&#x27; is not a time" in panel.filter_message.value
+        assert panel.entries.options == () and "the filter is not one" in panel.table.value
+        panel.until.value = ""
         assert " CET · " in panel.entries.options[0][0]  # entry labels in the display zone
     finally:
         opslib.set_display_tz(None)

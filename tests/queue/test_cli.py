@@ -95,6 +95,23 @@ def test_enqueue_command_adds_now_or_later(r: redis.Redis, keys: Keys, redis_url
     bad = run_cli("enqueue", "send_email", "--queue", "Critical!", env=env)
     assert bad.returncode == 2 and "is not a queue name" in bad.stderr
 
+    fair = run_cli("enqueue", "send_email", "order_id=9", "--fair-key", "org-17", env=env)
+    assert fair.returncode == 0, fair.stderr
+    [member] = r.zrange(critical.fair_queue, 0, -1)  # send_email's queue
+    assert json.loads(member)["fair_key"] == "org-17" and json.loads(member)["job_id"] == fair.stdout.strip()
+
+
+def test_enqueue_command_takes_a_unique_key_and_a_job_id(r: redis.Redis, keys: Keys, redis_url: str) -> None:
+    env = {"REDIS_URL": redis_url, "QUEUE_PREFIX": keys.prefix, "WORKER_KINDS": "stagedoor.kinds"}
+    keyed = ["enqueue", "send_email", "order_id=4471", "--unique-key", "o4471", "--unique-for", "1h"]
+    first, again = run_cli(*keyed, env=env), run_cli(*keyed, env=env)
+    assert first.returncode == again.returncode == 0, first.stderr
+    critical = Keys(keys.prefix, queue="critical")  # send_email's queue: its jobs and its unique keys
+    assert first.stdout == again.stdout and r.xlen(critical.jobs) == 1
+    assert int(r.hget(critical.unique("send_email", "o4471"), "until") or 0) > time.time() * 1000 + 3500_000
+    named = [run_cli("enqueue", "send_email", "--job-id", "m1", env=env).stdout for _ in range(2)]
+    assert named[0] == named[1] and r.xlen(critical.jobs) == 2
+
 
 @pytest.mark.parametrize(
     ("args", "named"),
@@ -103,6 +120,7 @@ def test_enqueue_command_adds_now_or_later(r: redis.Redis, keys: Keys, redis_url
         (["enqueue", "k", "--delay", "soon"], "--delay 'soon' is not a duration"),
         (["enqueue", "k", "--at", "tomorrow"], "--at 'tomorrow' is not ISO-8601"),
         (["enqueue", "k", "--at", "2030-01-01T03:00:00"], "has no UTC offset"),
+        (["enqueue", "k", "--unique-key", "a", "--unique-for", "a day"], "--unique-for 'a day' is not a duration"),
     ],
 )
 def test_enqueue_command_refuses_bad_arguments(args: list[str], named: str, redis_url: str, keys: Keys) -> None:

@@ -119,8 +119,8 @@ def test_a_queue_setting_changed_or_removed_through_os_environ_is_seen_at_the_ne
     enqueue(r, "noop", big)
     monkeypatch.setenv("MAX_JOB_BYTES", "64")
     with pytest.raises(ValueError, match="over MAX_JOB_BYTES=64"):
-        enqueue(r, "noop", big)
+        enqueue(r, "noop", big | {"job_id": "big2"})
     monkeypatch.delenv("MAX_JOB_BYTES")  # back to the default
-    enqueue(r, "noop", big)
-    assert [f[b"job_id"] for _, f in r.xrange(Keys(f"{prefix}é:").jobs)] == [b"big", b"big"]
+    enqueue(r, "noop", big | {"job_id": "big2"})  # another id: the same id again would add nothing
+    assert [f[b"job_id"] for _, f in r.xrange(Keys(f"{prefix}é:").jobs)] == [b"big", b"big2"]
     r.delete(Keys(f"{prefix}é:").jobs)

@@ -49,6 +49,7 @@ METRIC_OF_STAT = {
     "paused_kinds": "worker_queue_paused_kinds",
     "parked": "worker_queue_parked",
     "throttled": "worker_queue_throttled",
+    "fair": "worker_queue_fair",
 }
 
 
@@ -123,6 +124,7 @@ def test_metrics_and_queue_stats_give_the_same_numbers(r: redis.Redis, keys: Key
         "oldest_pause_s": 90,
         "parked": 1,
         "throttled": 1,
+        "fair": 0,
     }
     assert stats.paused.loc["ok", "by"] == "ana" and stats.paused.loc["ok", "reason"] == "seat map fix"
     listed = stats.consumers.set_index("consumer")
@@ -132,7 +134,7 @@ def test_metrics_and_queue_stats_give_the_same_numbers(r: redis.Redis, keys: Key
 
 def test_a_queue_never_read_reads_as_zeros_with_its_entries_as_lag(r: redis.Redis, keys: Keys) -> None:
     assert read_queue_state(r, keys, reclaim_idle_ms=RECLAIM_IDLE_MS) == QueueState(
-        0, 0, 0.0, 0, 0, 0, 0, 0, 0, (), 0, 0, 0.0, 0, 0
+        0, 0, 0.0, 0, 0, 0, 0, 0, 0, (), 0, 0, 0.0, 0, 0, 0
     )
     r.xadd(keys.jobs, {"kind": "ok"})  # a stream without the group
     state = read_queue_state(r, keys, reclaim_idle_ms=RECLAIM_IDLE_MS)
@@ -163,7 +165,7 @@ PAUSED_AT = datetime(2026, 11, 30, 21, 0, tzinfo=UTC).timestamp()
 
 
 def replies(group: dict[str, object] = GROUP_INFO) -> list[object]:
-    return [7, [group], CONSUMERS, [{"message_id": b"1-0"}], 4, 1, 9, b"2", PAUSED, 5, 6]
+    return [7, [group], CONSUMERS, [{"message_id": b"1-0"}], 4, 1, 9, b"2", PAUSED, 5, 6, 8]
 
 
 def test_the_replies_become_the_state() -> None:
@@ -183,6 +185,7 @@ def test_the_replies_become_the_state() -> None:
         oldest_pause_s=7200.5,
         parked=5,
         throttled=6,
+        fair=8,
     )
 
 
@@ -197,7 +200,7 @@ def test_a_lag_redis_cannot_report_is_counted() -> None:
 
 def test_a_missing_group_reads_as_empty_and_other_errors_raise() -> None:
     nogroup = redis.exceptions.ResponseError("NOGROUP No such key 'jobs' or consumer group 'workers'")
-    missing = [3, redis.exceptions.ResponseError("no such key"), nogroup, nogroup, 0, 0, 0, None, [], 0, 0]
+    missing = [3, redis.exceptions.ResponseError("no such key"), nogroup, nogroup, 0, 0, 0, None, [], 0, 0, 0]
     state = state_of(missing, set())
     assert (state.stream_length, state.lag, state.pending, state.consumers, state.dead_evicted) == (3, 3, 0, (), 0)
     denied = replies()

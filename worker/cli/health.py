@@ -18,7 +18,8 @@ degraded report does not need them.
 A handful of commands whatever the size of the keyspace (no SCAN; RESP2, so no
 HELLO; no CLIENT SETINFO): INFO (the mode), GET (the partition count), XINFO
 GROUPS per partition, one EVAL reading the live workers (:mod:`worker.store.heartbeats`), and
-for a healthy worker two HGETALL (the pauses and the throttles), Redis's ``TIME`` (the
+for a healthy worker two HGETALL (the pauses and the throttles), a ZCARD of each partition's
+``fair:queue`` (the fair jobs waiting for their key's turn, named on the line), Redis's ``TIME`` (the
 line says when this machine's clock is more than 2 s off it) and, per
 partition, one bounded ZRANGEBYSCORE of what is due in ``delayed`` within the
 hand-back's wait: the entries handed back to wait for a worker that runs their
@@ -55,18 +56,21 @@ from worker.store.wire import decode_member, json_object, text
 #: without the ``no-writes`` flag: Redis refuses it exactly when it refuses the moves.
 LIVE_IF_WRITABLE = "#!lua\nreturn redis.call('ZRANGEBYSCORE', KEYS[1], ARGV[1], '+inf')"
 #: On a single server the same script also reads what is held back (KEYS[2]: ``paused``, KEYS[3]:
-#: ``throttles``) and what is due soon in each partition's ``delayed`` (KEYS[4..]; ARGV[1]: seconds ahead
-#: of now, ARGV[2]: the cap), all on Redis's clock (``TIME``, returned last), so health stays at four
-#: commands; a cluster keeps those keys in other slots.
+#: ``throttles``), what is due soon in each partition's ``delayed`` (KEYS[4..3+N]; ARGV[1]: seconds ahead
+#: of now, ARGV[2]: the cap, ARGV[3]: N) and the fair jobs waiting in each partition's ``fair:queue``
+#: (KEYS[4+N..]), all on Redis's clock (``TIME``, returned last), so health stays at four commands; a
+#: cluster keeps those keys in other slots.
 LIVE_AND_HELD_IF_WRITABLE = """#!lua
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
-local due = {}
-for i = 4, #KEYS do
+local parts = tonumber(ARGV[3])
+local due, fair = {}, 0
+for i = 4, 3 + parts do
   due[#due + 1] = redis.call('ZRANGEBYSCORE', KEYS[i], '-inf', now + tonumber(ARGV[1]), 'LIMIT', 0, tonumber(ARGV[2]))
+  fair = fair + redis.call('ZCARD', KEYS[i + parts])
 end
 return {redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. string.format('%.6f', now), '+inf'), redis.call('HGETALL', KEYS[2]),
-        redis.call('HGETALL', KEYS[3]), due, t}"""
+        redis.call('HGETALL', KEYS[3]), due, t, fair}"""
 #: The most ``delayed`` members health reads per partition for :func:`awaiting` (the line says "at least").
 AWAITING_CAP = 1000
 
@@ -158,10 +162,12 @@ def live_unless_refused(client: Any, keys: Keys, parts: list[Keys]) -> tuple[set
                 client.zrangebyscore(part.delayed, "-inf", repr(now + ahead_s), start=0, num=AWAITING_CAP)
                 for part in parts
             ]
+            fair = sum(int(client.zcard(part.fair_queue)) for part in parts)
         else:
             script_keys = (keys.workers, paused_at, keys.throttles, *(part.delayed for part in parts))
-            names, paused_flat, throttles_flat, due, server = client.eval(
-                LIVE_AND_HELD_IF_WRITABLE, len(script_keys), *script_keys, ahead_s, AWAITING_CAP
+            script_keys += tuple(part.fair_queue for part in parts)
+            names, paused_flat, throttles_flat, due, server, fair = client.eval(
+                LIVE_AND_HELD_IF_WRITABLE, len(script_keys), *script_keys, ahead_s, AWAITING_CAP, len(parts)
             )
             now = int(server[0]) + int(server[1]) / 1e6
             paused, throttles = _pairs(paused_flat), _pairs(throttles_flat)
@@ -169,7 +175,8 @@ def live_unless_refused(client: Any, keys: Keys, parts: list[Keys]) -> tuple[set
         if refusal_code(exc) is None:
             raise
         return live_workers(client, keys), "", describe_refusal(exc)
-    said = held_back(paused, throttles) + awaiting(due) + clock_note(now - (before + time.time()) / 2)
+    turns = f"; fair: {fair} job(s) waiting for their key's turn" if fair else ""
+    said = held_back(paused, throttles) + awaiting(due) + turns + clock_note(now - (before + time.time()) / 2)
     return {text(name) for name in names}, said, ""
 
 

@@ -64,6 +64,10 @@ def build_parser() -> argparse.ArgumentParser:
     when.add_argument("--delay", help="run later: e.g. 30s, 5m, 2h, 1.5 (seconds)")
     when.add_argument("--at", help="run at an ISO-8601 time with an offset, e.g. 2026-12-01T03:00:00+00:00")
     enq.add_argument("--queue", help="the named queue (default: the kind's declared queue, else default)")
+    enq.add_argument("--fair-key", help="the tenant whose turn the job waits for, e.g. org-17 (fair shares)")
+    enq.add_argument("--unique-key", help="at most one job of this kind and key until it is done (docs/worker.md)")
+    enq.add_argument("--unique-for", help="with --unique-key: hold the key this long from now too, e.g. 1h")
+    enq.add_argument("--job-id", help="the job's id: the same id again within 24 h adds nothing")
     sub.add_parser(
         "health",
         help="exit 0 when Redis answers, the group exists and this worker's heartbeat is fresh",
@@ -82,11 +86,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def parse_delay(text: str) -> float:
-    """``30s``, ``5m``, ``2h`` or a number of seconds."""
+def parse_delay(text: str, option: str = "--delay") -> float:
+    """``30s``, ``5m``, ``2h`` or a number of seconds (``option``: the flag it came with, for the error)."""
     match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", text)
     if not match:
-        raise SettingsError(f"--delay {text!r} is not a duration; use e.g. 30s, 5m, 2h or 1.5")
+        raise SettingsError(f"{option} {text!r} is not a duration; use e.g. 30s, 5m, 2h or 1.5")
     return float(match.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[match.group(2)]
 
 
@@ -103,6 +107,7 @@ def parse_fields(pairs: Sequence[str]) -> dict[str, str]:
 def cmd_enqueue(settings: Settings, args: argparse.Namespace) -> int:
     fields = parse_fields(args.fields)
     delay_s = parse_delay(args.delay) if args.delay else None
+    unique_for = parse_delay(args.unique_for, "--unique-for") if args.unique_for else None
     run_at = None
     if args.at:
         try:
@@ -131,6 +136,10 @@ def cmd_enqueue(settings: Settings, args: argparse.Namespace) -> int:
             partitions=settings.partitions,
             wait_replicas=settings.wait_replicas,
             queue=args.queue,
+            fair_key=args.fair_key,
+            unique_key=args.unique_key,
+            unique_for=unique_for,
+            job_id=args.job_id,
         )
     except ValueError as exc:
         raise SettingsError(str(exc)) from None

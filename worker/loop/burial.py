@@ -44,6 +44,8 @@ class Burial:
     min_idle_ms: int = 0
     kept: dict[str, str] | None = None
     """Fields the dead entry holds instead of the entry's own (an oversized entry, cut down)."""
+    lock: str | None = None
+    """The unique lock the job holds, released by the burial (:mod:`worker.store.unique`); None: none."""
 
 
 def log_fields(job: Job, outcome: str, duration_s: float, reason: str | None = None) -> dict[str, Any]:

@@ -141,7 +141,7 @@ class Executor:
                 del self.running[key]
             if error is None and attempt.reason is None:
                 part.succeeded(job, time.perf_counter() - started)
-                if alone:
+                if alone or outcomes.releases:  # a unique key is released now, not with the next read
                     await outcomes.flush_kept(entry_id)
             else:
                 await self._ended(part, spec, attempt, error, time.perf_counter() - started, alone)
@@ -205,7 +205,7 @@ class Executor:
 
     async def _cancelled(self, part: PartitionReader, job: Job, note: str, alone: bool) -> None:
         """A cancelled job's outcome: acknowledged (never retried nor dead-lettered), said in one line."""
-        part.outcomes.acks.append(job.entry_id)
+        part.outcomes.releases.acknowledge(job, part.outcomes.acks)
         log.warning(
             "Job %s %s (entry %s) was cancelled by %s; acknowledged, never retried.",
             job.kind,
@@ -213,7 +213,7 @@ class Executor:
             job.entry_id,
             note,
         )
-        if alone:
+        if alone or part.outcomes.releases:
             await part.outcomes.flush_kept(job.entry_id)
 
     def stop_all(self, reason: str) -> list[Attempt]:

@@ -42,6 +42,7 @@ from worker.loop.episode import Episode
 from worker.loop.fence import StaleSettles
 from worker.loop.observe import Successes
 from worker.loop.tracing import link_field, mark_dead, retrying
+from worker.loop.unique_acks import UniqueAcks, lock_of_entry
 from worker.observability.observer import Observer
 from worker.retry import Retry, decide
 from worker.settings import Settings
@@ -50,6 +51,7 @@ from worker.store.failures import bounded_traceback, describe_error, now_iso
 from worker.store.keys import REPLAY_OUTCOME_TTL_S, Keys
 from worker.store.scripts import Scripts
 from worker.store.server_clock import CLOCK
+from worker.store.unique import lock_of
 from worker.store.vocabulary import (
     OUTCOME_DEAD,
     OUTCOME_RETRIED,
@@ -96,6 +98,7 @@ class Outcomes:
         self.stale = StaleSettles(self.keys.jobs)  # settles the fence dropped (:mod:`worker.loop.fence`)
         self.acks: list[str] = []
         self.replay_outcomes: list[tuple[str, str, str]] = []
+        self.releases = UniqueAcks(self.keys)  # successes holding a unique key, acknowledged by :meth:`flush`
         self.successes = Successes(self.observers)
         """The successes not yet reported, handed over with their acknowledgements (:meth:`take_acks`)."""
         self.debug = log.isEnabledFor(logging.DEBUG)
@@ -105,7 +108,7 @@ class Outcomes:
 
     def succeeded(self, job: Job, duration_s: float) -> None:
         """Queue the acknowledgement of a job whose handler returned (sent with the next read)."""
-        self.acks.append(job.entry_id)
+        self.releases.acknowledge(job, self.acks)  # with the next read; holding a unique key, by flush
         batch = job.field("replay_batch")  # one field: the others stay undecoded unless the handler read them
         if batch:
             outcome = json.dumps({"status": RECORDED_SUCCEEDED, "at": now_iso()})
@@ -143,6 +146,7 @@ class Outcomes:
     async def flush(self) -> None:
         """Send the acknowledgements and replay outcomes gathered so far (their successes go to the observers)."""
         self._hand_over()
+        await self.releases.send(self.scripts, self.name, self.stale)
         acks, outcomes = self.acks, self.replay_outcomes
         if not acks and not outcomes:
             return
@@ -222,6 +226,7 @@ class Outcomes:
                 happened=happened,
                 kind=bad.kind,
                 kept=bad.kept,
+                lock=await lock_of_entry(self.redis, self.keys, bad.entry_id),  # an unknown kind's key, too
             )
         )
 
@@ -246,12 +251,13 @@ class Outcomes:
             happened=happened,
             kind=None,
             min_idle_ms=idle_ms,
+            lock=await lock_of_entry(self.redis, self.keys, entry_id),
         )
         dead_id = await self.dead_letter(burial)
         if dead_id is not None:
             found: Any = await self.redis.xrange(self.keys.dead, dead_id, dead_id)
             dead = {text(k): text(v) for k, v in (found[0][1] if found else {}).items()}
-            self._report_dead(burial, dead_id, poison_log_line(dead, burial))
+            report_dead(self.observers, burial, dead_id, poison_log_line(dead, burial))
         return dead_id
 
     async def dead_letter(self, burial: Burial) -> str | None:
@@ -272,6 +278,7 @@ class Outcomes:
                 min_idle_ms=burial.min_idle_ms,
                 keep_original=burial.kept is None,
                 consumer="" if burial.min_idle_ms else self.name,  # poison: the dead owner's entry, idle
+                lock=burial.lock if burial.job is None else lock_of(self.keys, burial.job.fields),
             ),
         )
         if buried is None:
@@ -281,17 +288,10 @@ class Outcomes:
         dead_id = wire.text(buried)
         mark_dead(burial.reason, burial.error, dead_id)
         if line is not None:
-            self._report_dead(burial, dead_id, line)
+            report_dead(self.observers, burial, dead_id, line)
         if burial.job is not None:
             await self.record_replay(burial.job, {"status": RECORDED_FAILED, "dead_id": dead_id, "error": burial.error})
         return dead_id
-
-    def _report_dead(self, burial: Burial, dead_id: str, line: tuple[str, dict[str, Any]]) -> None:
-        """The dead letter's log line (``line``: its subject and fields) and the observers' report."""
-        subject, extra = line
-        log.error("%s %s and was dead-lettered as %s: %s", subject, burial.happened, dead_id, burial.error, extra=extra)
-        for observer in self.observers:
-            observer.job_finished(extra["kind"] or "?", OUTCOME_DEAD, burial.duration_s, burial.reason)
 
     async def record_replay(self, job: Job, outcome: dict[str, Any]) -> None:
         """For a replayed job, record ``outcome`` in its batch's ``replay:<batch>`` hash."""
@@ -320,3 +320,11 @@ class Outcomes:
 def outcome_key(keys: Keys, entry_id: str) -> str:
     """An outcome's name in the episode: queue, partition and entry."""
     return f"{keys.queue}/{keys.partition}/{entry_id}"
+
+
+def report_dead(observers: list[Observer], burial: Burial, dead_id: str, line: tuple[str, dict[str, Any]]) -> None:
+    """The dead letter's log line (``line``: its subject and fields) and the observers' report."""
+    subject, extra = line
+    log.error("%s %s and was dead-lettered as %s: %s", subject, burial.happened, dead_id, burial.error, extra=extra)
+    for observer in observers:
+        observer.job_finished(extra["kind"] or "?", OUTCOME_DEAD, burial.duration_s, burial.reason)

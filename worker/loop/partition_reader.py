@@ -21,6 +21,7 @@ from typing import Any
 
 import redis.exceptions
 
+from worker.loop.fair_feeder import FairFeeder
 from worker.loop.node_connection import REDIRECTIONS, NodeConnection
 from worker.loop.outcomes import Outcomes
 from worker.loop.resp import pairs, resp_command
@@ -68,6 +69,8 @@ class PartitionReader:
         self._ack = self.scripts.script("ack")
         self._ack_head = ("EVALSHA", self._ack.sha, "1", self.keys.jobs, GROUP, consumer)
         self._commands: dict[tuple[int, bool], bytes] = {}
+        self.fair: FairFeeder | None = None
+        """The partition's fair feeder, told of every read that returned entries (:mod:`worker.loop.fair_feeder`)."""
 
     @property
     def where(self) -> str:
@@ -91,7 +94,7 @@ class PartitionReader:
         rest = self.read_after - time.monotonic()
         if rest > 0:
             await asyncio.sleep(rest)
-        if outcomes.replay_outcomes:
+        if outcomes.replay_outcomes or outcomes.releases:
             await outcomes.flush()
         acks = outcomes.take_acks()
         conn = await self.node.get()
@@ -118,7 +121,10 @@ class PartitionReader:
         if not reply:
             return []
         entries = next(iter(reply.values())) if isinstance(reply, dict) else reply[0][1]
-        return [(eid.decode(), pairs(flat)) for eid, flat in entries]
+        found = [(eid.decode(), pairs(flat)) for eid, flat in entries]
+        if self.fair is not None:
+            self.fair.note(found)
+        return found
 
     @staticmethod
     async def _ack_reply(conn: Any) -> list[bytes] | None:

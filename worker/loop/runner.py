@@ -33,6 +33,7 @@ from worker.loop.chores import run_chore
 from worker.loop.declare import declare_chore
 from worker.loop.episode import Episode
 from worker.loop.executor import Executor
+from worker.loop.fair_feeder import FairFeeder
 from worker.loop.gate import Gate
 from worker.loop.handback import Fleet
 from worker.loop.observe import Tally
@@ -105,6 +106,9 @@ class Worker:
         )
         self._traced, run = traced(self.executor.run, self.keys.jobs)  # with an OpenTelemetry SDK, each in its span
         self.slots = Slots(settings.concurrency, run, self.episode.troubles, self.stopping)
+        self.feeders = [FairFeeder(redis_client, part.keys, self.slots) for part in self.parts]
+        for part, feeder in zip(self.parts, self.feeders, strict=True):
+            part.fair = feeder
         beside = (self.slots, self.parts, self.stopping, self.tally)
         self.upkeep = Upkeep(redis_client, settings, *beside, episode=self.episode, overdue=self.executor.overdue)
         self.cancels = CancelWatch(redis_client, self.parts, self.slots, self.executor)  # opslib.cancel's
@@ -188,7 +192,8 @@ class Worker:
         """The worker's own timed chores (:mod:`worker.loop.upkeep`), then the caller's (scheduler, relay, metrics)."""
         declare = declare_chore(self.redis, self.keys, self.name, self.registry, self.tally)
         cancels = Chore("check-cancels", max(0.05, self.settings.reclaim_idle_ms / 3000), self.cancels.check)
-        return [*self.upkeep.chores(), cancels, self.gate.chore(), declare, self.fleet.chore(), *self.extra_chores]
+        own = [cancels, self.gate.chore(), declare, self.fleet.chore(), *(f.chore() for f in self.feeders)]
+        return [*self.upkeep.chores(), *own, *self.extra_chores]
 
     async def ensure_group(self) -> None:
         """Create group ``workers`` on each partition's ``jobs`` (and the stream) unless it exists."""
@@ -200,7 +205,7 @@ class Worker:
                     raise
 
     async def _drained(self) -> bool:
-        """Burst mode's exit test: nothing in flight, pending, undelivered, delayed or throttled (a paused
+        """Burst mode's exit test: nothing in flight, pending, undelivered, delayed, throttled or fair (a paused
         kind's parked jobs wait for resume, not for this worker),
         and no ``more_work`` check (a lifespan's, e.g. unpublished outbox rows) says otherwise.
 
@@ -222,12 +227,13 @@ class Worker:
             pipe.xinfo_stream(part.keys.jobs)
             pipe.xinfo_groups(part.keys.jobs)
             pipe.zcard(part.keys.throttled)
+            pipe.zcard(part.keys.fair_queue)
         replies = await pipe.execute()
-        for n in range(0, len(replies), 5):
-            pending, delayed, stream, groups, throttled = replies[n : n + 5]
+        for n in range(0, len(replies), 6):
+            pending, delayed, stream, groups, throttled, fair = replies[n : n + 6]
             delivered = next((g["last-delivered-id"] for g in groups if g["name"] in (GROUP, GROUP.encode())), None)
             undelivered = stream["length"] > 0 and delivered != stream["last-generated-id"]
-            if int(pending["pending"]) or int(delayed) or int(throttled) or undelivered:
+            if int(pending["pending"]) or int(delayed) or int(throttled) or int(fair) or undelivered:
                 return False
         return True
 

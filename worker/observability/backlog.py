@@ -1,7 +1,8 @@
 """The backlog of each partition: the work waiting for a worker, what an autoscaler scales on.
 
 ``<ns>_backlog{queue, partition}`` = entries of ``jobs`` not yet delivered to the
-group ``workers`` + delayed jobs whose run time has come + throttled jobs. Parked
+group ``workers`` + delayed jobs whose run time has come + throttled jobs + jobs
+with a fair key waiting for their turn (``fair:queue``). Parked
 jobs (a paused kind's) are not counted: they wait for ``resume``, not for a
 worker, and a scaler that counted them would keep replicas idle for the length
 of a pause. ``<ns>_running{queue, partition}`` is the group's pending count:
@@ -63,13 +64,15 @@ class PartitionBacklog:
     throttled: int
     running: int
     exact: bool = True
+    fair: int = 0
+    """Jobs with a fair key waiting in ``fair:queue`` for their turn onto ``jobs``."""
     queue: str = DEFAULT_QUEUE
     """The named queue of the partition (the ``queue`` label)."""
 
     @property
     def backlog(self) -> int:
-        """What waits for a worker: undelivered + due delayed + throttled (parked work excluded)."""
-        return self.undelivered + self.delayed_due + self.throttled
+        """What waits for a worker: undelivered + due delayed + throttled + fair (parked work excluded)."""
+        return self.undelivered + self.delayed_due + self.throttled + self.fair
 
 
 def _reply(reply: Any, empty: Any) -> Any:
@@ -92,17 +95,20 @@ def _pages(keys: Keys, after: str, upto: str) -> list[Command]:
 def _count(keys: Keys, now: float) -> Generator[list[Command], list[Any], PartitionBacklog]:
     """The steps of one partition's count: each yields the commands of one round trip and receives
     their replies; returns the partition's backlog."""
-    length, groups, due, throttled = yield [
+    length, groups, due, throttled, fair = yield [
         lambda p: p.xlen(keys.jobs),
         lambda p: p.xinfo_groups(keys.jobs),
         lambda p: p.zcount(keys.delayed, "-inf", now),
         lambda p: p.zcard(keys.throttled),
+        lambda p: p.zcard(keys.fair_queue),
     ]
     group = next((g for g in _reply(groups, ()) if text(g["name"]) == GROUP), None)
     running = int(group["pending"]) if group is not None else 0
 
     def found(undelivered: int, exact: bool = True) -> PartitionBacklog:
-        return PartitionBacklog(keys.partition, undelivered, int(due), int(throttled), running, exact, keys.queue)
+        return PartitionBacklog(
+            keys.partition, undelivered, int(due), int(throttled), running, exact, int(fair), keys.queue
+        )
 
     if group is None or not int(length):  # never read (every entry waits), or nothing on the stream
         return found(int(length))
@@ -180,8 +186,8 @@ def backlog_families(namespace: str, readings: list[PartitionBacklog] | None) ->
         return
     backlog = GaugeMetricFamily(
         f"{namespace}_backlog",
-        "Jobs waiting for a worker: undelivered entries + due delayed jobs + throttled jobs (paused kinds' "
-        "parked jobs excluded); exact also where XINFO GROUPS lag is NULL.",
+        "Jobs waiting for a worker: undelivered entries + due delayed jobs + throttled jobs + fair-key jobs "
+        "waiting for their turn (paused kinds' parked jobs excluded); exact also where XINFO GROUPS lag is NULL.",
         labels=["queue", "partition"],
     )
     running = GaugeMetricFamily(

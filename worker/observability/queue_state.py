@@ -105,6 +105,7 @@ class QueueState:
     )
     parked: int = _stat("Jobs of paused kinds waiting in parked for resume.", metric="queue_parked")
     throttled: int = _stat("Jobs a throttle deferred, waiting for their turn.", metric="queue_throttled")
+    fair: int = _stat("Jobs with a fair key waiting in fair:queue for their key's turn.", metric="queue_fair")
 
 
 def stat_fields() -> tuple[Field[Any], ...]:
@@ -125,10 +126,11 @@ def queue_commands(pipe: Any, keys: Keys, reclaim_idle_ms: int, now: float) -> N
     pipe.hvals(keys.paused)
     pipe.zcard(keys.parked)
     pipe.zcard(keys.throttled)
+    pipe.zcard(keys.fair_queue)
 
 
 #: What each reply of :func:`queue_commands` stands for where the stream or the group does not exist yet.
-ABSENT_REPLIES: tuple[Any, ...] = (0, (), (), (), 0, 0, 0, None, (), 0, 0)
+ABSENT_REPLIES: tuple[Any, ...] = (0, (), (), (), 0, 0, 0, None, (), 0, 0, 0)
 
 
 def oldest_pause_s(paused: Any, now: float) -> float:
@@ -185,7 +187,7 @@ def state_of(
     """The :class:`QueueState` of :func:`queue_commands`' replies, the live workers' names, the count of
     undelivered entries (needed only where :func:`lag_to_count` asked for one), the oldest one's wait
     and the moment of the reading (for the pauses' age)."""
-    length, _groups, consumers, idle, delayed, due, dead, evicted, paused, parked, throttled = (
+    length, _groups, consumers, idle, delayed, due, dead, evicted, paused, parked, throttled, fair = (
         _present(reply, empty) for reply, empty in zip(replies, ABSENT_REPLIES, strict=True)
     )
     group = group_of(replies)
@@ -214,6 +216,7 @@ def state_of(
         oldest_pause_s=oldest_pause_s(paused, time.time() if now is None else now),
         parked=int(parked),
         throttled=int(throttled),
+        fair=int(fair),
     )
 
 

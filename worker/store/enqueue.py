@@ -27,7 +27,9 @@ one line naming the reason (:mod:`worker.store.refusals`).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import inspect
 import os
 import time
 import uuid
@@ -38,14 +40,18 @@ from typing import Any, TypedDict, Unpack
 
 from worker.settings import Settings
 from worker.settings_framework import declared
-from worker.store import packed
+from worker.store import packed, unique
 from worker.store.connection import is_cluster
 from worker.store.durable import WAIT_TIMEOUT_MS, write_and_wait, write_and_wait_async
+from worker.store.fair import FAIR_FIELD, checked_fair_key, fair_command, load_fair, send_fair
 from worker.store.keys import Keys, partition_of, queue_partitions
 from worker.store.packed import packs_for, xadd_command, xadd_head
 from worker.store.queues import DEFAULT_QUEUE, queue_for
 from worker.store.refusals import refused_as_queue_refused
+from worker.store.scripts import CLUSTER_PIPELINES
+from worker.store.ties import TIES
 from worker.store.trace_context import TRACEPARENT, sending
+from worker.store.unique import guarded, once_call, ref_of, route_of
 from worker.store.versions import stamped
 from worker.store.wire import encode_member, job_bytes, job_id_of, text
 
@@ -106,6 +112,14 @@ class NewJob:
     run_at: datetime | float | None = None
     version: int | None = None
     """The payload's version (field ``v``); None: the version this process registers for the kind, if any."""
+    fair_key: str | None = None
+    """The tenant whose turn the job waits for (field ``fair_key``, :mod:`worker.store.fair`); None: none."""
+    unique_key: str | None = None
+    """At most one job of this kind and key until it reaches a terminal state (:mod:`worker.store.unique`)."""
+    unique_for: float | None = None
+    """With ``unique_key``: the key is also held this many seconds from the enqueue, whatever the job became."""
+    job_id: str | None = None
+    """The producer's own job id: the same id again within 24 h adds nothing (:mod:`worker.store.unique`)."""
     queue: str | None = None
     """The named queue; None: the call's ``queue``, else the kind's declared queue, else ``default``."""
 
@@ -113,25 +127,60 @@ class NewJob:
 class Where(TypedDict, total=False):
     """The queue a call writes to, each None or absent for its setting: ``QUEUE_PREFIX``,
     ``QUEUE_PARTITIONS``, ``WAIT_REPLICAS``; ``queue``: the named queue (None: the kind's declared
-    queue where this process registers the kind, else ``default``; :func:`worker.store.queues.queue_for`)."""
+    queue where this process registers the kind, else ``default``; :func:`worker.store.queues.queue_for`);
+    and the job's ``fair_key`` and guards (:class:`NewJob`): ``unique_key``, ``unique_for``, ``job_id``
+    (None or absent: none)."""
 
     prefix: str | None
     partitions: int | None
     wait_replicas: int | None
     queue: str | None
+    fair_key: str | None
+    unique_key: str | None
+    unique_for: float | None
+    job_id: str | None
+
+
+def _new_job(kind: str, fields: Any, when: tuple[Any, Any], version: int | None, where: Where) -> NewJob:
+    """The :class:`NewJob` of an :func:`enqueue` call (``when``: its ``delay_s`` and ``run_at``)."""
+    return NewJob(
+        kind,
+        fields,
+        when[0],
+        when[1],
+        version,
+        fair_key=where.get("fair_key"),
+        unique_key=where.get("unique_key"),
+        unique_for=where.get("unique_for"),
+        job_id=where.get("job_id"),
+    )
 
 
 @dataclass(frozen=True)
 class _Plan:
-    """Where a new job goes: ``jobs`` now (``due`` None), or ``delayed`` as ``member`` at ``due``."""
+    """Where a new job goes: ``jobs`` now (``due`` None), or ``delayed`` as ``member`` at ``due``; a job
+    for now with a fair key (``fair``) waits in ``fair:queue`` for its turn (:mod:`worker.store.fair`)."""
 
     job: dict[str, str]
     due: float | None
     member: str
+    fair: bool = False
+    guard: tuple[bool, float | None] | None = None
+    """Set for a job with a producer's id or a unique key: (mark its id, unique_for); it goes through
+    ``enqueue_once`` (:mod:`worker.store.unique`)."""
 
     @classmethod
     def of(cls, new: NewJob, max_job_bytes: int, context: Mapping[str, str] | None = None) -> _Plan:
-        job = stamped(job_fields(new.kind, new.fields, context), new.version)
+        fields, guard = guarded(new.fields, new.job_id, new.unique_key, new.unique_for)
+        job = stamped(job_fields(new.kind, fields, context), new.version)
+        fair_key = checked_fair_key(new.fair_key)
+        if fair_key is not None:
+            if guard is not None:
+                raise ValueError(
+                    "a job with a fair_key cannot also have a unique_key or a producer's job_id (yet): give "
+                    "the one or the others"
+                )
+            job[FAIR_FIELD] = fair_key
         size = job_bytes(job)
         if size > max_job_bytes:
             raise ValueError(
@@ -139,16 +188,30 @@ class _Plan:
                 "elsewhere (a database row, object storage) and put their reference in the job"
             )
         due = run_at_epoch(new.delay_s, new.run_at)
-        return cls(job, due, encode_member(job) if due is not None else "")
+        return cls(job, due, encode_member(job) if due is not None else "", due is None and fair_key is not None, guard)
 
-    def send(self, target: Any, keys: Keys) -> Any:
-        """Issue the one write on a client (its reply) or a pipeline (queued)."""
+    def send(self, target: Any, keys: Keys, redis: Any = None) -> Any:
+        """Issue the one write on a client (its reply) or a pipeline (queued; ``redis``: the pipeline's
+        client, on which a guarded job's script is registered)."""
+        if self.fair:
+            return send_fair(target, keys, self.job)
+        if self.guard is not None:
+            names, args = once_call(keys, self.job, self.due, self.member, self.guard)
+            once = unique.script(target if redis is None else redis)
+            if isinstance(target, CLUSTER_PIPELINES):
+                return target.execute_command("EVALSHA", once.sha, len(names), *names, *args)
+            return once(keys=names, args=args, client=target)
         if self.due is None:
             return target.xadd(keys.jobs, self.job)
         return target.zadd(keys.delayed, {self.member: self.due})
 
     def command(self, keys: Keys) -> tuple[Any, ...]:
         """The same write as a raw command, for :mod:`worker.store.durable`."""
+        if self.fair:
+            return fair_command(keys, self.job)
+        if self.guard is not None:
+            names, args = once_call(keys, self.job, self.due, self.member, self.guard)
+            return ("EVAL", unique.script_source(), len(names), *names, *args)
         if self.due is None:
             return ("XADD", keys.jobs, "*", *(x for pair in self.job.items() for x in pair))
         return ("ZADD", keys.delayed, repr(self.due), self.member)
@@ -157,7 +220,13 @@ class _Plan:
         return keys.jobs if self.due is None else keys.delayed
 
     def result(self, reply: Any) -> str:
-        """What enqueue returns for the write's reply: the new entry id, or the ``delayed`` member."""
+        """What enqueue returns for the write's reply: the new entry id, the ``delayed`` member (a guarded
+        job's duplicate: the first job's, :func:`worker.store.unique.ref_of`), or for a fair job (whose entry
+        id comes with its turn) its job id."""
+        if self.fair:
+            return job_id_of(self.job)
+        if self.guard is not None:
+            return ref_of(reply)
         return text(reply) if self.due is None else self.member
 
 
@@ -206,31 +275,50 @@ class _Queue:
     def plan(self, new: NewJob, context: Mapping[str, str] | None = None) -> _Plan:
         """Where ``new`` goes, with the trace ``context``; ValueError (one line) for a bad job or one over
         ``MAX_JOB_BYTES``."""
-        return _Plan.of(new, self.max_job_bytes, context)
+        plan = _Plan.of(new, self.max_job_bytes, context)
+        if plan.due is None:
+            return plan
+        return dataclasses.replace(plan, due=TIES.score_of(self.keys_of(plan).delayed, plan.due))
 
     def part_of(self, plan: _Plan) -> int:
         """The index of the partition the job belongs to."""
-        return partition_of(job_id_of(plan.job), len(self.parts))
+        return partition_of(route_of(plan.job), len(self.parts))
 
     def keys_of(self, plan: _Plan) -> Keys:
         """The keys of the partition the job belongs to."""
         return self.parts[self.part_of(plan)]
 
     def send(self, redis: Any, plan: _Plan) -> Any:
-        """One job's write and its reply: a job for now on a plain client as an XADD packed here
-        (:mod:`worker.store.packed`), anything else through the client's own command."""
+        """One job's write and its reply: on a plain client a job for now as an XADD packed here, a guarded
+        job as the EVALSHA of ``enqueue_once`` packed here (:mod:`worker.store.packed`); anything else
+        through the client's own command."""
         part = self.part_of(plan)
-        if plan.due is None and packs_for(redis):
-            return packed.send(redis, xadd_command(self.heads[part], plan.job), self.parts[part].jobs, plan.job)
+        if packs_for(redis):
+            if plan.guard is not None:
+                return packed.send_or(
+                    redis, self.evalsha(redis, plan, part), lambda: plan.send(redis, self.parts[part])
+                )
+            if plan.due is None and not plan.fair:
+                return packed.send(redis, xadd_command(self.heads[part], plan.job), self.parts[part].jobs, plan.job)
         return plan.send(redis, self.parts[part])
 
     async def send_async(self, redis: Any, plan: _Plan) -> Any:
         """:meth:`send` on a ``redis.asyncio`` client."""
         part = self.part_of(plan)
-        if plan.due is None and packs_for(redis):
-            command = xadd_command(self.heads[part], plan.job)
-            return await packed.send_async(redis, command, self.parts[part].jobs, plan.job)
+        if packs_for(redis):
+            if plan.guard is not None:
+                command = self.evalsha(redis, plan, part)
+                return await packed.send_or_async(redis, command, lambda: plan.send(redis, self.parts[part]))
+            if plan.due is None and not plan.fair:
+                command = xadd_command(self.heads[part], plan.job)
+                return await packed.send_async(redis, command, self.parts[part].jobs, plan.job)
         return await plan.send(redis, self.parts[part])
+
+    def evalsha(self, redis: Any, plan: _Plan, part: int) -> bytes:
+        """A guarded job's ``enqueue_once`` call as a packed EVALSHA (``plan.guard`` is set)."""
+        names, args = once_call(self.parts[part], plan.job, plan.due, plan.member, plan.guard)  # type: ignore[arg-type]
+        sha = unique.script(redis).sha
+        return packed.command("EVALSHA", sha, str(len(names)), *names, *map(str, args))
 
 
 #: The settings a queue is read from, and the variables that hold them.
@@ -287,15 +375,26 @@ def enqueue(
     """Add a job; return its entry id, or its ``delayed`` member when it runs later.
 
     ``version`` is written as the field ``v`` (None: the version this process registers for ``kind``;
-    a kind at version 1 writes none). ``prefix``, ``partitions`` and ``wait_replicas`` (:class:`Where`)
+    a kind at version 1 writes none). With ``fair_key`` (:class:`Where`) the job waits for its key's turn,
+    round-robin with the other keys' jobs (:mod:`worker.store.fair`), and the call returns its job id.
+    ``prefix``, ``partitions`` and ``wait_replicas`` (:class:`Where`)
     default to ``QUEUE_PREFIX``, ``QUEUE_PARTITIONS`` and ``WAIT_REPLICAS`` from the environment; ``queue``
     to the kind's declared queue where this process registers the kind, else ``default``. The job goes
-    to the partition of its ``job_id``, and with ``wait_replicas`` > 0 the call
-    returns once that many replicas have it (:mod:`worker.store.durable`).
+    to the partition of its ``job_id`` (of its kind and ``unique_key`` when it has one), and with
+    ``wait_replicas`` > 0 the call returns once that many replicas have it (:mod:`worker.store.durable`).
+
+    ``unique_key`` (with ``unique_for``) and ``job_id`` guard the enqueue (:mod:`worker.store.unique`): a
+    duplicate adds nothing and returns the first job's entry id or member.
+
+    A lost reply: ``ConnectionError`` or ``TimeoutError`` raised after the command was sent does not mean
+    the job is absent: Redis may have added it and the reply been lost on the way back. Give the job an id
+    of your own (``job_id=``, or a ``job_id`` / ``outbox_id`` field) and call again with the same id: within
+    24 h a repeat adds nothing and returns the first call's result. Without an id of your own, calling
+    again may add the job twice (its handler must then be idempotent, as every handler must be anyway).
     """
     queue = _Queue.where(where, kind)
     with sending(queue.destination, 1) as context, refused_as_queue_refused(NOT_ENQUEUED):
-        plan = queue.plan(NewJob(kind, fields, delay_s, run_at, version), context)
+        plan = queue.plan(_new_job(kind, fields, (delay_s, run_at), version, where), context)
         queue.announce(redis)
         if queue.wait_replicas:
             return _durably(redis, queue, plan)
@@ -315,7 +414,7 @@ async def enqueue_async(
     """:func:`enqueue` for a ``redis.asyncio`` client."""
     queue = _Queue.where(where, kind)
     with sending(queue.destination, 1) as context, refused_as_queue_refused(NOT_ENQUEUED):
-        plan = queue.plan(NewJob(kind, fields, delay_s, run_at, version), context)
+        plan = queue.plan(_new_job(kind, fields, (delay_s, run_at), version, where), context)
         announced = queue.announce(redis)
         if announced is not None:
             await announced
@@ -340,9 +439,10 @@ def enqueue_many(
     Each job goes to its own ``NewJob.queue``, else ``queue``, else its kind's declared queue, else
     ``default``. Every job is checked before anything is sent, so a bad one adds none.
     The pipeline is not a transaction: a connection lost midway may leave
-    some jobs added (callers that retry, like the outbox relay, publish
-    those again; handlers are idempotent). With ``wait_replicas`` on a
-    cluster, each job is written and waited for on its own.
+    some jobs added. Jobs with an id of the producer's (the outbox relay's
+    ``outbox_id``) may be sent again: those already added are not added twice
+    (:func:`enqueue`); a duplicate inside one batch adds one job. With
+    ``wait_replicas`` on a cluster, each job is written and waited for on its own.
     """
     news = list(jobs)
     if not news:
@@ -352,9 +452,13 @@ def enqueue_many(
         plans = batch.plan(context)  # every job checked before anything is sent
         if batch.first.wait_replicas and is_cluster(redis):
             return [_durably(redis, queue_of, plan) for queue_of, plan in plans]
+        if is_cluster(redis) and any(plan.fair for _q, plan in plans):
+            load_fair(redis)
+        if is_cluster(redis) and any(plan.guard for _q, plan in plans):
+            redis.script_load(unique.script_source())  # a cluster pipeline sends EVALSHA as it is
         pipe = redis.pipeline(transaction=False)
         for queue_of, plan in plans:
-            plan.send(pipe, queue_of.keys_of(plan))
+            plan.send(pipe, queue_of.keys_of(plan), redis)
         batch.announce(pipe)
         if batch.first.wait_replicas:
             pipe.execute_command("WAIT", batch.first.wait_replicas, WAIT_TIMEOUT_MS)
@@ -415,9 +519,15 @@ async def enqueue_many_async(
                 reply = await write_and_wait_async(redis, plan.key(keys), command, queue_of.wait_replicas)
                 out.append(plan.result(reply))
             return out
+        if is_cluster(redis) and any(plan.fair for _q, plan in plans):
+            await load_fair(redis)
+        if is_cluster(redis) and any(plan.guard for _q, plan in plans):
+            await redis.script_load(unique.script_source())  # a cluster pipeline sends EVALSHA as it is
         pipe = redis.pipeline(transaction=False)
         for queue_of, plan in plans:
-            plan.send(pipe, queue_of.keys_of(plan))
+            queued = plan.send(pipe, queue_of.keys_of(plan), redis)
+            if inspect.iscoroutine(queued):  # a script's call on an asyncio pipeline queues when awaited
+                await queued
         batch.announce(pipe)
         if batch.first.wait_replicas:
             pipe.execute_command("WAIT", batch.first.wait_replicas, WAIT_TIMEOUT_MS)

@@ -51,13 +51,28 @@ key (after QUEUE_PREFIX)   type        written by            read by
                                        they serve), enqueue  the archiver
                                        (once per process
                                        and queue)
+``fair:queue``             zset        enqueue (fair_key=),  fair feeder (workers),
+                           (score:     fair feeder (spills   queue_state, backlog
+                           turn,       unkeyed entries)      (ZCARD)
+                           member: job
+                           JSON)
+``fair:last``              hash        enqueue, feeder       enqueue, feeder
+                           (fair key -> its last turn)
+``fair:clock``             string      feeder (the turn of   enqueue, feeder
+                                       the job it moved last)
+``unique:<kind>:<key>``    hash        enqueue (unique_key); enqueue, opslib.find
+                           (job, ref,  released by the job's (:mod:`worker.store.unique`)
+                           at, until)  terminal settle
+``enqueued:<job_id>``      string, EX  enqueue (a producer's enqueue (a repeat adds
+                           (24 h)      own job id)           nothing)
 =========================  ==========  ====================  ==========================
 
 Named queues (:mod:`worker.store.queues`): the queue ``default`` has the names
 above. Another queue, e.g. ``bulk``, has every per-partition key (``jobs``,
 ``delayed``, ``jobs:dead``, ``jobs:dead:evicted``, ``jobs:dead:log``,
 ``replay:<batch>``, ``sched:...``, ``cancels``, ``paused``, ``parked``,
-``throttled``, ``flow:...``) under ``q:bulk:``: ``<prefix>q:bulk:jobs``,
+``throttled``, ``flow:...``, ``fair:...``, ``unique:...``, ``enqueued:...``) under ``q:bulk:``:
+``<prefix>q:bulk:jobs``,
 ``<prefix>q:bulk:delayed``, ``<prefix>q:bulk:jobs:dead``, and with partitions
 ``<prefix>q:bulk:{<tag>}:jobs``. The queue-wide keys (``partitions``,
 ``workers``, ``kinds:<worker>``, ``throttles``, ``metrics:lock``,
@@ -81,7 +96,7 @@ take_token reads the rate in force beside the bucket.
 Partitions (``QUEUE_PARTITIONS`` = N > 1): partition p has its own ``jobs``
 (and group), ``delayed``, ``jobs:dead`` (and group ``archive``),
 ``jobs:dead:evicted``, ``jobs:dead:log``, ``replay:<batch>``, tick locks ``sched:<name>:<tick>``,
-``paused``, ``parked``, ``throttled`` and flow counters ``flow:...`` (each worker writes its counts to
+``paused``, ``parked``, ``throttled``, ``fair:*`` and flow counters ``flow:...`` (each worker writes its counts to
 one partition, opslib adds them up), named
 ``<prefix>{<tag>}:jobs`` and so on, where the hash tag ``p<p>-<k>`` is the
 first (k = 0, 1, ...) whose slot falls in the p-th of N equal ranges of the
@@ -208,6 +223,24 @@ class Keys:
         return f"{self.base}throttled"
 
     @property
+    def fair_queue(self) -> str:
+        """Fair-key jobs waiting for their turn onto ``jobs`` (:mod:`worker.store.fair`)."""
+        return f"{self.base}fair:queue"
+
+    @property
+    def fair_last(self) -> str:
+        return f"{self.base}fair:last"
+
+    @property
+    def fair_clock(self) -> str:
+        return f"{self.base}fair:clock"
+
+    @property
+    def fair_scripts(self) -> list[str]:
+        """The KEYS of the fair scripts, in their order: ``jobs``, ``fair:queue``, ``fair:last``, ``fair:clock``."""
+        return [self.jobs, self.fair_queue, self.fair_last, self.fair_clock]
+
+    @property
     def _throttle_base(self) -> str:
         """``throttles`` and the buckets share a slot (the take_token script reads both): under the
         prefix's own hash tag, else under the tag ``{throttles}``."""
@@ -232,6 +265,14 @@ class Keys:
         """The counters of ``kind`` for the minute (``period_s`` 60) or hour (3600) starting at ``start_s``
         (epoch seconds); the fields are in :mod:`worker.store.flow`."""
         return f"{self.base}flow:{'m' if period_s == 60 else 'h'}:{start_s}:{kind}"
+
+    def unique(self, kind: str, unique_key: str) -> str:
+        """The lock of ``kind``'s job of ``unique_key`` (:mod:`worker.store.unique`)."""
+        return f"{self.base}unique:{kind}:{unique_key}"
+
+    def enqueued(self, job_id: str) -> str:
+        """The mark of a producer's job id enqueued within the idempotency window (:mod:`worker.store.unique`)."""
+        return f"{self.base}enqueued:{job_id}"
 
     @property
     def flow_kinds(self) -> str:

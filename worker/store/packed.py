@@ -16,7 +16,7 @@ before (and, as before, a write whose reply was lost may be written again; handl
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import redis
@@ -51,37 +51,58 @@ def packs_for(client: Any) -> bool:
     return isinstance(client, redis.Redis | redis.asyncio.Redis) and client.connection is None
 
 
+def command(*parts: str) -> bytes:
+    """A whole command as RESP, from its parts (the guarded enqueue's EVALSHA: :mod:`worker.store.unique`)."""
+    return b"*%d\r\n" % len(parts) + b"".join(bulk(part) for part in parts)
+
+
 def send(client: Any, command: bytes, stream: str, fields: Mapping[str, str]) -> Any:
     """Send the packed XADD on a pooled connection and read its reply; on a lost connection, the client's
-    ``xadd`` (with its retries). Interrupted between send and reply (a signal, a cancellation), redis-py's
-    connection closes itself, so no later command reads this one's reply."""
+    ``xadd`` (with its retries)."""
+    return send_or(client, command, lambda: client.xadd(stream, fields))
+
+
+def send_or(client: Any, command: bytes, fallback: Callable[[], Any]) -> Any:
+    """Send a packed command on a pooled connection and read its reply; on a lost connection, or a script
+    the server does not hold (NOSCRIPT), ``fallback()``: the same command through the client (with its
+    retries; a script's call loads it). Interrupted between send and reply (a signal, a cancellation),
+    redis-py's connection closes itself, so no later command reads this one's reply."""
     pool = client.connection_pool
     try:
         conn = pool.get_connection()
     except LOST:
-        return client.xadd(stream, fields)
+        return fallback()
     try:
         conn.send_packed_command((command,))
         return conn.read_response()
     except LOST:
         conn.disconnect()
+    except redis.exceptions.NoScriptError:
+        pass  # the reply was read whole: the connection stays usable
     finally:
         pool.release(conn)
-    return client.xadd(stream, fields)
+    return fallback()
 
 
 async def send_async(client: Any, command: bytes, stream: str, fields: Mapping[str, str]) -> Any:
     """:func:`send` for a ``redis.asyncio`` client."""
+    return await send_or_async(client, command, lambda: client.xadd(stream, fields))
+
+
+async def send_or_async(client: Any, command: bytes, fallback: Callable[[], Awaitable[Any]]) -> Any:
+    """:func:`send_or` for a ``redis.asyncio`` client."""
     pool = client.connection_pool
     try:
         conn = await pool.get_connection()
     except LOST:
-        return await client.xadd(stream, fields)
+        return await fallback()
     try:
         await conn.send_packed_command(command)
         return await conn.read_response()
     except LOST:
         await conn.disconnect()
+    except redis.exceptions.NoScriptError:
+        pass  # the reply was read whole: the connection stays usable
     finally:
         await pool.release(conn)
-    return await client.xadd(stream, fields)
+    return await fallback()

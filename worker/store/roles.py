@@ -9,9 +9,10 @@ role      may
 worker    run jobs: read and acknowledge entries, retry, dead-letter, hand
           dead letters to the archive, promote delayed jobs, tick the
           scheduler, hold the metrics lock, beat (``workers``), add to the
-          flow counters, enqueue, publish its kinds, park a paused kind's
-          jobs, take a throttled kind's tokens, hear cancels (SUBSCRIBE to
-          the queue's ``cancel`` channel);
+          flow counters, enqueue (fair keys too), publish its kinds, park a
+          paused kind's jobs, move fair jobs onto ``jobs``, take a throttled
+          kind's tokens, hear cancels (SUBSCRIBE to the queue's ``cancel``
+          channel);
           ``WAIT`` when ``WAIT_REPLICAS`` > 0
 operator  every read of the analyst, and the moves of opslib: replay,
           discard, run_now, cancel_delayed, cancel (PUBLISH on ``cancel``),
@@ -80,7 +81,8 @@ READS = (
 #: Running the moves (worker/store/lua), loaded once per client; EVAL for a move that waits for replicas.
 SCRIPTS = ("evalsha", "eval", "script|load", "script|exists")
 #: The worker's writes, its own and those of the scripts it runs (and redis-py's lock, for the metrics lock;
-#: HINCRBY, EXPIREAT, SADD for the flow counters).
+#: HINCRBY, EXPIREAT, SADD for the flow counters; ZPOPMIN and HDEL for the fair keys' scripts; GET, SET EX,
+#: HSET, PEXPIREAT of the unique keys and the marks of producers' job ids).
 WORKER_WRITES = (
     "xadd",
     "xack",
@@ -94,23 +96,29 @@ WORKER_WRITES = (
     "zadd",
     "zrem",
     "zremrangebyscore",
+    "zpopmin",
     "set",
     "del",
     "incrby",
     "hset",
+    "hdel",
     "hincrby",
     "sadd",
     "expire",
     "expireat",
     "pexpire",
+    "pexpireat",
     "pttl",
     "time",
 )
 #: The writes of opslib's moves (replay, discard, run_now, cancel_delayed, replay from the archive; pause,
 #: resume and throttle: HSET/HDEL of the pauses and rates, DEL of a bucket, unpark, the release of the
 #: throttled jobs through promote, which parks a paused kind's with ZADD; XTRIM of the applied dead log).
-#: A cancel: XDEL and HSET in cancel_entry, and PUBLISH on the queue's cancel channel.
-OPERATOR_MOVES = ("xadd", "xdel", "xtrim", "zadd", "zrem", "hset", "hdel", "del", "expire", "time", "publish")
+#: A cancel: XDEL and HSET in cancel_entry, and PUBLISH on the queue's cancel channel; the release of a
+#: cancelled job's unique key (DEL, or PEXPIREAT while its ``unique_for`` runs).
+OPERATOR_MOVES = (
+    "xadd", "xdel", "xtrim", "zadd", "zrem", "hset", "hdel", "del", "expire", "pexpireat", "time", "publish"
+)  # fmt: skip
 #: A worker hears cancels on the queue's cancel channel (the only channel a role may use).
 LISTEN = ("subscribe", "unsubscribe", "ping")
 

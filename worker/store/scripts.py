@@ -5,8 +5,9 @@ once per client with ``register_script`` (EVALSHA, reloaded on NOSCRIPT), and
 this module builds their arguments, so the worker and opslib call the same
 moves the same way: schedule_tick, promote, ack, retry, bury, replay, discard,
 replay_archived, trim, trim_dead, refresh_claims, forget_consumers, run_now,
-cancel_delayed, cancel_entry, trim_cancels, the incident desk's park, unpark and take_token, and
-hand_back (an entry of a payload version or kind this worker cannot run, back for one that can).
+cancel_delayed, cancel_entry, trim_cancels, the incident desk's park, unpark and take_token,
+hand_back (an entry of a payload version or kind this worker cannot run, back for one that can), and
+the fair keys' fair_enqueue and fair_dispatch (:mod:`worker.store.fair`).
 
 Every script starts with ``#!lua``, so that the server refuses a key the
 script did not declare, and every key it touches is passed in ``KEYS`` (none
@@ -25,10 +26,7 @@ finds the oldest id a consumer group may still need (trim, trim_dead).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
-from functools import cache
-from importlib import resources
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -37,7 +35,9 @@ import redis.cluster
 
 from worker.store.durable import write_and_wait, write_and_wait_async
 from worker.store.keys import ARCHIVE_GROUP, GROUP, REPLAY_OUTCOME_TTL_S, Keys
+from worker.store.lua_source import source
 from worker.store.trace_context import TRACE_LINK, TRACEPARENT
+from worker.store.unique import held_lock
 from worker.store.vocabulary import RECORDED_QUEUED
 from worker.store.wire import encode_member
 
@@ -66,18 +66,10 @@ NAMES = (
     "unpark",
     "take_token",
     "hand_back",
+    "fair_enqueue",
+    "fair_dispatch",
+    "ack_unique",
 )
-
-
-INCLUDE = re.compile(r'^--- @include "(\w+)"$', re.MULTILINE)
-
-
-@cache
-def source(name: str) -> str:
-    """The Lua source of one script, each ``--- @include "name"`` line replaced by that include's text."""
-    folder = resources.files("worker.store") / "lua"
-    text = (folder / f"{name}.lua").read_text()
-    return INCLUDE.sub(lambda include: (folder / "includes" / f"{include[1]}.lua").read_text().rstrip("\n"), text)
 
 
 class Scripts:
@@ -144,6 +136,10 @@ class Scripts:
             return self._call("hand_back", keys, [*head, "0", *(x for pair in fields.items() for x in pair)])
         return self._call("hand_back", keys, [*head, repr(run_at), encode_member(fields)])
 
+    def fair_dispatch(self, target: int, batch: int, client: Any = None) -> Any:
+        """Top ``jobs`` up to ``target`` undelivered entries from ``fair:queue``: ``[moved, spilled, waiting]``."""
+        return self._call("fair_dispatch", self.keys.fair_scripts, [GROUP, target, batch], client)
+
     def unpark(self, kind: str, batch: int = 100, client: Any = None) -> Any:
         return self._call("unpark", [self.keys.parked, self.keys.jobs], [kind, batch], client)
 
@@ -164,6 +160,11 @@ class Scripts:
         """Acknowledge the ``entry_ids`` still ``consumer``'s; returns the stale ids, left alone."""
         return self._call("ack", [self.keys.jobs], [GROUP, consumer, *entry_ids], client)
 
+    def ack_unique(self, consumer: str, entry_id: str, lock: str, job_id: str, client: Any = None) -> Any:
+        """Acknowledge one success still ``consumer``'s and release the unique ``lock`` its job holds (1; 0:
+        stale, nothing changed)."""
+        return self._call("ack_unique", [self.keys.jobs, lock], [GROUP, consumer, entry_id, job_id], client)
+
     def retry(self, entry_id: str, run_at: float, member: str, client: Any = None, *, consumer: str = "") -> Any:
         """``consumer``: the retry lands only while the entry is still its own ("" = whoever owns it)."""
         return self._call(
@@ -183,12 +184,15 @@ class Scripts:
         keep_original: bool = True,
         consumer: str = "",
         client: Any = None,
+        lock: str | None = None,
     ) -> Any:
-        """``consumer``: bury only while the entry is still its own ("" = whoever owns it: the poison check)."""
+        """``consumer``: bury only while the entry is still its own ("" = whoever owns it: the poison check);
+        ``lock``: the job's unique lock, released with the burial."""
         args: list[Any] = [GROUP, entry_id, maxlen, min_idle_ms, int(keep_original), consumer]
         for name, value in fields.items():
             args += [name, value]
-        return self._call("bury", [self.keys.jobs, self.keys.dead, self.keys.dead_evicted], args, client)
+        keys = [self.keys.jobs, self.keys.dead, self.keys.dead_evicted, *([lock] if lock else [])]
+        return self._call("bury", keys, args, client)
 
     def replay(
         self,
@@ -254,8 +258,12 @@ class Scripts:
     def run_now(self, member: str | bytes, client: Any = None) -> Any:
         return self._call("run_now", [self.keys.delayed, self.keys.jobs], [member], client)
 
-    def cancel_entry(self, entry_id: str, mark: str, *, dry_run: bool = False, client: Any = None) -> Any:
-        return self._call("cancel_entry", [self.keys.jobs, self.keys.cancels], [entry_id, mark, int(dry_run)], client)
+    def cancel_entry(
+        self, entry_id: str, mark: str, *, dry_run: bool = False, client: Any = None, lock: str | None = None
+    ) -> Any:
+        """``lock``: the job's unique lock, released when the entry is removed before a worker read it."""
+        keys = [self.keys.jobs, self.keys.cancels, *([lock] if lock else [])]
+        return self._call("cancel_entry", keys, [entry_id, mark, int(dry_run)], client)
 
     def trim_cancels(self, cutoff: str, cursor: int | bytes | str, count: int = 100, client: Any = None) -> Any:
         """One step of the trim of ``cancels``: ``[next cursor, marks removed]`` (worker/store/lua/trim_cancels.lua)."""
@@ -273,10 +281,9 @@ class Scripts:
         source: str | None = None,
         client: Any = None,
     ) -> Any:
-        """Take ``member`` out of ``delayed`` (or ``source``: ``throttled`` or ``parked``) and record it."""
-        return self._call(
-            "cancel_delayed",
-            [source or self.keys.delayed, self.keys.dead_log],
-            [member, batch, by, reason, at, int(record)],
-            client,
-        )
+        """Take ``member`` out of ``delayed`` (or ``source``: ``throttled`` or ``parked``) and record it; the
+        unique key its job holds, if any, is released with it (:func:`worker.store.unique.held_lock`)."""
+        lock = held_lock(self.keys, member)
+        keys = [source or self.keys.delayed, self.keys.dead_log, *lock[:1]]
+        args = [member, batch, by, reason, at, int(record), *lock[1:]]
+        return self._call("cancel_delayed", keys, args, client)

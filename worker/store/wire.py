@@ -206,3 +206,12 @@ def json_object(value: bytes | str) -> dict[str, Any]:
 def entry_epoch_s(entry_id: str) -> float:
     """The Unix time (seconds) a stream entry was added: the milliseconds before the ``-`` of its id."""
     return int(entry_id[: entry_id.index("-")]) / 1000
+
+
+def parked_fields(member: bytes) -> dict[str, str]:
+    """The fields of a member of ``parked`` (worker/store/lua/includes/parked_member.lua)."""
+    parts = member.split(b"\0", 2)
+    flat = json.loads(parts[2]) if len(parts) == 3 else None
+    if not isinstance(flat, list):
+        raise ValueError("a parked member holds its fields as a JSON array after its second NUL")
+    return {str(name): str(value) for name, value in zip(flat[::2], flat[1::2], strict=False)}

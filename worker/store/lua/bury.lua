@@ -4,6 +4,8 @@
 KEYS[1]  jobs        stream
 KEYS[2]  dead        dead-letter stream (capped, MAXLEN ~)
 KEYS[3]  evicted     counter of dead entries evicted by the cap
+KEYS[4]  lock        optional: the job's unique lock (`unique:<kind>:<unique_key>`), released
+                     when the dead entry's job id holds it (includes/release_unique.lua)
 ARGV[1]  group       consumer group name
 ARGV[2]  entry_id    the entry to bury
 ARGV[3]  maxlen      approximate cap of the dead stream
@@ -23,6 +25,7 @@ With keep = 1 the original fields are read here from the stream, byte for
 byte, so a malformed entry is preserved exactly as it arrived.
 ]]
 --- @include "owned"
+--- @include "release_unique"
 local min_idle = tonumber(ARGV[4])
 if min_idle > 0 then
   local p = redis.call('XPENDING', KEYS[1], ARGV[1], 'IDLE', min_idle, ARGV[2], ARGV[2], 1)
@@ -63,4 +66,12 @@ if evicted > 0 then
   redis.call('INCRBY', KEYS[3], evicted)
 end
 redis.call('XDEL', KEYS[1], ARGV[2])
+if KEYS[4] then
+  local job_id, outbox_id = '', ''
+  for i = 1, #args, 2 do
+    if args[i] == 'job_id' then job_id = args[i + 1] end
+    if args[i] == 'outbox_id' then outbox_id = args[i + 1] end
+  end
+  release_unique(KEYS[4], job_id ~= '' and job_id or outbox_id)
+end
 return dead_id

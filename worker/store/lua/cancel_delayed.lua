@@ -1,7 +1,7 @@
 #!lua
 --[[ Cancel one delayed job: take its member out of delayed before a worker promotes it, and record it.
 
-KEYS[1]  delayed   sorted set; member = the job's fields as JSON (or `throttled`, same members; or
+KEYS[1]  delayed   sorted set; member = the job's fields as JSON (or `throttled` or `fair:queue`, same members; or
                    `parked`, members kind NUL order NUL fields as a JSON array: includes/parked_member.lua)
 KEYS[2]  log       stream jobs:dead:log (the archive's record of dead entries' moves)
 ARGV[1]  member    the job's member in delayed, byte for byte
@@ -10,6 +10,8 @@ ARGV[3]  by        who cancels it
 ARGV[4]  reason    why (required by opslib)
 ARGV[5]  at        when, ISO-8601 UTC
 ARGV[6]  record    '1': add a `discarded` record to the log (the archive is on); '0': do not
+KEYS[3]  lock      optional: the job's unique lock, released with the cancel (includes/release_unique.lua)
+ARGV[7]  job_id    with KEYS[3]: the job's id (the lock is released only while this job holds it)
 
 Returns: the member's run time (its score, as a string) when it was removed,
 or false when it is no longer there (a worker promoted it since, so the job
@@ -26,11 +28,15 @@ grow, even after trims), and never the id of a jobs:dead entry, whose ids are
 digits only. The id is computed before the XADD (the stream's
 last-generated-id and the server's clock) and given to it explicitly.
 ]]
+--- @include "release_unique"
 local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
 if not score then
   return false
 end
 redis.call('ZREM', KEYS[1], ARGV[1])
+if KEYS[3] then
+  release_unique(KEYS[3], ARGV[7])
+end
 if ARGV[6] ~= '1' then
   return score
 end

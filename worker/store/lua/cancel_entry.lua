@@ -6,6 +6,8 @@ KEYS[2]  cancels   hash: job id (the entry id when it has none) -> JSON mark
 ARGV[1]  entry_id
 ARGV[2]  mark      JSON object: by, reason, at, batch
 ARGV[3]  dry       "1": change nothing, say what would be done
+KEYS[3]  lock      optional: the job's unique lock, released when the entry is removed (not when a
+                   worker runs it: its settle releases it; includes/release_unique.lua)
 
 Returns: {status, job_id}; status is `removed` (not delivered yet: XDEL, it
 never starts), `cancelled` (pending to a worker: its mark tells the worker to
@@ -15,6 +17,7 @@ Effects: XDEL of an undelivered entry, and HSET of the mark (with its status)
 for a removed or cancelled one, in one script, so a worker's XREADGROUP and
 this call never both take the entry: it runs, or it is removed.
 ]]
+--- @include "release_unique"
 local found = redis.call('XRANGE', KEYS[1], ARGV[1], ARGV[1])
 if #found == 0 then
   return {'missing', ''}
@@ -55,6 +58,9 @@ if status == 'finished' then
 end
 if status == 'removed' then
   redis.call('XDEL', KEYS[1], ARGV[1])
+  if KEYS[3] then
+    release_unique(KEYS[3], job_id)
+  end
 end
 local mark = cjson.decode(ARGV[2])
 mark['status'] = status

@@ -11,6 +11,7 @@ Returns: the number of entries removed.
 The last-delivered-id is read before the PEL inside one script, so an entry
 delivered concurrently can never fall below the trim point.
 ]]
+--- @include "group_delivered"
 --- @include "group_frontier"
 local minid = group_frontier(KEYS[1], ARGV[1])
 if minid == nil then

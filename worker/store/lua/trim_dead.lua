@@ -16,6 +16,7 @@ is, so while PostgreSQL is away the stream grows past `maxlen` (bury's
 evicts). Without the group (no archiver has run yet) nothing is removed.
 Returns: {entries removed, the evicted counter's value}.
 ]]
+--- @include "group_delivered"
 --- @include "group_frontier"
 local evicted = tonumber(redis.call('GET', KEYS[2]) or '0')
 local excess = redis.call('XLEN', KEYS[1]) - tonumber(ARGV[2])

@@ -1,21 +1,10 @@
 -- The oldest id of `stream` that consumer group `group` may still need: its oldest pending entry, or the
 -- id after its last-delivered-id when nothing is pending. Everything below it was delivered and
 -- acknowledged. nil without the stream or the group. The last-delivered-id is read before the PEL, in
--- the caller's script, so an entry delivered concurrently never falls below the frontier.
+-- the caller's script, so an entry delivered concurrently never falls below the frontier. Needs the
+-- include group_delivered before it.
 local function group_frontier(stream, group)
-  local ok, groups = pcall(redis.call, 'XINFO', 'GROUPS', stream)
-  if not ok then
-    return nil
-  end
-  local last = nil
-  for _, g in ipairs(groups) do
-    local name, delivered = nil, nil
-    for i = 1, #g, 2 do
-      if g[i] == 'name' then name = g[i + 1] end
-      if g[i] == 'last-delivered-id' then delivered = g[i + 1] end
-    end
-    if name == group then last = delivered end
-  end
+  local last = group_delivered(stream, group)
   if last == nil then
     return nil
   end

@@ -1,0 +1,94 @@
+"""Unique keys under real concurrency: producer processes enqueuing one key at once while two workers run
+the jobs (one execution per holding period, never two at once), and a worker SIGKILLed mid-job (its key
+held until the reclaimed run settles: the at-least-once re-run, counted)."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+
+import redis
+
+from tests.helpers import ROOT, Workers, wait_for
+from tests.queue.test_unique import KINDS, runs
+from worker.store.enqueue import enqueue
+from worker.store.keys import GROUP, Keys
+
+PRODUCERS, ENQUEUES, SECONDS = 4, 5000, 3
+FAST_RECLAIM = {"RECLAIM_IDLE_MS": "1000", "RECLAIM_INTERVAL_S": "0.2"}
+
+PRODUCER = """
+import sys, time, redis
+from worker.store.enqueue import enqueue
+r = redis.Redis.from_url(sys.argv[1])
+deadline = time.monotonic() + float(sys.argv[4])
+refs = set()
+for i in range(int(sys.argv[3])):
+    if time.monotonic() > deadline:
+        break
+    refs.add(enqueue(r, "unique_once", {"n": i}, unique_key="hot", prefix=sys.argv[2]))
+print(len(refs))
+"""
+
+
+def test_concurrent_producers_never_get_two_jobs_of_one_key(
+    r: redis.Redis, keys: Keys, workers: Workers, redis_url: str
+) -> None:
+    for _ in range(2):
+        workers.start(KINDS)
+    wait_for(lambda: r.zcard(keys.workers) == 2, what="both workers to start")
+    producers = [
+        subprocess.Popen(
+            [sys.executable, "-c", PRODUCER, redis_url, keys.prefix, str(ENQUEUES), str(SECONDS)],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(PRODUCERS)
+    ]
+    try:
+        outs = [proc.communicate(timeout=60)[0] for proc in producers]
+    finally:
+        for proc in producers:
+            proc.kill()
+    assert all(proc.returncode == 0 for proc in producers)
+    wait_for(lambda: not r.exists(keys.unique("unique_once", "hot")), what="the last job to settle")
+    done = runs(r, keys)
+    job_ids = [run.split(":", 1)[1] for run in done]
+    assert len(done) >= 2, f"only {len(done)} holding periods: the producers should outlast a job"
+    assert len(set(job_ids)) == len(job_ids), "a job ran twice"
+    assert r.get(f"{keys.prefix}test:overlaps") is None, "two jobs of one key ran at once"
+    assert sum(int(out) for out in outs) >= len(done)
+
+
+def test_a_sigkilled_workers_job_keeps_its_key_until_the_reclaimed_run_settles(
+    r: redis.Redis, keys: Keys, workers: Workers
+) -> None:
+    lock = keys.unique("unique_slow", "long")
+    first = enqueue(r, "unique_slow", {}, unique_key="long", prefix=keys.prefix)
+    victim = workers.start(KINDS, WORKER_NAME="victim", **FAST_RECLAIM)
+    wait_for(lambda: runs(r, keys), what="the job to start")
+    victim.send_signal(signal.SIGKILL)
+    victim.wait(10)
+    assert enqueue(r, "unique_slow", {}, unique_key="long", prefix=keys.prefix) == first  # still held
+    r.set(f"{keys.prefix}test:gate", 1)  # the next run ends at once
+    survivor = workers.start(KINDS, WORKER_NAME="survivor", **FAST_RECLAIM)
+    wait_for(lambda: not r.exists(lock), what="the reclaimed run to settle and release the key")
+    assert len(runs(r, keys)) == 2, "one re-run after the kill (at least once), counted"
+    assert enqueue(r, "unique_slow", {}, unique_key="long", prefix=keys.prefix) != first
+    survivor.terminate()
+    survivor.wait(30)
+
+
+def test_a_poison_entry_releases_its_key_when_buried(r: redis.Redis, keys: Keys, workers: Workers) -> None:
+    lock = keys.unique("unique_ok", "poison")
+    enqueue(r, "unique_ok", {}, unique_key="poison", prefix=keys.prefix)
+    r.xgroup_create(keys.jobs, GROUP, id="0")
+    r.xreadgroup(GROUP, "ghost", {keys.jobs: ">"}, count=1)  # delivered to a worker that died at once
+    proc = workers.start(KINDS, MAX_DELIVERIES="1", **FAST_RECLAIM)
+    wait_for(lambda: r.xlen(keys.dead), what="the poison check to bury the entry")
+    [(_, dead)] = r.xrange(keys.dead)
+    assert dead[b"reason"] == b"poison" and not r.exists(lock) and not runs(r, keys)
+    proc.terminate()
+    proc.wait(30)
