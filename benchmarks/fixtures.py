@@ -3,11 +3,12 @@
 Dead letters buried by the thousand through the bury script (exactly as the
 worker buries them, far faster than running a worker), and a PostgreSQL URL
 whose connections use one schema (a run's or a test's tables apart from the
-rest of the database).
+rest of the database), and the figures of a throttle (the start rate and the busiest second).
 """
 
 from __future__ import annotations
 
+import bisect
 from urllib.parse import quote
 
 import redis
@@ -63,3 +64,13 @@ def buried_many(
             }
             scripts.bury(entry_id.decode(), error, maxlen=100_000, client=pipe)
         dead_ids += [dead_id.decode() for dead_id in pipe.execute()]
+
+
+def rate_and_peak(started: list[float]) -> tuple[float, int]:
+    """The start rate of sorted start times (starts after the first over the time they took) and the most
+    starts in any one-second window [t, t + 1) opened at a start."""
+    if len(started) < 2:
+        return 0.0, len(started)
+    rate = (len(started) - 1) / (started[-1] - started[0])
+    peak = max(bisect.bisect_left(started, t + 1.0) - n for n, t in enumerate(started))
+    return rate, peak

@@ -31,11 +31,12 @@ import pandas as pd
 import psycopg
 import redis
 
-from opslib.checks import check_kind, parse_since
+from opslib.checks import check_kind
 from opslib.columns import COUNT, TEXT, TIME, typed_frame
 from opslib.connection import archive_url, connect_postgres, pg_session, readable_archive_url, redis_session
 from opslib.errors import OpslibError
 from opslib.operator import Operator
+from opslib.times import parse_since
 from worker.archive.actions_table import ACTIONS_TABLE
 from worker.store.keys import Keys
 from worker.store.wire import text
@@ -74,7 +75,8 @@ class Action:
 def record_action(client: Any, keys: Keys, done: Action) -> None:
     """Write one action's record: to PostgreSQL, or to Redis's ``actions:log`` while PostgreSQL is away.
 
-    Called after the move succeeded, so it never raises for PostgreSQL's sake.
+    Called after the move succeeded, so it never raises for PostgreSQL's sake. With no ``client`` (a data
+    fix made while Redis is away), PostgreSQL is the only place: an :class:`OpslibError` says so when it fails.
     """
     record = {
         "id": f"{datetime.now(UTC):%Y%m%dT%H%M%S.%fZ}-{secrets.token_hex(4)}",
@@ -95,6 +97,11 @@ def record_action(client: Any, keys: Keys, done: Action) -> None:
             return
     except (OpslibError, psycopg.Error):
         pass
+    if client is None:
+        raise OpslibError(
+            f"the {done.action} is done, but neither PostgreSQL (ARCHIVE_URL) nor Redis took its record; "
+            "note it by hand in your incident log"
+        )
     client.xadd(keys.actions_log, record)
 
 

@@ -50,6 +50,7 @@ Example::
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -58,23 +59,29 @@ import psycopg
 
 from opslib.archive_frames import (
     ARCHIVE_SELECT,
+    HISTORY_MEASURES,
     PERIOD_ORIGIN,
     archive_to_frame,
+    busy_periods,
     history_to_frame,
     parse_freq,
     period_of,
 )
-from opslib.checks import check_kind, check_limit, check_window
+from opslib.checks import check_kind, check_limit
 from opslib.connection import pg_session, queue_keys, readable_archive_url
 from opslib.errors import OpslibError
 from opslib.export import ArchiveSources, merged, with_exported
+from opslib.kinds import archived_or_declared
 from opslib.moves.archived import apply_pending_log
 from opslib.search import ARCHIVE_SEARCH, check_search
 from opslib.session import with_servers
 from opslib.signatures import check_signature
+from opslib.times import check_window
 from worker.archive.table import OUTCOME_SUCCEEDED, STATUS_DEAD, STATUS_DISCARDED, STATUS_REPLAYED, TABLE
 
 STATUSES = (STATUS_DEAD, STATUS_REPLAYED, STATUS_DISCARDED)
+ARCHIVE_HOLDER = "the archive holds or the live workers declare"
+"""Where an unknown kind was looked for, for its message."""
 
 
 def check_status(status: object) -> str | None:
@@ -178,7 +185,8 @@ def archive(
     if servers.exported is not None:
         return archive_to_frame(merged(rows, servers.exported, queue, {**params, "kind": kind}, last))
     if kind is not None and not rows:
-        check_kind(kind, [], lambda: archive_kinds(conn, queue), holder="the archive holds")
+        known = functools.partial(archived_or_declared, conn, queue, servers.client, servers.prefix)
+        check_kind(kind, [], known, holder=ARCHIVE_HOLDER)
     return archive_to_frame(reversed(rows))
 
 
@@ -216,6 +224,7 @@ def history(
     kind: str | None = None,
     since: object = None,
     until: object = None,
+    busy: bool = False,
     conn: Any = None,
     prefix: str | None = None,
     client: Any = None,
@@ -227,8 +236,9 @@ def history(
     ``until`` (times or durations back from now, as for :func:`archive`)
     choose the periods: from the one holding ``since`` to the one holding
     the last instant before ``until`` (else now), each counted whole.
-    Columns in the module docstring; ``attrs["freq"]`` holds the period
-    length. Draw it with :func:`opslib.plot_history`.
+    ``busy=True`` keeps only the periods where something happened. Columns
+    in the module docstring; ``attrs["freq"]`` holds the period length.
+    Draw it with :func:`opslib.plot_history`.
 
     >>> opslib.history(freq="1D", since=pd.Timedelta("7D")).groupby("kind")[["died", "replayed"]].sum()
     """
@@ -257,5 +267,7 @@ def history(
     params["succeeded"] = OUTCOME_SUCCEEDED
     rows = read_archive(conn, query, params)
     if kind is not None and not any(row[1] == kind for row in rows):
-        check_kind(kind, [], lambda: archive_kinds(conn, queue), holder="the archive holds")
-    return history_to_frame(rows, stride, start=first, end=after, kinds=[kind] if kind is not None else [])
+        known = functools.partial(archived_or_declared, conn, queue, client, prefix)
+        check_kind(kind, [], known, holder=ARCHIVE_HOLDER)
+    frame = history_to_frame(rows, stride, start=first, end=after, kinds=[kind] if kind is not None else [])
+    return busy_periods(frame, HISTORY_MEASURES) if busy else frame

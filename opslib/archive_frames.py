@@ -155,6 +155,11 @@ def period_of(when: pd.Timestamp, stride: pd.Timedelta) -> pd.Timestamp:
     return PERIOD_ORIGIN + ((when - PERIOD_ORIGIN) // stride) * stride
 
 
+def busy_periods(frame: pd.DataFrame, measures: Sequence[str]) -> pd.DataFrame:
+    """The rows of a per-period frame (``throughput()``, ``history()``) where one of ``measures`` is above 0."""
+    return frame[frame[list(measures)].fillna(0).gt(0).any(axis=1)]
+
+
 def history_to_frame(
     rows: Iterable[Sequence[Any]],
     stride: pd.Timedelta,
@@ -169,7 +174,9 @@ def history_to_frame(
     period of ``start`` (else the first with an event) to the period of the
     last instant before ``end`` (else the last with an event). ``kinds``
     are kinds to show even without events (the one asked for). The frame's
-    ``attrs["freq"]`` holds ``stride``, for :func:`opslib.plot_history`.
+    ``attrs["freq"]`` holds ``stride`` and ``attrs["window"]`` the span of
+    its periods (ending at now when the last one is under way), for
+    :func:`opslib.plot_history`.
     """
     found = pd.DataFrame.from_records(list(rows), columns=list(HISTORY_COLUMNS))
     found["period"] = pd.to_datetime(found["period"], utc=True)
@@ -193,4 +200,6 @@ def history_to_frame(
         filled = found.set_index(["period", "kind"]).reindex(grid, fill_value=0).reset_index()
         frame = typed_frame({name: filled[name].tolist() for name in HISTORY_COLUMNS}, HISTORY_COLUMNS)
     frame.attrs["freq"] = stride
+    if not frame.empty:
+        frame.attrs["window"] = (first, min(last + stride, pd.Timestamp.now(tz="UTC")))
     return frame

@@ -12,11 +12,13 @@ Commands::
                                            dead letters died, replayed, discarded per period
     flow [--kind K] [--since 1h] [--until T] [--freq 1min] [--json | --csv]
                                            jobs succeeded, retried, dead, and their waits per period
-    find VALUE                             where a job is now (job id, entry id, outbox id, payload value)
+    find VALUE [--json | --csv]            where a job is now (job id, entry id, outbox id, trace, payload
+                                           value), with the field that matched
     pending [--kind K]
     replay ID ... [--set FIELD=VALUE ...]  replay these dead entries (with those fields set: edit and replay)
     replay --kind K [--signature S | --error-contains T] [--since T] [--set FIELD=VALUE] [--dry-run] [--yes]
-    status BATCH [--wait SECONDS]          what became of a replay batch
+    status BATCH [--wait SECONDS] [--json | --csv]
+                                           what became of a replay batch
     discard ID ... --reason TEXT           take dead entries out for good, saying why (kept in the archive)
     discard --kind K [--signature S | --error-contains T] [--since T] --reason TEXT [--dry-run] [--yes]
     show ID                                one dead letter whole: fields, error, traceback, archive
@@ -56,7 +58,7 @@ import pandas as pd
 
 from opslib import incident_cli
 from opslib.cli_moves import add_set_option, cancel_move, confirm_and_move, discard_move, replay_move, run_now_move
-from opslib.cli_reads import add_read_commands, echo_window, run_read
+from opslib.cli_reads import TIME_HELP, add_format, add_read_commands, echo_window, emit, run_read
 from opslib.display import frame_text
 from opslib.errors import OpslibError, UnknownKind
 from opslib.moves.replay import replay_status
@@ -101,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
         which = rep.add_mutually_exclusive_group()
         which.add_argument("--signature", help="only this failure group (a signature from `groups`)")
         which.add_argument("--error-contains", help="only errors containing this text")
-        rep.add_argument("--since", help="only entries dead at or after this ISO time")
+        rep.add_argument("--since", help=f"only entries dead from: {TIME_HELP}")
         if verb == "discard":
             rep.add_argument("--reason", help="why these jobs must never run (required; kept in the archive)")
         else:
@@ -114,6 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     status = sub.add_parser("status", help="what became of a replay batch")
     status.add_argument("batch")
     status.add_argument("--wait", type=float, metavar="SECONDS", help="wait until every job has an outcome")
+    add_format(status)
     one = sub.add_parser("show", help="one dead letter whole: fields, error, traceback, its life in the archive")
     one.add_argument("dead_id", metavar="ID")
     later = sub.add_parser("delayed", help="the delayed jobs, soonest first")
@@ -131,7 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
         move.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     book = sub.add_parser("runbook", help="run the investigate-kind runbook for KIND: a notebook and its HTML")
     book.add_argument("kind", metavar="KIND")
-    book.add_argument("--since", default="24h", help="the window: a duration back from now (2h, 30min) or ISO time")
+    book.add_argument("--since", default="24h", help=f"the window, from: {TIME_HELP} (default 24h)")
     book.add_argument("--signature", help="only this failure group (a signature from `groups`)")
     book.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"folder to write into (default {DEFAULT_OUT})")
     incident_cli.add_commands(sub)
@@ -211,11 +214,13 @@ def main(argv: Sequence[str] | None = None, *, stdin: TextIO | None = None) -> i
         elif args.command == "delayed":
             table(delayed(args.kind).drop(columns=["fields"]), out)
         elif args.command in incident_cli.COMMANDS:
-            return incident_cli.run(args, out)
+            return incident_cli.run(args, out, err)
         elif args.command == "runbook":
             return cmd_runbook(args, out, err)
         elif args.command == "status":
             frame = replay_status(args.batch, wait_s=args.wait)
+            if args.json or args.csv:
+                return emit(frame, args, out)
             print(frame["status"].value_counts().to_string(), file=out)
             table(frame[frame["status"] != STATUS_SUCCEEDED].drop(columns=["batch"]), out)
     except OpslibError as exc:

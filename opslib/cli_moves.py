@@ -19,6 +19,7 @@ import pandas as pd
 
 from opslib.display import frame_text, plural
 from opslib.errors import OpslibError
+from opslib.moves.absent import NEVER, absent_reasons
 from opslib.moves.cancel import cancel
 from opslib.moves.delayed_jobs import CANCELLED, MISSING, QUEUED, run_now
 from opslib.moves.discard import discard, discard_kind
@@ -41,6 +42,8 @@ class Listing:
     show: Callable[[pd.DataFrame, TextIO], None]
     absent: str
     gone: str
+    explain: Callable[[pd.DataFrame], str] | None = None
+    """Says more about the ids the plan misses (``replay 1-0``: never a dead letter), or None."""
 
 
 @dataclass(frozen=True)
@@ -88,6 +91,8 @@ def confirm_and_move(
     missing = len(plan[plan["status"] == MISSING])
     listing = move.listing
     absent = f"; {not_in(missing)} {listing.absent}" if missing else ""
+    if missing and listing.explain is not None:
+        absent += listing.explain(plan[plan["status"] == MISSING])
     print(f"{move.planned} {plural(len(taken), listing.noun)}{absent}", file=out)
     if len(taken):
         listing.show(taken, out)
@@ -145,8 +150,22 @@ def show_delayed(taken: pd.DataFrame, out: TextIO) -> None:
         print(frame_text(shown[["run_at", "kind", "job_id", "attempts"]], index=False), file=out)
 
 
+def explain_missing_dead(missing: pd.DataFrame) -> str:
+    """Which missing dead ids were taken already and which never were dead letters (the archive's word)."""
+    reasons = absent_reasons(list(missing["dead_id"]))
+    if not reasons:
+        return " (taken already, or never there: the archive could not say which)"
+    never = [dead_id for dead_id, reason in reasons.items() if reason == NEVER]
+    taken = len(reasons) - len(never)
+    said = [f"{plural(taken, 'was', 'were')} taken already"] if taken else []
+    if never:
+        shown = ", ".join(never[:SHOWN]) + (f" and {len(never) - SHOWN} more" if len(never) > SHOWN else "")
+        said.append(f"{shown} {'was' if len(never) == 1 else 'were'} {NEVER}")
+    return ": " + "; ".join(said)
+
+
 DEAD_LETTERS = Listing(
-    "dead letter", show_dead, "jobs:dead nor dead in the archive (taken already)", "taken by someone else since"
+    "dead letter", show_dead, "jobs:dead nor dead in the archive", "taken by someone else since", explain_missing_dead
 )
 DELAYED_JOBS = Listing(
     "delayed job",

@@ -11,31 +11,42 @@ it names its own, and the command first says on stderr how it read it:
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TextIO
 
 import pandas as pd
 
 from opslib.archive import archive, history
-from opslib.checks import parse_since
+from opslib.archive_frames import HISTORY_MEASURES, busy_periods
 from opslib.display import as_typed, duration, frame_text, local_time, spreadsheet_safe
 from opslib.export import export_month
 from opslib.find import DEAD, DELAYED, RUNNING, find
 from opslib.flow import throughput
 from opslib.queries import dead_letters, failure_groups
+from opslib.times import parse_since
 from worker.printable import printable
+from worker.store.flow import COUNTS
 
 EXIT_OK, EXIT_NOT_FOUND = 0, 1
 DEAD_SUMMARY = ["dead_at", "kind", "job_id", "outbox_id", "attempts", "reason", "error"]
 ARCHIVE_SUMMARY = ["dead_at", "kind", "job_id", "status", "reason", "error"]
-TIME_HELP = "a time (read in OPSLIB_TZ unless it names a zone: '15:46', '2026-12-01 15:46 UTC') or a duration (2h)"
+TIME_HELP = (
+    "ISO time, duration back (2h), today, yesterday, time of day (9pm, 21:00) or 'yesterday 21:00'; "
+    "read in OPSLIB_TZ unless it names a zone"
+)
 
 
 def add_format(parser: argparse.ArgumentParser) -> None:
     fmt = parser.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="every column, one JSON object per line")
     fmt.add_argument("--csv", action="store_true", help="every column, CSV")
+
+
+def add_all(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--all", action="store_true", help="every period of the window (default: only those where something happened)"
+    )
 
 
 def add_window(parser: argparse.ArgumentParser, since_default: str | None = None) -> None:
@@ -73,14 +84,17 @@ def add_read_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     past.add_argument("--kind")
     add_window(past, "24h")
     past.add_argument("--freq", default="1h", help="the period: 15min, 1h, 1D (default 1h)")
+    add_all(past)
     add_format(past)
     flow = sub.add_parser("flow", help="jobs succeeded, retried, dead, and their waits per period and kind")
     flow.add_argument("--kind")
     add_window(flow, "1h")
     flow.add_argument("--freq", default="1min", help="the period: 1min, 15min, 1h (default 1min)")
+    add_all(flow)
     add_format(flow)
-    where = sub.add_parser("find", help="where a job is now, by job id, entry id, outbox id or payload value")
+    where = sub.add_parser("find", help="where a job is now, by job id, entry id, outbox id, trace or payload value")
     where.add_argument("value", metavar="VALUE")
+    add_format(where)
 
 
 def echo_window(args: argparse.Namespace, err: TextIO) -> None:
@@ -144,17 +158,41 @@ def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
 
 def cmd_history(args: argparse.Namespace, out: TextIO) -> int:
     frame = history(kind=args.kind, since=args.since, until=args.until, freq=args.freq)
-    return emit(frame, args, out)
+    return emit_periods(frame, HISTORY_MEASURES, args, out)
 
 
 def cmd_flow(args: argparse.Namespace, out: TextIO) -> int:
     frame = throughput(args.kind, freq=args.freq, since=args.since, until=args.until)
-    return emit(frame, args, out)
+    return emit_periods(frame, COUNTS, args, out)
+
+
+def emit_periods(frame: pd.DataFrame, measures: Sequence[str], args: argparse.Namespace, out: TextIO) -> int:
+    """A per-period frame: only its busy periods unless ``--all``; in a table, then a line saying how many
+    periods were quiet and from when nothing was kept ("not kept" in the cells of ``--all``)."""
+    busy = busy_periods(frame, measures)
+    if args.json or args.csv:
+        return emit(frame if args.all else busy, args, out)
+    shown = frame if args.all else busy
+    missing = shown[list(measures)].isna().any(axis=1)
+    if missing.any():
+        shown = shown.astype({name: "object" for name in measures})
+        shown.loc[missing, list(measures)] = "not kept"
+    emit(shown, args, out)
+    periods = frame["period"].nunique()
+    quiet = periods - busy["period"].nunique()
+    if quiet and not args.all:
+        print(f"{quiet:,} of {periods:,} periods had nothing in them (not shown; --all shows every period)", file=out)
+    kept_from = frame.attrs.get("kept_from")
+    if kept_from is not None:
+        print(f"periods before {local_time(kept_from)} are not kept (counted as missing, not as 0)", file=out)
+    return EXIT_OK
 
 
 def found_line(row: pd.Series) -> str:
-    """One place a job was found, as one line for a terminal (a newline in a value cannot forge another)."""
-    return printable(_found_sentence(row))
+    """One place a job was found, as one line for a terminal (a newline in a value cannot forge another),
+    with the field that held the value."""
+    matched = f" [matched {row['matched']}]" if row["matched"] else ""
+    return printable(_found_sentence(row) + matched)
 
 
 def _found_sentence(row: pd.Series) -> str:
@@ -176,6 +214,9 @@ def cmd_find(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     frame = find(args.value)
     for note in frame.attrs.get("notes", []):
         print(f"note: {note}", file=err)
+    if args.json or args.csv:
+        emit(frame, args, out)
+        return EXIT_OK if len(frame) else EXIT_NOT_FOUND
     if frame.empty:
         print(f"{args.value}: not found in jobs, delayed, jobs:dead or the archive", file=out)
         return EXIT_NOT_FOUND

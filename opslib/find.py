@@ -28,7 +28,9 @@ archived       is in the archive only: ``status`` says replayed, discarded or de
 =============  ==============================================================
 
 One row per place the value was found, in that order; no row when it is
-nowhere. The archive is read when ``ARCHIVE_URL`` / ``DATABASE_URL`` (or
+nowhere. ``matched`` names the field that held the value (``id``, ``job_id``,
+``outbox_id``, ``trace``, ``order_id``...), so that job 41 and order 41 are
+told apart. The archive is read when ``ARCHIVE_URL`` / ``DATABASE_URL`` (or
 ``conn=``) point at one; when it cannot be read, ``attrs["notes"]`` says so
 and the rest is still returned. ``jobs`` and ``delayed`` are searched in pages,
 up to :data:`opslib.bounded.CAP` entries each (oldest first): past that,
@@ -50,7 +52,7 @@ from opslib.bounded import Scan, stream_entries, zset_members
 from opslib.columns import DURATION, TEXT, TIME, typed_frame
 from opslib.connection import partitions, redis_session
 from opslib.errors import OpslibError
-from opslib.frames import delayed_to_frame
+from opslib.frames import DEAD_COLUMNS, delayed_to_frame, entry_order
 from opslib.kinds import declared_kinds
 from opslib.queries import dead_letters
 from opslib.search import payload_columns
@@ -75,10 +77,11 @@ FIND_COLUMNS = {
     "error": TEXT,
     "status": TEXT,
     "partition": "int64",
+    "matched": TEXT,
 }
 """``id``: the entry id (on ``jobs`` or ``jobs:dead``); ``at``: when it got where it is (added to ``jobs``,
 dead); ``job_id``: the job id, or the outbox id when the outbox relay published it."""
-ID_COLUMNS = ("job_id", "outbox_id", "request_id")
+ID_COLUMNS = ("job_id", "outbox_id", "request_id", "trace", "trace_id")
 
 
 def find_to_frame(rows: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
@@ -86,9 +89,16 @@ def find_to_frame(rows: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
     found = list(rows)
     columns = {name: [row.get(name) for row in found] for name in FIND_COLUMNS}
     columns["partition"] = [row.get("partition", -1) for row in found]
-    for name in ("kind", "job_id", "id", "worker", "reason", "error", "status"):
+    for name in ("kind", "job_id", "id", "worker", "reason", "error", "status", "matched"):
         columns[name] = [value or "" for value in columns[name]]
     return typed_frame(columns, FIND_COLUMNS)
+
+
+def matched_field(fields: Mapping[str, Any], value: str, entry_id: str = "") -> str:
+    """The name of the first field of ``fields`` equal to ``value`` (``id`` when it is the entry id)."""
+    if entry_id == value:
+        return "id"
+    return next((str(name) for name, held in fields.items() if held == value), "")
 
 
 def matches(frame: pd.DataFrame, value: str) -> pd.Series:
@@ -125,6 +135,7 @@ def on_jobs(client: Any, keys: Keys, value: str, notes: list[str]) -> list[dict[
             "id": entry_id,
             "at": pd.Timestamp(int(entry_id.partition("-")[0]), unit="ms", tz="UTC"),
             "partition": keys.partition,
+            "matched": matched_field(fields, value, entry_id),
             "lock": lock_of(keys, fields),
         }
         pending = (
@@ -157,7 +168,14 @@ def on_delayed(client: Any, keys: Keys, value: str, notes: list[str]) -> list[di
         notes.append(scan.note(client.zcard(keys.delayed)))
     found = delayed_to_frame(candidates, time.time(), keys.partition)
     return [
-        {"where": DELAYED, "kind": job.kind, "job_id": job.job_id, "run_at": job.run_at, "partition": job.partition}
+        {
+            "where": DELAYED,
+            "kind": job.kind,
+            "job_id": job.job_id,
+            "run_at": job.run_at,
+            "partition": job.partition,
+            "matched": "job_id" if job.job_id == value else matched_field(job.fields, value),
+        }
         for job in found.itertuples()
         if value in job.fields.values() or job.job_id == value
     ]
@@ -184,6 +202,7 @@ def on_fair(client: Any, keys: Keys, value: str, notes: list[str]) -> list[dict[
                 "job_id": job_id_of(job),
                 "status": f"fair key {job.get(FAIR_FIELD, '')!r}: waiting for its turn",
                 "partition": keys.partition,
+                "matched": "job_id" if job_id_of(job) == value else matched_field(job, value),
             })  # fmt: skip
     if scan.capped:
         notes.append(scan.note(client.zcard(keys.fair_queue)).replace("counted", "searched"))
@@ -212,14 +231,10 @@ def on_unique(client: Any, parts: list[Keys], value: str, kinds: Iterable[str]) 
                 "run_at": pd.Timestamp(int(lock["until"]), unit="ms", tz="UTC") if "until" in lock else pd.NaT,
                 "status": held,
                 "partition": keys.partition,
+                "matched": "unique_key",
             }
         )
     return rows
-
-
-def entry_order(entry_id: str) -> tuple[int, int]:
-    millis, _, seq = entry_id.partition("-")
-    return int(millis), int(seq or 0)
 
 
 def find(value: str, *, client: redis.Redis | None = None, prefix: str | None = None, conn: Any = None) -> pd.DataFrame:
@@ -251,7 +266,7 @@ def find(value: str, *, client: redis.Redis | None = None, prefix: str | None = 
         kinds = {row.get("kind", "") for row in rows} | set(dead["kind"]) | set(declared_kinds(redis_client, keys))
         rows[:0] = on_unique(redis_client, parts, value, kinds)
     for dead_id, entry in dead.iterrows():
-        rows.append(dead_row(DEAD, str(dead_id), entry))
+        rows.append(dead_row(DEAD, str(dead_id), entry) | {"matched": matched_column(entry, value, str(dead_id))})
     try:
         stored = archive(search=value, conn=conn, prefix=keys.prefix)
     except OpslibError as exc:
@@ -259,7 +274,8 @@ def find(value: str, *, client: redis.Redis | None = None, prefix: str | None = 
     else:
         stored = stored[matches(stored, value) & ~stored.index.isin(dead.index)]
         for dead_id, entry in stored.iterrows():
-            rows.append(dead_row(ARCHIVED, str(dead_id), entry) | {"status": entry["status"]})
+            found = {"status": entry["status"], "matched": matched_column(entry, value, str(dead_id))}
+            rows.append(dead_row(ARCHIVED, str(dead_id), entry) | found)
     frame = find_to_frame(rows)
     frame.attrs["notes"] = notes
     return frame
@@ -275,6 +291,7 @@ def cancelled_row(job_id: str, mark: Mapping[str, Any], partition: int) -> dict[
         "reason": mark.get("reason", ""),
         "status": f"{mark.get('status', CANCELLED)} by {mark.get('by', '?')}",
         "partition": partition,
+        "matched": "job_id",
     }
 
 
@@ -291,3 +308,10 @@ def dead_row(where: str, dead_id: str, entry: pd.Series) -> dict[str, Any]:
         "error": entry["error"],
         "partition": entry.get("partition", -1),
     }
+
+
+def matched_column(entry: pd.Series, value: str, dead_id: str) -> str:
+    """The column of a dead letter's row (``dead_letters()`` / ``archive()``) that holds ``value`` whole, as
+    :func:`matches` compares them."""
+    names = [*ID_COLUMNS, *(name for name in entry.index if name not in DEAD_COLUMNS)]
+    return matched_field({name: entry[name] for name in names if name in entry.index}, value, dead_id)

@@ -2,7 +2,7 @@
 
 ::
 
-    kinds                                  every known kind: workers, policy, counts, paused, throttle
+    kinds [--json | --csv]                 every known kind: workers, policy, counts, paused, throttle
     pause KIND --reason TEXT [--by NAME] [--dry-run]
                                            stop every worker from starting KIND's jobs (they wait);
                                            --dry-run says what would wait and changes nothing
@@ -11,7 +11,8 @@
     throttle KIND N --reason TEXT [--by NAME]
                                            at most N of KIND's jobs start a second, over all workers
     throttle KIND off [--by NAME]          lift opslib's throttle
-    actions [--since 2h] [--kind K]        every operator action, oldest first, with who and why
+    actions [--since 2h] [--kind K] [--json | --csv]
+                                           every operator action, oldest first, with who and why
 
 Each prints one line saying what it did; bad input (an unknown kind, a rate
 that is not a number > 0, a resume of a kind not paused) is one line on
@@ -24,6 +25,7 @@ import argparse
 from typing import Any, TextIO
 
 from opslib.actions import actions
+from opslib.cli_reads import TIME_HELP, add_format, emit
 from opslib.display import frame_text, plural
 from opslib.errors import OpslibError
 from opslib.kinds import check_kind_known, kinds
@@ -37,7 +39,7 @@ ACTIONS_SHOWN = ["at", "by", "action", "kind", "entries", "reason", "batch"]
 
 def add_commands(sub: Any) -> None:
     """Add the incident desk's subcommands to ``python -m opslib``'s parser."""
-    sub.add_parser("kinds", help="every known kind: workers, policy, counts, paused, throttle")
+    add_format(sub.add_parser("kinds", help="every known kind: workers, policy, counts, paused, throttle"))
     held = sub.add_parser("pause", help="stop every worker from starting a kind's jobs (they wait, in order)")
     held.add_argument("kind", metavar="KIND")
     held.add_argument("--reason", help="why the kind must wait (required; shown with the pause)")
@@ -52,8 +54,9 @@ def add_commands(sub: Any) -> None:
     for parser in (held, back, slow):
         parser.add_argument("--by", help="who does it (default: the operating-system user)")
     done = sub.add_parser("actions", help="every operator action, oldest first, with who and why")
-    done.add_argument("--since", help="a duration back from now (2h, 30min) or an ISO time")
+    done.add_argument("--since", help=f"from: {TIME_HELP}")
     done.add_argument("--kind")
+    add_format(done)
 
 
 def parse_rate(value: str) -> float | None:
@@ -84,15 +87,19 @@ def would_pause(kind: str, reason: str | None) -> str:
     )
 
 
-def run(args: argparse.Namespace, out: TextIO) -> int:
+def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """Run one of :data:`COMMANDS`; raises :class:`OpslibError` on bad input (nothing changed)."""
     if args.command == "kinds":
         frame = kinds()
-        print(frame_text(frame[KINDS_SHOWN]), file=out)
+        emit(frame, args, out, KINDS_SHOWN)
         for note in frame.attrs["notes"]:
-            print(f"note: {note}", file=out)
+            print(f"note: {note}", file=err if args.json or args.csv else out)
     elif args.command == "actions":
-        print(frame_text(actions(since=args.since, kind=args.kind)[ACTIONS_SHOWN], index=False), file=out)
+        done = actions(since=args.since, kind=args.kind)
+        if args.json or args.csv:
+            emit(done, args, out)
+        else:
+            print(frame_text(done[ACTIONS_SHOWN], index=False), file=out)
     elif args.command == "pause" and args.dry_run:
         print(would_pause(args.kind, args.reason), file=out)
     elif args.command == "pause":

@@ -124,6 +124,20 @@ def parked_kinds(client: Any, parts: Iterable[Keys], notes: list[str] | None = N
     return counts
 
 
+def archived_or_declared(conn: Any, queue: str, client: Any, prefix: str | None) -> set[str]:
+    """The kinds the archive holds for ``queue`` and those the live workers declare: a kind nothing of
+    which was archived yet is known (``archive --kind send_email`` is empty, not a typo). Redis away: the
+    archive's alone."""
+    from opslib.archive import archive_kinds
+
+    try:
+        with redis_session(client, prefix, "read the kinds the workers declare") as (redis_client, keys):
+            declared = set(declared_kinds(redis_client, keys))
+    except OpslibError:
+        declared = set()
+    return archive_kinds(conn, queue) | declared
+
+
 def archive_kinds_if_any(queue: str) -> set[str]:
     """The kinds the archive has seen, or none when it is off or away (the other sources still count)."""
     from opslib.archive import archive_kinds

@@ -27,6 +27,7 @@ WHY = {
     "resume": "say why, or leave reason out",
     "throttle": "say why, e.g. reason='provider asks for 10/s, INC-2215' (it is shown with the throttle)",
     "replay": "say why, or leave reason out",
+    "sql": "say what the data fix is for, e.g. reason='seat map 14-C -> 14C, INC-2214', or leave reason out",
     "cancel": "say why these jobs must stop, e.g. reason='wrong template sent, INC-2217' "
     "(it is kept with who cancelled them, and opslib.find shows it)",
     "cancel_delayed": "the reason must say why these jobs must not run, e.g. reason='order 4471 was refunded' "

@@ -83,7 +83,7 @@ import psycopg
 import redis
 
 from opslib.bounded import Scan, zset_members
-from opslib.checks import check_kind, check_limit, check_window, queue_kinds
+from opslib.checks import check_kind, check_limit
 from opslib.columns import COUNT, MARK, TEXT, TIME, typed_frame
 from opslib.connection import archive_hint, database_url, partitions, pg_session, redis_session, settings
 from opslib.errors import OpslibError
@@ -95,10 +95,11 @@ from opslib.frames import (
     pending_counts_to_frame,
     select_dead,
 )
-from opslib.kinds import held_back
+from opslib.kinds import KNOWN_WHERE, held_back, known_kinds
 from opslib.pending_reads import read_pending
 from opslib.search import check_search, search_mask
 from opslib.signatures import check_signature, failure_groups_to_frame
+from opslib.times import check_window
 from worker.observability.queue_state import read_partitions_state, stat_fields
 from worker.printable import printable
 from worker.store.connection import on_owner
@@ -178,7 +179,7 @@ def dead_letters(
             [dead_to_frame(read_dead(redis_client, p, start), p.partition, p.queue) for p in parts], "dead_at"
         )
         if kind is not None:
-            check_kind(kind, frame["kind"].unique(), lambda: queue_kinds(redis_client, parts))
+            check_kind(kind, frame["kind"].unique(), lambda: known_kinds(redis_client, keys, parts), holder=KNOWN_WHERE)
     mask = search_mask(frame, needle)
     if kind is not None:
         mask &= frame["kind"] == kind
@@ -202,7 +203,7 @@ def pending(kind: str | None = None, *, client: redis.Redis | None = None, prefi
         parts = partitions(redis_client, keys)
         frame = read_pending(redis_client, parts)
         if kind is not None:
-            check_kind(kind, frame["kind"].unique(), lambda: queue_kinds(redis_client, parts))
+            check_kind(kind, frame["kind"].unique(), lambda: known_kinds(redis_client, keys, parts), holder=KNOWN_WHERE)
     if kind is not None:
         frame = frame[frame["kind"] == kind]
     return frame
@@ -241,7 +242,7 @@ def delayed(kind: str | None = None, *, client: redis.Redis | None = None, prefi
                 notes.append(scan.note(redis_client.zcard(p.delayed)))
         frame = combine(frames, "run_at")
         if kind is not None:
-            check_kind(kind, frame["kind"].unique(), lambda: queue_kinds(redis_client, parts))
+            check_kind(kind, frame["kind"].unique(), lambda: known_kinds(redis_client, keys, parts), holder=KNOWN_WHERE)
     if kind is not None:
         frame = frame[frame["kind"] == kind]
     frame.attrs["notes"] = notes
@@ -395,6 +396,7 @@ def sql(query: str, params: Sequence[Any] | Mapping[str, Any] | None = None, *, 
             cursor.execute(query, params)
             names = [column.name for column in cursor.description or []]
             rows = cursor.fetchall() if cursor.description else []
+            rowcount = cursor.rowcount
     except psycopg.errors.ReadOnlySqlTransaction as exc:
         raise OpslibError(
             f"the query failed: {str(exc).strip()}; opslib.sql reads only: make a change inside "
@@ -407,4 +409,5 @@ def sql(query: str, params: Sequence[Any] | Mapping[str, Any] | None = None, *, 
         if isinstance(frame[name].dtype, pd.DatetimeTZDtype):
             frame[name] = frame[name].dt.tz_convert("UTC").astype("datetime64[ns, UTC]")
     frame.attrs[MARK] = True
+    frame.attrs["rowcount"] = rowcount  # rows the statement returned or changed (-1: PostgreSQL did not say)
     return frame

@@ -32,9 +32,9 @@ from typing import Any
 
 import redis
 
-from opslib.checks import parse_since
 from opslib.errors import OpslibError, UnknownKind
 from opslib.signatures import check_signature
+from opslib.times import parse_since
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNBOOKS = ROOT / "notebooks" / "runbooks"

@@ -1,5 +1,5 @@
 """Text search in dead letters: a case-insensitive literal substring (no regex to escape) looked for in the
-entry id, the error, the traceback, the job's ids and every payload field.
+entry id, the error, the traceback, the job's ids (with its ``trace`` and trace id) and every payload field.
 
 One rule for ``dead_letters(search=...)``, the panel's search box and
 ``python -m opslib dead --search``; ``archive(search=...)`` asks PostgreSQL
@@ -13,12 +13,13 @@ import pandas as pd
 from opslib.errors import OpslibError
 from opslib.frames import DEAD_COLUMNS
 
-SEARCHED_COLUMNS = ("error", "traceback", "job_id", "outbox_id", "request_id")
+SEARCHED_COLUMNS = ("error", "traceback", "job_id", "outbox_id", "request_id", "trace", "trace_id")
 """Searched besides the entry id and the payload's own fields."""
 
 #: The archive's condition for the same search: the id, error, traceback and every wire field (ids and payload).
 ARCHIVE_SEARCH = (
-    "position(lower(%(search)s) in lower(concat_ws(' ', dead_id, error, traceback, request_id, fields::text))) > 0"
+    "position(lower(%(search)s) in "
+    "lower(concat_ws(' ', dead_id, error, traceback, request_id, trace, fields::text))) > 0"
 )
 
 

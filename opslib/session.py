@@ -22,9 +22,12 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, TypeVar
 
+import psycopg
+
 from opslib.actions import Action, record_action
 from opslib.connection import partitions, redis_session
-from opslib.moves.archived import Archive, open_archive
+from opslib.errors import OpslibError
+from opslib.moves.archived import Archive, apply_pending_log, open_archive
 from opslib.moves.batches import partition_scripts
 from worker.store.keys import Keys
 from worker.store.scripts import Scripts
@@ -78,6 +81,19 @@ class Session:
     def record(self, done: Action) -> None:
         """Record an operator's action on this queue (:func:`opslib.actions.record_action`)."""
         record_action(self.client, self.keys, done)
+
+    def settle_archive(self) -> None:
+        """Apply the move's records in ``jobs:dead:log`` to the archive before the call returns, so that psql,
+        Grafana and ``opslib.sql`` show a replay, discard or cancel at once, not when a worker's archiver
+        next runs. Best effort: with PostgreSQL away the archiver applies them later."""
+        if not self.archive.enabled:
+            return
+        try:
+            pg = self.archive.connection()
+        except (OpslibError, psycopg.Error):
+            return
+        if pg is not None:
+            apply_pending_log(pg, client=self.client, prefix=self.keys.prefix)
 
 
 #: The public call form's last three keywords, as ``help()`` shows them.

@@ -20,3 +20,8 @@ async def remember(app: WorkerApp) -> AsyncIterator[None]:
     state["redis"] = app.redis
     state["prefix"] = app.settings.prefix
     yield
+
+
+def key(name: str) -> str:
+    """The test's key ``name`` under the worker's queue prefix (``<prefix>test:<name>``)."""
+    return f"{state['prefix']}test:{name}"

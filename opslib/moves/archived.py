@@ -27,9 +27,9 @@ import pandas as pd
 import psycopg
 import redis
 
-from opslib.checks import parse_since
 from opslib.connection import archive_url, connect_postgres, partitions, redis_session, settings
 from opslib.errors import OpslibError
+from opslib.times import parse_since
 from worker.archive.dead_log import EVENT_DISCARDED, EVENT_REPLAYED, next_id, parse_record
 from worker.archive.rows import LOG_LOCK, TAKE_LOG_LOCK, record_statements, runs
 from worker.archive.table import STATUS_DEAD, STATUS_DISCARDED, STATUS_REPLAYED, TABLE, fields_from_json

@@ -97,6 +97,7 @@ def cancel(
             kinds = {row[2] for row in taken}
             kind = kinds.pop() if len(kinds) == 1 else ""
             session.record(Action("cancel", operator, kind, entries=len(taken), batch=batch))
+            session.settle_archive()
             cutoff = mark_cutoff()
             for scripts in session.scripts:
                 trim_marks(scripts, cutoff)  # the marks that have done their work go (worker.store.cancels)

@@ -99,6 +99,7 @@ def move_dead(
         moved = sum(1 for result in results if result)
         kind = kind_of(asked, found.kinds)
         session.record(Action(move.verb, move.operator, kind, entries=moved, batch=batch.id, detail=move.detail()))
+        session.settle_archive()
         return move.to_frame(found, results, batch.id)
 
 

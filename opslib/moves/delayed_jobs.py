@@ -193,6 +193,7 @@ def move_delayed(move: DelayedMove, ids: object, servers: Servers, *, dry_run: b
         moved = sum(1 for result in results if result)
         kind = kind_of(ids, (_kind_of_member(member) for _job_id, (_p, member) in plan))
         session.record(Action(move.verb, move.operator, kind, entries=moved, batch=batch))
+        session.settle_archive()  # a cancelled delayed job is recorded there as discarded
     rows = [(job_id, move.done if result else MISSING) for (job_id, _), result in zip(plan, results, strict=True)]
     rows += [(job_id, MISSING) for job_id in job_ids if not members[job_id]]
     return moves_to_frame(rows, batch)

@@ -61,7 +61,7 @@ from typing import Any, TypedDict, Unpack
 import pandas as pd
 import redis
 
-from opslib.checks import check_batch, parse_since
+from opslib.checks import check_batch
 from opslib.connection import partitions, redis_session
 from opslib.errors import OpslibError
 from opslib.frames import (
@@ -81,6 +81,7 @@ from opslib.moves.selection import Selection
 from opslib.operator import Operator
 from opslib.queries import entry_floor
 from opslib.session import Servers, Session, with_servers
+from opslib.times import parse_since
 from worker.archive.table import TABLE
 from worker.store.keys import GROUP, Keys
 from worker.store.scripts import Scripts

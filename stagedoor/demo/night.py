@@ -35,6 +35,8 @@ import psycopg
 
 from stagedoor.orders import Payment, record_paid_order
 from stagedoor.schema import TABLE_NAMES
+from worker.archive.actions_table import ACTIONS_TABLE
+from worker.archive.table import TABLE as ARCHIVE_TABLE
 
 SEED = 2026
 
@@ -110,9 +112,18 @@ class Night:
         return [o for o in self.paid_orders if o not in bad]
 
 
-def clear_night(conn: psycopg.Connection) -> None:
-    """Empty Stagedoor's tables (``make run`` on its own embedded database, before a new night)."""
+def clear_night(conn: psycopg.Connection, queue: str = "") -> None:
+    """Empty Stagedoor's tables and the ``queue``'s rows of the archive and the operators' actions
+    (``make run`` on its own embedded database, before a new night).
+
+    Order ids restart at 1 with the tables, so an archive kept from an earlier
+    night would hold a second order 41 and its actions another night's replays:
+    the story notebook would count both. Redis (embedded, not saved) starts
+    empty anyway; a fresh night is fresh everywhere.
+    """
     conn.execute(f"TRUNCATE {', '.join(TABLE_NAMES)} RESTART IDENTITY CASCADE")
+    for table in (ARCHIVE_TABLE, ACTIONS_TABLE):
+        conn.execute(f"DELETE FROM {table} WHERE queue = %s", (queue,))
 
 
 def load_night(db: psycopg.Connection | str, *, now: datetime | None = None, next_week: bool = False) -> Night:

@@ -81,13 +81,20 @@ class DemoNight:
     def load(self, *, reset: bool = False) -> Night:
         """Migrate (Stagedoor's tables and the archive's, as ``python -m stagedoor migrate`` and
         ``python -m worker migrate`` do: workers given a URL do not create tables), (with ``reset``)
-        empty Stagedoor's tables, load the night, brief the stand-ins, and enqueue one
+        empty Stagedoor's tables and this queue's archive and actions (a fresh night), load the night,
+        brief the stand-ins, and enqueue one
         reconcile_payments (for yesterday) and one expire_holds."""
         migrate_url(self.database_url)
         migrate_archive(self.database_url)
         with psycopg.connect(self.database_url, autocommit=True) as conn:
             if reset:
-                clear_night(conn)
+                clear_night(conn, self.prefix)
+                log.info("A fresh night: Stagedoor's tables, the archive and the operators' actions were emptied.")
+            else:
+                log.info(
+                    "Earlier nights are kept in this database: the archive and the operators' actions hold them "
+                    "too (order ids go on from the last); read this night with since=, e.g. since='today'."
+                )
             night = load_night(conn, now=self.now, next_week=self.next_week)
         self.payrail.set_payments(night.payrail_day, night.payrail_payments)
         self.mail.fail_next(self.mail_failures)

@@ -9,12 +9,8 @@ from __future__ import annotations
 import asyncio
 import os
 
-from tests.kinds_app_state import state
+from tests.kinds_app_state import key, state
 from worker import Job, RetryPolicy, job_kind
-
-
-def key(name: str) -> str:
-    return f"{state['prefix']}test:{name}"
 
 
 def r() -> object:

@@ -1,5 +1,5 @@
 """The incident desk on the 3-primary cluster with QUEUE_PARTITIONS=3: pause mid-run, restart, resume;
-a throttle whose one bucket holds for every partition.
+a throttle whose one schedule holds for every partition, and keeps a low rate there.
 
 Each partition keeps its own copy of a pause and its own parked jobs (in its
 slot, beside its ``jobs``), so the park and unpark moves stay on one node.
@@ -10,12 +10,14 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
 import redis.cluster
 
 import opslib
 from tests.helpers import Workers, wait_for
 from tests.incident.helpers import KINDS, enqueue_jobs, runs, starts, wait_runs
 from tests.incident.test_pause import pause_mid_run
+from tests.incident.test_throttle_rate import keeps_a_low_rate
 
 
 def test_pause_over_three_partitions_on_the_cluster(
@@ -49,5 +51,16 @@ def test_a_throttle_holds_over_three_partitions_on_the_cluster(
         opslib.throttle("alpha", None, **at)
         wait_runs(cr, plain_prefix, "alpha", 400)
         assert set(runs(cr, plain_prefix, "alpha").values()) == {1}
+    finally:
+        pool.stop_all()
+
+
+@pytest.mark.parametrize("rate", [2, 4])
+def test_a_low_rate_holds_over_three_partitions_on_the_cluster(
+    cr: redis.cluster.RedisCluster, plain_prefix: str, tmp_path: Path, node_urls: list[str], rate: int
+) -> None:
+    pool = Workers(node_urls[2], plain_prefix, tmp_path)
+    try:
+        keeps_a_low_rate(cr, pool, plain_prefix, rate, partitions=3)
     finally:
         pool.stop_all()

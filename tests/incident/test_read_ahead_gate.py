@@ -38,7 +38,6 @@ import redis
 import opslib
 from tests.helpers import Workers, wait_for
 from tests.incident.helpers import KINDS, enqueue_jobs, parked_job_ids, runs, starts, stop, wait_runs
-from worker.loop.gate import BURST_S
 from worker.store.keys import GROUP, Keys
 
 JOBS = 3000
@@ -174,11 +173,11 @@ def test_a_throttle_holds_the_start_rate_of_jobs_read_ahead(
     rate = len(in_window) / WINDOW_S
     print(f"throttle {RATE}/s: {len(before) / 0.5:.0f}/s before, {rate:.1f}/s over {WINDOW_S:.0f} s after")
     assert len(before) / 0.5 > 4 * RATE, "the backlog was not fast before the throttle"
-    # Each start took a token: the bucket's size, then its refill over the window (and the millisecond the
-    # gate took the throttle in), bound them; 2 % of slack for the two clocks (the bucket's is Redis's TIME,
-    # the starts' the worker's), far under what entries read ahead that skipped the bucket add (~600/s).
-    most = int((RATE * BURST_S + RATE * (WINDOW_S + 0.001)) * 1.02)
-    assert len(in_window) <= most, f"{len(in_window)} alpha jobs started in {WINDOW_S} s, the bucket allows {most}"
+    # Each start had its turn, 1/RATE apart from the first: one more than the window's turns (and the
+    # millisecond the gate took the throttle in) bound them; 2 % of slack for the two clocks (the turns are
+    # Redis's TIME, the starts the worker's), far under what entries read ahead that skipped the gate add (~600/s).
+    most = int((1 + RATE * (WINDOW_S + 0.001)) * 1.02)
+    assert len(in_window) <= most, f"{len(in_window)} alpha jobs started in {WINDOW_S} s, the turns allow {most}"
     assert rate >= 0.8 * RATE, f"start rate {rate:.1f}/s is well below {RATE}/s"
 
     ran = len(runs(r, prefix, "alpha"))

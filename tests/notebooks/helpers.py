@@ -38,6 +38,21 @@ from worker.store.keys import Keys
 
 WORKER_NAME = "worker-1"
 ARCHIVED = "SELECT count(*) FROM dead_letters WHERE queue = %s"
+PREVIOUS_ACTION = (
+    "INSERT INTO operator_actions (queue, id, at, by, action, kind, entries, reason, batch, detail) "
+    "VALUES (%s, 'previous-night', now() - interval '1 day', 'ana', 'replay', 'render_tickets', 40, "
+    "'the previous night', '', '{}')"
+)
+
+
+#: Notebooks run on the second night of their stack, as after a second ``make run``: the first night's
+#: archive and actions must not leak into what they count (one notebook only: a night costs CI time).
+SECOND_NIGHT = {"barcode_failures.ipynb"}
+
+
+def nights_for(notebook: Path) -> int:
+    """How many nights the stack of ``notebook`` runs before it (nbval and ``refresh_outputs`` alike)."""
+    return 2 if notebook.name in SECOND_NIGHT else 1
 
 
 class Servers:
@@ -68,7 +83,7 @@ class Servers:
 class NightStack:
     """One demo night in its own prefix and schema, settled, with a worker beside it (its log in ``log_path``)."""
 
-    def __init__(self, redis_url: str, database_url: str, log_path: Path) -> None:
+    def __init__(self, redis_url: str, database_url: str, log_path: Path, *, nights: int = 1) -> None:
         self.redis_url = redis_url
         self.server_database_url = database_url
         self.prefix = f"nb:{uuid.uuid4().hex[:10]}:"
@@ -81,20 +96,36 @@ class NightStack:
         self.worker: subprocess.Popen[bytes] | None = None
         try:
             self.demo = DemoNight(self.database_url, redis_url, prefix=self.prefix, mail_failures=0, next_week=True)
-            self.night = self.demo.load()
-            with open(log_path, "ab") as log:
-                self.worker = subprocess.Popen(
-                    [sys.executable, "-m", "worker"],
-                    env=self.demo.worker_env(SCHEDULER="off", WORKER_NAME=WORKER_NAME),
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    preexec_fn=die_with_parent,
-                )
-            self.wait_until_settled()
+            for night in range(nights):
+                if night:
+                    self.end_night()
+                self.night = self.demo.load(reset=nights > 1)
+                self.start_worker()
+                self.wait_until_settled()
         except BaseException:
             self.stop()
             raise
+
+    def start_worker(self) -> None:
+        assert self.demo is not None
+        with open(self.log_path, "ab") as log:
+            self.worker = subprocess.Popen(
+                [sys.executable, "-m", "worker"],
+                env=self.demo.worker_env(SCHEDULER="off", WORKER_NAME=WORKER_NAME),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                preexec_fn=die_with_parent,
+            )
+
+    def end_night(self) -> None:
+        """End a settled night as ``make run``'s Ctrl-C does, leaving what a second ``make run`` finds: its
+        dead letters archived, an operator's action on record, and Redis empty (the embedded Valkey is not
+        saved). The next :meth:`DemoNight.load` with ``reset`` must leave none of it (a fresh night)."""
+        self.stop_worker()
+        with psycopg.connect(self.database_url, autocommit=True) as conn:
+            conn.execute(PREVIOUS_ACTION, (self.prefix,))
+        self.drop_keys()
 
     def state(self) -> dict[str, int]:
         """The numbers that say whether the night has settled."""
@@ -145,8 +176,7 @@ class NightStack:
         """What a notebook needs to find this night: the servers and the prefix."""
         return {"REDIS_URL": self.redis_url, "DATABASE_URL": self.database_url, "QUEUE_PREFIX": self.prefix}
 
-    def stop(self) -> None:
-        """Stop the worker and the stand-ins; drop the schema and the keys."""
+    def stop_worker(self) -> None:
         if self.worker is not None and self.worker.poll() is None:
             self.worker.send_signal(signal.SIGTERM)
             try:
@@ -154,10 +184,18 @@ class NightStack:
             except subprocess.TimeoutExpired:
                 self.worker.kill()
                 self.worker.wait()
+
+    def stop(self) -> None:
+        """Stop the worker and the stand-ins; drop the schema and the keys."""
+        self.stop_worker()
         if self.demo is not None:
             self.demo.stop()
         with psycopg.connect(self.server_database_url, autocommit=True) as conn:
             conn.execute(f'DROP SCHEMA IF EXISTS "{self.schema}" CASCADE')
+        self.drop_keys()
+
+    def drop_keys(self) -> None:
+        """Delete this night's keys (its own prefix) from Redis."""
         client = redis.Redis.from_url(self.redis_url)
         try:
             for key in client.scan_iter(match=f"{self.prefix}*", count=1000):

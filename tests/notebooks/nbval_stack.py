@@ -3,7 +3,8 @@
 Loaded with ``-p tests.notebooks.nbval_stack``. Before the first cell of a
 notebook (so before nbval starts its kernel, which inherits this process's
 environment), the previous notebook's night is torn down and a new
-:class:`~tests.notebooks.helpers.NightStack` is seeded; its ``REDIS_URL``,
+:class:`~tests.notebooks.helpers.NightStack` is seeded (for the story notebook, a second night after a
+first one, as a second ``make run`` does); its ``REDIS_URL``,
 ``DATABASE_URL`` and ``QUEUE_PREFIX`` go into the environment, where opslib
 finds them as an analyst's notebook would.
 """
@@ -14,7 +15,7 @@ import os
 
 import pytest
 
-from tests.notebooks.helpers import NightStack, Servers
+from tests.notebooks.helpers import NightStack, Servers, nights_for
 
 
 class NotebookStacks:
@@ -35,7 +36,10 @@ class NotebookStacks:
             self.night = None
         if self.servers is None:
             self.servers = Servers()
-        self.night = NightStack(self.servers.redis_url, self.servers.database_url, self.servers.folder / "worker.log")
+        nights = nights_for(item.path)
+        self.night = NightStack(
+            self.servers.redis_url, self.servers.database_url, self.servers.folder / "worker.log", nights=nights
+        )
         os.environ.update(self.night.env())
 
     def pytest_sessionfinish(self) -> None:

@@ -27,7 +27,7 @@ import nbformat
 from nbclient import NotebookClient
 
 from tests.helpers import ROOT
-from tests.notebooks.helpers import NightStack, Servers
+from tests.notebooks.helpers import NightStack, Servers, nights_for
 
 NOTEBOOKS = ROOT / "notebooks"
 PANEL = NOTEBOOKS / "dead_letter_panel.ipynb"
@@ -78,7 +78,8 @@ def refresh(paths: list[Path]) -> None:
     servers = Servers()
     try:
         for path in paths:
-            night = NightStack(servers.redis_url, servers.database_url, servers.folder / "worker.log")
+            log = servers.folder / "worker.log"
+            night = NightStack(servers.redis_url, servers.database_url, log, nights=nights_for(path))
             try:
                 os.environ.update(night.env())
                 notebook = nbformat.read(path, as_version=4)

@@ -8,16 +8,20 @@ import os
 import pty
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from typing import TextIO
 
 import pandas as pd
+import psycopg
 import pytest
 import redis
 
 from opslib.cli import EXIT_FAILED, EXIT_NOT_CONFIRMED, EXIT_OK, EXIT_USAGE, main
-from tests.helpers import ROOT
+from tests.helpers import ROOT, Workers
 from tests.opslib.helpers import bury
+from worker import NewJob, enqueue_many
+from worker.archive.table import migrate
 from worker.embedded.servers import free_port
 from worker.store.keys import Keys
 
@@ -194,3 +198,88 @@ def test_flow_history_and_archive_commands_answer(
         assert run(command) == EXIT_FAILED
         err = capsys.readouterr().err
         assert err.splitlines()[-1].startswith("error: cannot reach PostgreSQL") and "Traceback" not in err
+
+
+@pytest.mark.parametrize("typed", ["today", "yesterday", "9pm", "21:00", "yesterday 21:00", "2h"])
+def test_every_form_of_the_time_grammar_reads_from_the_command_line(
+    typed: str, env: dict[str, str], dead: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    for command in ("dead", "groups"):  # archive and history: the same parse, refused alike below
+        assert run(command, "--since", typed, "--json") == EXIT_OK
+        captured = capsys.readouterr()
+        assert captured.err.startswith("since ") and "Traceback" not in captured.err
+        if command == "dead" and typed in ("today", "yesterday", "yesterday 21:00"):  # before the entries died
+            assert len(captured.out.splitlines()) == len(dead)
+    assert run("flow", "--since", typed) == EXIT_OK
+    assert "Traceback" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("typed", ["12/01 21:00", "1969-06-01", "2999-01-01", "tomorrow"])
+def test_a_time_out_of_the_grammar_is_one_line_and_exit_1(
+    typed: str, env: dict[str, str], dead: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    for command in ("dead", "archive", "flow", "history", "actions"):
+        assert run(command, "--since", typed) == EXIT_FAILED
+        err = capsys.readouterr().err
+        assert len(err.splitlines()) == 1 and err.startswith(f"error: since={typed!r} ") and "'yesterday 21:00'" in err
+
+
+def test_flow_prints_the_busy_periods_and_says_how_many_were_quiet(
+    env: dict[str, str], r: redis.Redis, keys: Keys, workers: Workers, capsys: pytest.CaptureFixture[str]
+) -> None:
+    enqueue_many(r, [NewJob("flow_ok"), NewJob("flow_refused")], prefix=keys.prefix)
+    workers.burst("tests.opslib.kinds_flow", ARCHIVE_URL="off")
+    assert run("flow", "--since", "1h") == EXIT_OK
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-1].endswith("periods had nothing in them (not shown; --all shows every period)")
+    assert 2 <= len(lines) - 2 <= 5  # a header, one or two busy minutes of two kinds, the note
+    assert run("flow", "--since", "1h", "--all", "--json") == EXIT_OK
+    assert len(capsys.readouterr().out.splitlines()) >= 120  # 60 minutes, two kinds
+    assert run("flow", "--since", "10D", "--freq", "1D", "--all") == EXIT_OK
+    out = capsys.readouterr().out
+    assert "not kept" in out.splitlines()[1] and "are not kept (counted as missing, not as 0)" in out
+
+
+def test_an_id_that_never_was_a_dead_letter_says_so(
+    env: dict[str, str],
+    dead: list[str],
+    pg_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        migrate(conn)
+    monkeypatch.setenv("ARCHIVE_URL", pg_url)
+    assert run("replay", "1-0", "--yes") == EXIT_OK
+    out = capsys.readouterr().out
+    assert "would replay 0 dead letters; 1 id is not in jobs:dead nor dead in the archive: 1-0 was never" in out
+    assert run("discard", "1-0", "2-0", "--reason", "typo test", "--yes") == EXIT_OK
+    assert "1-0, 2-0 were never a dead letter of this queue" in capsys.readouterr().out
+
+
+def test_actions_status_kinds_and_find_take_json_and_csv(
+    env: dict[str, str], dead: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ARCHIVE_URL", "off")
+    assert run("replay", dead[0], "--yes") == EXIT_OK
+    batch = capsys.readouterr().out.split("batch ")[1].split()[0]
+    assert run("actions", "--json") == EXIT_OK
+    assert [json.loads(line)["action"] for line in capsys.readouterr().out.splitlines()] == ["replay"]
+    assert run("status", batch, "--csv") == EXIT_OK
+    assert pd.read_csv(io.StringIO(capsys.readouterr().out), dtype=str)["dead_id"].tolist() == [dead[0]]
+    assert run("kinds", "--json") == EXIT_OK
+    assert "seat_label" in [json.loads(line)["kind"] for line in capsys.readouterr().out.splitlines()]
+    assert run("find", dead[1], "--json") == EXIT_OK
+    found = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(row["where"], row["matched"]) for row in found] == [("dead", "id")]
+    assert run("find", "nothing-like-it", "--csv") == EXIT_FAILED
+
+
+def test_dead_of_a_kind_a_live_worker_declares_is_empty_not_unknown(
+    env: dict[str, str], dead: list[str], r: redis.Redis, keys: Keys, capsys: pytest.CaptureFixture[str]
+) -> None:
+    r.zadd(keys.workers, {"worker-1": time.time() + 60})
+    r.set(keys.declared("worker-1"), json.dumps({"kinds": {"send_email": {}}}))
+    assert run("dead", "--kind", "send_email") == EXIT_OK
+    captured = capsys.readouterr()
+    assert captured.out.strip() == "(none)" and "unknown kind" not in captured.err

@@ -18,6 +18,7 @@ import opslib
 from opslib.frames import DISCARD_COLUMNS
 from tests.helpers import queue_state
 from tests.opslib.helpers import bury
+from worker import enqueue
 from worker.archive.rows import INSERT_ROW, dead_row
 from worker.archive.table import migrate
 from worker.store.keys import Keys
@@ -138,14 +139,15 @@ def test_replay_re_adds_an_entry_only_the_archive_holds_once(
 def test_a_move_from_the_archive_applies_the_log_first(
     r: redis.Redis, keys: Keys, at: dict[str, Any], archive_url: str
 ) -> None:
-    """An entry discarded from jobs:dead a moment ago (its record not yet applied) while its row says
-    dead: a replay must not take it from the archive."""
+    """An entry discarded from jobs:dead while PostgreSQL was away (its record not yet applied) while its row
+    says dead: a replay must not take it from the archive."""
     dead_id = bury(r, keys, {"kind": "seat_label", "seat": "9-Z"}, ERROR)
     [(_, wire)] = r.xrange(keys.dead, dead_id, dead_id)
     with psycopg.connect(archive_url, autocommit=True) as conn:
         migrate(conn)
         conn.execute(INSERT_ROW, dead_row(keys.prefix, keys.partition, dead_id, list(wire.items())))
-    assert opslib.discard(dead_id, reason="refunded", by="ana", **at)["status"].tolist() == ["discarded"]
+    away = "postgresql://postgres@127.0.0.1:1/none"
+    assert opslib.discard(dead_id, reason="refunded", by="ana", conn=away, **at)["status"].tolist() == ["discarded"]
     assert r.xlen(keys.dead_log) == 1 and row(archive_url, keys, dead_id, "status") == ("dead",)
     assert opslib.replay(dead_id, dry_run=True, **at)["status"].tolist() == ["missing"]  # the log is read
     assert opslib.replay(dead_id, **at)["status"].tolist() == ["missing"]
@@ -173,3 +175,26 @@ def test_an_archive_that_does_not_answer_stops_only_what_needs_it(
     # every id is in jobs:dead: PostgreSQL is not needed, the discard goes ahead and is recorded in the log
     assert opslib.discard([in_stream], reason="x", conn=away, **at)["status"].tolist() == ["discarded"]
     assert r.xlen(keys.dead_log) == 1
+
+
+def test_a_replay_discard_or_cancel_is_in_the_archive_when_the_call_returns(
+    r: redis.Redis, keys: Keys, at: dict[str, Any], archive_url: str
+) -> None:
+    """psql, Grafana and opslib.sql see the move at once, with no worker running to apply the log."""
+    with psycopg.connect(archive_url, autocommit=True) as conn:
+        migrate(conn)
+    gone, back = (bury(r, keys, {"kind": "seat_label", "seat": s}, ERROR) for s in ("1-A", "2-B"))
+    opslib.discard(gone, reason="refunded, INC-2211", by="ana", **at)
+    assert row(archive_url, keys, gone, "status", "discarded_by") == ("discarded", "ana")
+    opslib.replay(back, **at)
+    assert row(archive_url, keys, back, "status") == ("replayed",)
+    assert r.xlen(keys.dead_log) == 0
+    enqueue(r, "seat_label", {"job_id": "job-9", "seat": "3-C"}, prefix=keys.prefix, delay_s=3600)
+    opslib.cancel("job-9", reason="wrong template, INC-2217", by="ana", **at)
+    with psycopg.connect(archive_url) as conn:
+        found = conn.execute(
+            "SELECT status, discarded_by FROM dead_letters WHERE queue = %s AND kind = 'seat_label' "
+            "AND fields::text LIKE '%%job-9%%'",
+            (keys.prefix,),
+        ).fetchall()
+    assert found == [("discarded", "ana")]

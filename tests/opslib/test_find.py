@@ -86,3 +86,27 @@ def test_find_in_delayed_matches_a_whole_value_only_however_it_is_written_in_jso
     assert where("say hi") == [["delayed", "d-2"]]
     assert where("hi") == [] and where("note") == []  # a part of a value, a field's name
     assert where("not json") == [["delayed", ""]]
+
+
+def test_find_says_which_field_matched_and_searches_the_trace(
+    r: redis.Redis, keys: Keys, pg_url: str, at: dict[str, Any]
+) -> None:
+    """Job 41 and order 41 are told apart; an entry's ``trace`` is found whole."""
+    ensure_group(r, keys)
+    fields = {"kind": "render_tickets", "job_id": "41", "attempts": "1", "order_id": "7", "trace": "tr-9f2c"}
+    dead_id = bury(r, keys, fields, {"attempts": "2", "error": "SeatLabelInvalid", "reason": "exhausted"})
+    enqueue(r, "send_email", {"job_id": "job-5", "order_id": "41"}, prefix=keys.prefix, delay_s=3600)
+    waiting = enqueue(r, "render_tickets", {"job_id": "job-6", "order_id": "41"}, prefix=keys.prefix)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        migrate(conn)
+        found = opslib.find("41", conn=conn, **at)
+        assert found[["where", "job_id", "matched"]].values.tolist() == [
+            ["waiting", "job-6", "order_id"],
+            ["delayed", "job-5", "order_id"],
+            ["dead", "41", "job_id"],
+        ]
+        assert opslib.find("tr-9f2c", conn=conn, **at)[["where", "id", "matched"]].values.tolist() == [
+            ["dead", dead_id, "trace"]
+        ]
+        assert opslib.find(waiting, conn=conn, **at)["matched"].tolist() == ["id"]
+        assert opslib.dead_letters(search="9F2C", **at).index.tolist() == [dead_id]

@@ -11,7 +11,7 @@ import redis
 
 import opslib
 from opslib.errors import OpslibError
-from opslib.flow import THROUGHPUT_COLUMNS, flow_to_frame, percentiles
+from opslib.flow_frames import THROUGHPUT_COLUMNS, flow_to_frame, percentiles
 from tests.helpers import Workers
 from worker import NewJob, enqueue_many
 from worker.store.flow import BOUNDS_S, BUCKETS, HOUR_S
@@ -133,9 +133,11 @@ def test_flow_retention_zero_counts_nothing(r: redis.Redis, keys: Keys, workers:
     assert not list(r.scan_iter(match=f"{keys.prefix}flow:*", count=1000))
 
 
-def test_plot_throughput_stacks_failed_on_succeeded_with_the_wait_beside() -> None:
+def test_plot_throughput_draws_jobs_and_retried_attempts_side_by_side_on_the_window() -> None:
     matplotlib = pytest.importorskip("matplotlib")
     matplotlib.use("Agg")
+    import matplotlib.dates as dates
+
     raw = [
         (epoch(START), "print", {"succeeded": 3, "wait:4": 3}),
         (epoch(START + pd.Timedelta("6min")), "print", {"succeeded": 2, "dead": 1, "retried": 4, "wait:9": 7}),
@@ -143,12 +145,85 @@ def test_plot_throughput_stacks_failed_on_succeeded_with_the_wait_beside() -> No
     ]
     frame = flow_to_frame(raw, "5min", start=START, end=START + pd.Timedelta("10min"))
     ax = opslib.plot_throughput(frame)
-    succeeded, failed = ax.containers
+    succeeded, dead, retried = ax.containers
+    assert [c.get_label() for c in ax.containers] == ["succeeded (jobs)", "failed: dead (jobs)", "retried (attempts)"]
     assert [bar.get_height() for bar in succeeded] == [3, 2]
-    assert [bar.get_height() for bar in failed] == [0, 10]
-    assert [bar.get_y() for bar in failed] == [3, 2]
+    assert [bar.get_height() for bar in dead] == [0, 6]  # failed: the jobs that died, not the attempts
+    assert [bar.get_height() for bar in retried] == [0, 4]
+    assert all(bar.get_y() == 0 for container in ax.containers for bar in container)  # side by side, not stacked
+    assert succeeded[1].get_x() < dead[1].get_x() < retried[1].get_x()
+    left, right = (pd.Timestamp(dates.num2date(x)) for x in ax.get_xlim())
+    assert (left, right) == (START, START + pd.Timedelta("10min"))  # the window it names, no more
+    assert ax.get_xlabel() == "window 01 Dec 14:00 – 01 Dec 14:10 UTC"
+    assert not [t for t in ax.texts if t.get_text().strip() == "now"]  # a window of the past: no "now"
     wait_line = ax.figure.axes[1].lines[0]
     assert BOUNDS_S[8] < wait_line.get_ydata()[1] <= BOUNDS_S[9]
     assert ax.get_title(loc="left") == "jobs per 5 minutes"
+    assert ax.get_ylabel() == "jobs (retried: attempts)"
     one = opslib.plot_throughput(frame, kind="mail")
     assert [bar.get_height() for bar in one.containers[1]] == [0, 5]
+    matplotlib.pyplot.close("all")
+
+
+def test_a_window_ending_now_is_marked_and_periods_past_retention_are_not_kept() -> None:
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    now = pd.Timestamp.now(tz="UTC")
+    kept_from = (now - pd.Timedelta("2h")).ceil("1h")
+    start = kept_from - pd.Timedelta("3h")
+    raw = [(epoch(kept_from - pd.Timedelta("2h")), "print", {"succeeded": 9}), (epoch(now), "print", {"dead": 1})]
+    frame = flow_to_frame(raw, "1h", start=start, end=now, kept_from=kept_from)
+    gone = frame[frame["period"] < kept_from]
+    assert len(gone) == 3 and gone[["succeeded", "retried", "dead", "wait_p95_s"]].isna().all().all()  # not 0, not 9
+    assert (frame.loc[frame["period"] >= kept_from, "retried"] == 0).all()
+    assert frame["dead"].sum() == 1 and frame.attrs["kept_from"] == kept_from
+    ax = opslib.plot_throughput(frame)
+    texts = [t.get_text().strip() for t in ax.texts]
+    assert "now" in texts and "not kept" in texts
+    matplotlib.pyplot.close("all")
+
+
+def test_busy_keeps_the_periods_where_something_happened(
+    r: redis.Redis, keys: Keys, workers: Workers, at: dict[str, Any]
+) -> None:
+    enqueue_many(r, [NewJob("flow_ok"), NewJob("flow_refused")], prefix=keys.prefix)
+    workers.burst(KINDS, ARCHIVE_URL="off")
+    every = opslib.throughput(since="1h", **at)
+    busy = opslib.throughput(since="1h", busy=True, **at)
+    assert len(every) >= 60 and 1 <= len(busy) <= 4
+    assert busy[["succeeded", "dead"]].sum().tolist() == [1, 1]
+
+
+def test_a_window_reaching_past_retention_reads_only_what_is_kept(
+    r: redis.Redis, keys: Keys, workers: Workers, at: dict[str, Any]
+) -> None:
+    """``since=9pm`` was year 1 and a MemoryError; now it is last 9 pm, and a window of years reads what is
+    kept, its older periods missing ("not kept"), or is refused before any read when it has too many periods."""
+    enqueue_many(r, [NewJob("flow_ok")], prefix=keys.prefix)
+    workers.burst(KINDS, ARCHIVE_URL="off")
+    evening = opslib.throughput(since="9pm", freq="1h", **at)
+    assert evening["period"].min() >= pd.Timestamp.now(tz="UTC") - pd.Timedelta("25h")
+    assert evening["succeeded"].sum() == 1
+    years = opslib.throughput(since="2020-01-01", freq="1D", **at)
+    kept_from = years.attrs["kept_from"]
+    assert kept_from >= pd.Timestamp.now(tz="UTC") - pd.Timedelta("8D") - pd.Timedelta("1h")
+    assert years.loc[years["period"] < kept_from, "succeeded"].isna().all()
+    assert years["succeeded"].sum() == 1 and len(years) > 2000
+    with pytest.raises(
+        OpslibError, match=r"[\d,]+ periods of 1min for 1 kind is too long to show; choose a longer freq"
+    ):
+        opslib.throughput(since="1971-01-01", freq="1min", **at)
+
+
+def test_the_bars_of_a_period_under_way_stay_on_the_axis() -> None:
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.dates as dates
+
+    end = START + pd.Timedelta("40min")  # the last hour has run 40 minutes when the window ends
+    raw = [(epoch(START), "print", {"succeeded": 3, "dead": 1, "retried": 2})]
+    ax = opslib.plot_throughput(flow_to_frame(raw, "1h", start=START - pd.Timedelta("1h"), end=end))
+    right = ax.get_xlim()[1]
+    assert pd.Timestamp(dates.num2date(right)) == end
+    assert all(bar.get_x() + bar.get_width() <= right + 1e-9 for c in ax.containers for bar in c if bar.get_height())
+    matplotlib.pyplot.close("all")

@@ -54,6 +54,7 @@ def test_every_query_on_an_empty_queue_has_its_columns(at: dict[str, Any]) -> No
             "oldest_pause_s",
             "parked",
             "throttled",
+            "fair",
         ],
         0,
     )
@@ -138,6 +139,7 @@ def test_queries_on_a_queue_that_real_workers_filled(
         "oldest_pause_s": 0,
         "parked": 0,
         "throttled": 0,
+        "fair": 0,  # no job waits for its fair key's turn
     }
     assert stats.dead == 3
     assert "crashed-worker" in set(stats.consumers["consumer"])
@@ -249,3 +251,15 @@ def test_sql_returns_typed_frames(pg_url: str, monkeypatch: pytest.MonkeyPatch) 
         opslib.sql("SELECT * FROM no_such_table")
     with pytest.raises(opslib.OpslibError, match="cannot reach PostgreSQL"):
         opslib.sql("SELECT 1", conn=f"postgresql://postgres@127.0.0.1:{free_port()}/x")
+
+
+def test_a_kind_a_live_worker_declares_is_known_without_a_dead_letter(
+    r: redis.Redis, keys: Keys, at: dict[str, Any]
+) -> None:
+    bury(r, keys, {"kind": "send_reminder", "order_id": "1"}, {"error": "MailTimeout: no answer"})
+    r.zadd(keys.workers, {"worker-1": time.time() + 60})
+    r.set(keys.declared("worker-1"), json.dumps({"kinds": {"send_email": {"retries": 3}}}))
+    assert opslib.dead_letters("send_email", **at).empty  # known, and nothing dead: no "did you mean"
+    assert opslib.delayed("send_email", **at).empty and opslib.pending("send_email", **at).empty
+    with pytest.raises(opslib.OpslibError, match=r"unknown kind 'send_emial'; did you mean 'send_email'\?"):
+        opslib.dead_letters("send_emial", **at)

@@ -26,8 +26,77 @@ def prague(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 def test_a_time_without_a_zone_is_read_in_the_display_zone() -> None:
     assert parse_since("2026-12-01 15:46") == pd.Timestamp("2026-12-01 14:46", tz="UTC")
     assert parse_since(pd.Timestamp("2026-12-01 15:46")) == pd.Timestamp("2026-12-01 14:46", tz="UTC")
-    today = pd.Timestamp.now(tz="Europe/Prague").strftime("%Y-%m-%d")
-    assert parse_since("15:46") == pd.Timestamp(f"{today} 15:46", tz="Europe/Prague").tz_convert("UTC")
+    assert parse_since("15:46") == latest("15:46:00")
+
+
+def latest(clock: str) -> pd.Timestamp:
+    """The latest ``clock`` in Prague not after now, in UTC: how a time of day alone is read."""
+    today = pd.Timestamp.now(tz="Europe/Prague").normalize().tz_localize(None)
+    when = (today + pd.Timedelta(clock)).tz_localize("Europe/Prague").tz_convert("UTC")
+    return when if when <= pd.Timestamp.now(tz="UTC") else parse_since(f"yesterday {clock}")
+
+
+def midnight(days_back: int) -> pd.Timestamp:
+    today = pd.Timestamp.now(tz="Europe/Prague").normalize().tz_localize(None)
+    return (today - pd.Timedelta(days=days_back)).tz_localize("Europe/Prague").tz_convert("UTC")
+
+
+@pytest.mark.parametrize(
+    ("typed", "clock"),
+    [("9pm", "21:00:00"), ("9PM", "21:00:00"), ("9:30am", "09:30:00"), ("12am", "00:00:00"), ("12pm", "12:00:00"),
+     ("21:00", "21:00:00"), ("21:00:30", "21:00:30")],
+)  # fmt: skip
+def test_a_time_of_day_is_its_latest_occurrence_in_the_display_zone(typed: str, clock: str) -> None:
+    when = parse_since(typed)
+    assert when == latest(clock)
+    assert pd.Timestamp.now(tz="UTC") - pd.Timedelta(days=1) <= when <= pd.Timestamp.now(tz="UTC")
+
+
+def test_today_yesterday_and_a_day_with_a_time() -> None:
+    assert parse_since("today") == midnight(0)
+    assert parse_since("Yesterday") == midnight(1)
+    assert parse_since("yesterday 21:00") == midnight(1) + pd.Timedelta(hours=21)
+    assert parse_since("yesterday 9pm") == midnight(1) + pd.Timedelta(hours=21)
+    assert parse_since("today 08:15") == midnight(0) + pd.Timedelta(hours=8, minutes=15)
+    assert parse_since("yesterday 21:00 UTC") == pd.Timestamp.now(tz="UTC").normalize() - pd.Timedelta(hours=3)
+
+
+def test_durations_and_now_count_back_from_now() -> None:
+    before = pd.Timestamp.now(tz="UTC")
+    assert before - pd.Timedelta("2h") <= parse_since("2h") <= pd.Timestamp.now(tz="UTC") - pd.Timedelta("2h")
+    assert before <= parse_since("now") <= pd.Timestamp.now(tz="UTC")
+    assert parse_since(pd.Timedelta("90s")) <= pd.Timestamp.now(tz="UTC") - pd.Timedelta("90s")
+
+
+@pytest.mark.parametrize("typed", ["12/01 21:00", "year 1", "13pm", "25:00", "21:61", "tomorrow", "9 pm-ish", ""])
+def test_anything_else_is_one_line_naming_the_forms(typed: str) -> None:
+    with pytest.raises(opslib.OpslibError) as raised:
+        parse_since(typed)
+    message = str(raised.value)
+    assert "\n" not in message and "is not a time" in message
+    assert "'2h'" in message and "'today'" in message and "'9pm'" in message and "'yesterday 21:00'" in message
+
+
+@pytest.mark.parametrize("typed", ["1969-12-31 23:00 UTC", "1900-01-01", "2999-01-01"])
+def test_a_time_before_1970_or_more_than_a_day_ahead_is_refused(typed: str) -> None:
+    with pytest.raises(opslib.OpslibError, match=r"before 1970 or more than a day ahead; give an ISO time"):
+        parse_since(typed, "until")
+    ahead = (pd.Timestamp.now(tz="UTC") + pd.Timedelta(hours=23)).strftime("%Y-%m-%dT%H:%MZ")
+    assert parse_since(ahead, "until") > pd.Timestamp.now(tz="UTC")
+
+
+def test_every_reader_refuses_a_bad_time_in_one_line(keys: Keys, redis_url: str) -> None:
+    client = redis.Redis.from_url(redis_url)
+    readers = (
+        lambda: opslib.dead_letters(since="12/01 21:00", client=client, prefix=keys.prefix),
+        lambda: opslib.throughput(since="12/01 21:00", client=client, prefix=keys.prefix),
+        lambda: opslib.archive(since="12/01 21:00"),
+        lambda: opslib.history(since="12/01 21:00"),
+        lambda: opslib.actions(since="12/01 21:00"),
+    )
+    for read in readers:
+        with pytest.raises(opslib.OpslibError, match=r"since='12/01 21:00' is not a time; give an ISO time"):
+            read()
 
 
 def test_a_time_that_names_its_zone_is_read_in_it() -> None:

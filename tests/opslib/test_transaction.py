@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import psycopg
 import pytest
+import redis
 
 import opslib
+from worker.store.keys import Keys
 
 
 @pytest.fixture
@@ -57,3 +60,22 @@ def test_bad_connections_are_one_clear_error(seats: str) -> None:
     hidden = re.escape("cannot reach PostgreSQL at postgresql://x:***@127.0.0.1:1/db")
     with pytest.raises(opslib.OpslibError, match=hidden):
         opslib.transaction(conn="postgresql://x:secret@127.0.0.1:1/db").__enter__()
+
+
+def test_a_commit_is_one_sql_action_with_reason_by_and_row_counts(seats: str, r: redis.Redis, keys: Keys) -> None:
+    at = {"client": r, "prefix": keys.prefix}
+    with opslib.transaction(reason="seat map 14-C -> 14C, INC-2214", by="ana", conn=seats, **at) as tx:
+        tx.sql(FIX)
+        tx.sql("UPDATE seats SET label = label WHERE id = 3")  # no RETURNING: its row count all the same
+    with opslib.transaction(reason="tried", conn=seats, **at) as tx:
+        tx.sql(FIX)
+        tx.rollback()  # nothing changed: nothing recorded
+    done = opslib.actions(**at)
+    assert done[["action", "by", "reason", "entries"]].values.tolist() == [
+        ["sql", "ana", "seat map 14-C -> 14C, INC-2214", 3]
+    ]
+    statements = json.loads(done["detail"].iloc[0])["statements"]
+    assert [s["rows"] for s in statements] == [2, 1] and statements[0]["sql"].startswith("UPDATE seats SET label")
+    with opslib.transaction(conn=seats, **at) as tx:  # the reason may be left out; who is always known
+        tx.sql("SELECT 1")
+    assert opslib.actions(**at)["reason"].tolist() == ["seat map 14-C -> 14C, INC-2214", ""]

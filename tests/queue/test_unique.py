@@ -163,3 +163,15 @@ def test_jobs_due_at_the_same_moment_run_in_enqueue_order(r: redis.Redis, keys: 
     workers.burst(KINDS, WORKER_CONCURRENCY="1")
     order = [run.split(":")[1] if run.startswith(":") else run.split(":")[0] for run in runs(r, keys)]
     assert order == [f"j{9 - i}" for i in range(10)] + [f"k{9 - i}" for i in range(10)]
+
+
+def test_a_fair_job_keeps_its_guards_a_repeated_id_or_a_held_key_adds_nothing(r: redis.Redis, keys: Keys) -> None:
+    r.xgroup_create(keys.jobs, "workers", id="$", mkstream=True)
+    r.xadd(keys.jobs, {"kind": "unique_ok"})  # undelivered: the fair jobs wait for their turn
+    first = enqueue(r, "unique_ok", {"n": 1}, fair_key="org-1", job_id="mail-9", prefix=keys.prefix)
+    assert enqueue(r, "unique_ok", {"n": 2}, fair_key="org-1", job_id="mail-9", prefix=keys.prefix) == first
+    held = enqueue(r, "unique_ok", {}, fair_key="org-2", unique_key="render:1", prefix=keys.prefix)
+    assert enqueue(r, "unique_ok", {}, fair_key="org-3", unique_key="render:1", prefix=keys.prefix) == held
+    waiting = [decode_member(m) for m in r.zrange(keys.fair_queue, 0, -1)]
+    assert [(job["job_id"], job["fair_key"]) for job in waiting] == [("mail-9", "org-1"), (held, "org-2")]
+    assert r.xlen(keys.jobs) == 1 and r.hget(keys.unique("unique_ok", "render:1"), "job").decode() == held

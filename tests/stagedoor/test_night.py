@@ -9,11 +9,16 @@ import psycopg
 import redis
 
 from stagedoor.demo import PLANTED_ISSUES, DemoNight
+from worker.archive.rows import INSERT_ROW, dead_row
 from worker.store.failures import now_iso
 from worker.store.keys import Keys
 from worker.store.scripts import Scripts
 from worker.store.wire import DEAD_FIELDS
 
+ACTION = (
+    "INSERT INTO operator_actions (queue, id, at, by, action, kind, entries, reason, batch, detail) "
+    "VALUES (%s, 'last-night', now(), 'ana', 'replay', 'render_tickets', 40, 'last night', '', '{}')"
+)
 ERROR = re.compile(r"SeatLabelInvalid: '(\d+-[A-D])' is not a row letter and a seat number")
 
 
@@ -68,3 +73,25 @@ def test_the_night_ends_with_40_dead_renders_and_a_data_fix_and_replay_render_th
                 len(night.paid_orders),
             )
         assert len(demo.mail.messages()) == 3 * len(night.paid_orders)
+
+
+def test_a_fresh_night_empties_the_queues_archive_and_actions_and_keeps_other_queues(
+    db: str, redis_url: str, keys: Keys
+) -> None:
+    """A second ``make run`` restarts order ids at 1: this queue's archive and actions from the night before
+    would hold a second order 41 and another night's replays, so they go with Stagedoor's tables."""
+    other = f"other:{uuid.uuid4().hex[:6]}:"
+    with DemoNight(db, redis_url, prefix=keys.prefix) as demo:
+        demo.load()
+        with psycopg.connect(db, autocommit=True) as conn:
+            for queue in (keys.prefix, other):
+                conn.execute(
+                    INSERT_ROW, dead_row(queue, 0, "1-0", [(b"kind", b"render_tickets"), (b"order_id", b"41")])
+                )
+                conn.execute(ACTION, (queue,))
+        demo.load(reset=True)
+        with psycopg.connect(db) as conn:
+            for table in ("dead_letters", "operator_actions"):
+                left = conn.execute(f"SELECT queue FROM {table} ORDER BY queue").fetchall()
+                assert left == [(other,)], table
+            assert conn.execute("SELECT min(id) FROM orders").fetchone() == (1,)  # order ids start again

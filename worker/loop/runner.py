@@ -93,7 +93,8 @@ class Worker:
         observing = [self.tally, *observers]
         served = served_keys(settings)
         self.parts = [self._partition(keys, observing, block_ms, index) for index, keys in enumerate(served)]
-        self.gate = Gate(redis_client, self.keys, partition_keys(settings)[0], registry)  # pauses: on every queue
+        paused_at = partition_keys(settings)[0]  # pauses are written to every queue, read from default's
+        self.gate = Gate(redis_client, self.keys, paused_at, registry, wake=self._promote_soon)
         self.fleet = Fleet(redis_client, self.keys, settings.unknown_kind_grace_s)
         self.executor = Executor(
             registry,

@@ -175,11 +175,6 @@ class _Plan:
         job = stamped(job_fields(new.kind, fields, context), new.version)
         fair_key = checked_fair_key(new.fair_key)
         if fair_key is not None:
-            if guard is not None:
-                raise ValueError(
-                    "a job with a fair_key cannot also have a unique_key or a producer's job_id (yet): give "
-                    "the one or the others"
-                )
             job[FAIR_FIELD] = fair_key
         size = job_bytes(job)
         if size > max_job_bytes:
@@ -193,25 +188,30 @@ class _Plan:
     def send(self, target: Any, keys: Keys, redis: Any = None) -> Any:
         """Issue the one write on a client (its reply) or a pipeline (queued; ``redis``: the pipeline's
         client, on which a guarded job's script is registered)."""
-        if self.fair:
-            return send_fair(target, keys, self.job)
         if self.guard is not None:
-            names, args = once_call(keys, self.job, self.due, self.member, self.guard)
+            names, args = self.once(keys)
             once = unique.script(target if redis is None else redis)
             if isinstance(target, CLUSTER_PIPELINES):
                 return target.execute_command("EVALSHA", once.sha, len(names), *names, *args)
             return once(keys=names, args=args, client=target)
+        if self.fair:
+            return send_fair(target, keys, self.job)
         if self.due is None:
             return target.xadd(keys.jobs, self.job)
         return target.zadd(keys.delayed, {self.member: self.due})
 
+    def once(self, keys: Keys) -> tuple[list[str], list[Any]]:
+        """The KEYS and ARGV of ``enqueue_once`` for this guarded job (``guard`` is set)."""
+        assert self.guard is not None
+        return once_call(keys, self.job, self.due, self.member, self.guard, self.job[FAIR_FIELD] if self.fair else None)
+
     def command(self, keys: Keys) -> tuple[Any, ...]:
         """The same write as a raw command, for :mod:`worker.store.durable`."""
+        if self.guard is not None:
+            names, args = self.once(keys)
+            return ("EVAL", unique.script_source(), len(names), *names, *args)
         if self.fair:
             return fair_command(keys, self.job)
-        if self.guard is not None:
-            names, args = once_call(keys, self.job, self.due, self.member, self.guard)
-            return ("EVAL", unique.script_source(), len(names), *names, *args)
         if self.due is None:
             return ("XADD", keys.jobs, "*", *(x for pair in self.job.items() for x in pair))
         return ("ZADD", keys.delayed, repr(self.due), self.member)
@@ -223,10 +223,10 @@ class _Plan:
         """What enqueue returns for the write's reply: the new entry id, the ``delayed`` member (a guarded
         job's duplicate: the first job's, :func:`worker.store.unique.ref_of`), or for a fair job (whose entry
         id comes with its turn) its job id."""
-        if self.fair:
-            return job_id_of(self.job)
         if self.guard is not None:
             return ref_of(reply)
+        if self.fair:
+            return job_id_of(self.job)
         return text(reply) if self.due is None else self.member
 
 
@@ -316,7 +316,7 @@ class _Queue:
 
     def evalsha(self, redis: Any, plan: _Plan, part: int) -> bytes:
         """A guarded job's ``enqueue_once`` call as a packed EVALSHA (``plan.guard`` is set)."""
-        names, args = once_call(self.parts[part], plan.job, plan.due, plan.member, plan.guard)  # type: ignore[arg-type]
+        names, args = plan.once(self.parts[part])
         sha = unique.script(redis).sha
         return packed.command("EVALSHA", sha, str(len(names)), *names, *map(str, args))
 

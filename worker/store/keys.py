@@ -38,6 +38,7 @@ key (after QUEUE_PREFIX)   type        written by            read by
 ``throttles``              hash        opslib throttle       workers (gate, take_token),
                                        (kind -> JSON)        opslib, health, metrics
 ``throttles:<kind>``       hash, EX    take_token (workers)  take_token
+``throttles:ran:<kind>``   zset, EX    take_token (workers)  take_token
 ``kinds:<worker>``         string, EX  declare-kinds chore   opslib.kinds, checks
 ``cancels``                hash        opslib cancel         workers (each claim refresh),
                                        (job id -> JSON: by,  opslib.find; trimmed by
@@ -252,6 +253,10 @@ class Keys:
 
     def bucket(self, kind: str) -> str:
         return f"{self._throttle_base}:{kind}"
+
+    def throttle_starts(self, kind: str) -> str:
+        """The last second's starts of a throttled kind (take_token checks a late turn against them)."""
+        return f"{self._throttle_base}:ran:{kind}"
 
     def declared(self, worker: str) -> str:
         """The kinds ``worker`` runs, with their policies (JSON, same expiry as its heartbeat)."""

@@ -150,11 +150,12 @@ class Scripts:
             "retry", [self.keys.throttled, self.keys.jobs], [GROUP, entry_id, repr(run_at), member, consumer], client
         )
 
-    def take_token(self, kind: str, now: float, default: float | None, burst_s: float, client: Any = None) -> Any:
-        keys = [self.keys.bucket(kind), self.keys.throttles]
-        return self._call(
-            "take_token", keys, [repr(now), kind, "" if default is None else repr(default), burst_s], client
-        )
+    def take_token(self, kind: str, default: float | None, ticket: str, hold_s: float) -> Any:
+        """A throttled job's turn: ``[wait_s, ticket]`` (wait ``0``: start now), by Redis's clock; a turn
+        within ``hold_s`` is the caller's to wait for."""
+        keys = [self.keys.bucket(kind), self.keys.throttles, self.keys.throttle_starts(kind)]
+        rate = "" if default is None else repr(default)
+        return self._call("take_token", keys, [kind, rate, ticket, repr(hold_s)])
 
     def ack(self, consumer: str, entry_ids: Iterable[str], client: Any = None) -> Any:
         """Acknowledge the ``entry_ids`` still ``consumer``'s; returns the stale ids, left alone."""

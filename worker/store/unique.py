@@ -24,9 +24,9 @@ from typing import Any
 
 from redis.commands.core import Script
 
-from worker.store.keys import Keys
+from worker.store.keys import GROUP, Keys
 from worker.store.lua_source import source
-from worker.store.wire import decode_member, job_id_of, parked_fields
+from worker.store.wire import decode_member, encode_member, job_id_of, parked_fields
 
 #: How long a producer's job id is remembered by enqueue: a repeat within it adds nothing.
 IDEMPOTENCY_WINDOW_S = 86_400
@@ -79,22 +79,34 @@ def held_lock(keys: Keys, member: str | bytes) -> list[str]:
 
 
 def once_call(
-    keys: Keys, job: Mapping[str, str], due: float | None, member: str, guard: tuple[bool, float | None]
+    keys: Keys,
+    job: Mapping[str, str],
+    due: float | None,
+    member: str,
+    guard: tuple[bool, float | None],
+    fair_key: str | None = None,
 ) -> tuple[list[str], list[Any]]:
     """The KEYS and ARGV of ``enqueue_once`` for one job; ``guard``: (mark the producer's job id, the
-    unique_for in seconds or None)."""
+    unique_for in seconds or None); ``fair_key``: the key of a job for now that waits for its turn
+    (:mod:`worker.store.fair`)."""
     marked, unique_for = guard
     lock = lock_of(keys, job)
     job_id = job_id_of(job)
-    flags = ("m" if marked else "") + ("u" if lock else "")
+    fair = due is None and fair_key is not None
+    flags = ("m" if marked else "") + ("u" if lock else "") + ("f" if fair else "")
     names = [keys.jobs if due is None else keys.delayed]
     if marked:
         names.append(keys.enqueued(job_id))
     if lock:
         names.append(lock)
     hold = "" if unique_for is None else str(int(unique_for * 1000))
+    if fair:  # it waits in fair:queue for its key's turn (worker.store.fair), as its member
+        names += keys.fair_scripts[1:]
+        member = encode_member(dict(job))
     args: list[Any] = [flags, IDEMPOTENCY_WINDOW_S, "" if due is None else repr(due), job_id, hold, member]
-    if due is None:
+    if fair:
+        args += [fair_key, GROUP]
+    elif due is None:
         args += [x for pair in job.items() for x in pair]
     return names, args
 
