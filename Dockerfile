@@ -90,10 +90,12 @@ COPY --from=build /opt/venv /opt/venv
 # writes one JSON object per line. The image has no embedded servers: without a server URL
 # (REDIS_URL, DATABASE_URL, or their _FILE forms) the worker exits 2 with one line.
 # WORKER_KINDS: the image runs Stagedoor's jobs; mount other modules and set it to run yours.
+# WORKER_QUEUES: Stagedoor's queues (emails in critical, renders in default, reconciliation and purges in bulk).
 ENV PATH=/opt/venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
     WORKER_KINDS=stagedoor.kinds \
+    WORKER_QUEUES=critical:6,default:3,bulk:1 \
     METRICS_PORT=9108 \
     METRICS_HOST=0.0.0.0 \
     METRICS_NAMESPACE=stagedoor \

@@ -26,7 +26,7 @@ $(VENV)/.synced: pyproject.toml uv.lock Makefile | $(UV)
 venv: $(VENV)/.synced
 
 run: venv
-	WORKER_KINDS=stagedoor.kinds METRICS_NAMESPACE=stagedoor $(PY) -m stagedoor.demo
+	WORKER_KINDS=stagedoor.kinds WORKER_QUEUES=critical:6,default:3,bulk:1 METRICS_NAMESPACE=stagedoor $(PY) -m stagedoor.demo
 
 # The tests, then the analysts' notebooks, each against a fresh demo night with its outputs
 # compared by nbval (the panel notebook is run by the browser test instead).
@@ -78,6 +78,7 @@ bench: venv $(foreach p,$(BENCH_PEERS),benchmarks/.venv/$(p)/.installed) benchma
 	$(PY) benchmarks/hot_path.py --flow-cost
 	$(PY) benchmarks/hot_path.py --tracing compare --jobs 30000 --runs 15
 	$(PY) benchmarks/cluster_bench.py
+	$(PY) benchmarks/queues_bench.py
 	$(PY) benchmarks/fair_cost.py
 
 # Where one worker process spends its CPU on 20,000 no-op jobs: cProfile's top entries and a

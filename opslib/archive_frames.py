@@ -21,6 +21,7 @@ from opslib.columns import COUNT, TEXT, TIME, typed_frame
 from opslib.errors import OpslibError
 from opslib.frames import DEAD_COLUMNS, add_payload_columns, whole_number
 from worker.archive.table import COLUMN_NAMES, COLUMNS
+from worker.store.queues import queue_of_prefix
 
 #: Columns of the table that ``archive()`` does not show as such: the queue is the query's filter, the wire
 #: ``fields`` become ``job_id``, ``outbox_id`` and the payload's columns, ``dead_id`` is the index.
@@ -91,6 +92,8 @@ def archive_to_frame(rows: Iterable[Sequence[Any]]) -> pd.DataFrame:
     for name, dtype in ARCHIVE_COLUMNS.items():
         if name in _FROM_FIELDS:
             columns[name] = [entry.get(_FROM_FIELDS[name], "") for entry in fields]
+        elif name == "queue":  # the archive's queue column holds the queue's key prefix
+            columns[name] = [queue_of_prefix(value) for value in table[name]]
         elif name == "attempts":
             columns[name] = [0 if value is None else value for value in table[name]]
         elif name == "replays":

@@ -34,7 +34,8 @@ from worker.settings import Settings
 from worker.store.connection import ClusterStateError, connect, is_cluster
 from worker.store.dev_stack import configured_or_running
 from worker.store.keys import Keys
-from worker.store.partitions import keys_for, recorded_count
+from worker.store.partitions import keys_for, known_queues, recorded_count
+from worker.store.queues import DEFAULT_QUEUE
 from worker.store.roles import refused
 
 #: A blip is retried twice within a second; a server that is away is reported at once, not after
@@ -174,11 +175,13 @@ def queue_keys(prefix: str | None) -> Keys:
 
 
 def partitions(client: Any, keys: Keys) -> list[Keys]:
-    """The keys of every partition of the queue: as many as the workers recorded on it
-    (``QUEUE_PARTITIONS`` of the environment when none did yet)."""
+    """The keys of every partition of every named queue in use (``default`` first, then the others by name;
+    :func:`worker.store.partitions.known_queues`), or of ``keys.queue`` alone when it names another: as many
+    partitions as the workers recorded (``QUEUE_PARTITIONS`` of the environment when none did yet)."""
     count = recorded_count(client, keys.prefix) or settings().partitions
+    queues = known_queues(client, keys.prefix) if keys.queue == DEFAULT_QUEUE else [keys.queue]
     try:
-        return keys_for(keys.prefix, count)
+        return [part for queue in queues for part in keys_for(keys.prefix, count, queue)]
     except SettingsError as exc:
         raise OpslibError(str(exc)) from None
 

@@ -14,6 +14,7 @@ import pandas as pd
 
 from opslib.columns import COUNT, DURATION, FLAG, OBJECT, TEXT, TIME, entry_times, typed_frame
 from worker.observability.queue_state import Consumer
+from worker.store.queues import DEFAULT_QUEUE
 from worker.store.signatures import error_type, signature
 from worker.store.trace_context import TRACE_FIELDS, TRACEPARENT, trace_ids
 from worker.store.vocabulary import (
@@ -63,10 +64,18 @@ DEAD_COLUMNS = {
     "replays": COUNT,
     "attempt_log": TEXT,
     "partition": COUNT,
+    "queue": TEXT,
 }
 #: Wire fields that are not payload: the columns above that come from a field, ``failed_at`` (= dead_at) and the
 #: trace fields (``trace_id`` and ``span_id`` are read from ``traceparent``).
-DEAD_WIRE_FIELDS = frozenset(DEAD_COLUMNS) - {"dead_at", "error_type", "signature", "partition", *_TRACE_COLUMNS} | {
+DEAD_WIRE_FIELDS = frozenset(DEAD_COLUMNS) - {
+    "dead_at",
+    "error_type",
+    "signature",
+    "partition",
+    "queue",
+    *_TRACE_COLUMNS,
+} | {
     "failed_at",
     *TRACE_FIELDS,
 }
@@ -99,8 +108,9 @@ def fields_of(raw: Mapping[Any, Any]) -> dict[str, str]:
     return {text(name): text(value) for name, value in raw.items()}
 
 
-def dead_to_frame(raw: Iterable[RawEntry], partition: int = 0) -> pd.DataFrame:
-    """The ``dead_letters()`` frame of XRANGE entries of ``partition``'s ``jobs:dead`` (see :data:`DEAD_COLUMNS`).
+def dead_to_frame(raw: Iterable[RawEntry], partition: int = 0, queue: str = DEFAULT_QUEUE) -> pd.DataFrame:
+    """The ``dead_letters()`` frame of XRANGE entries of ``partition``'s ``jobs:dead`` in the named ``queue``
+    (see :data:`DEAD_COLUMNS`).
 
     Each entry is ``(id, {field: value})`` as redis-py returns it, or the raw
     reply's ``[id, [field, value, ...]]``.
@@ -143,6 +153,7 @@ def dead_to_frame(raw: Iterable[RawEntry], partition: int = 0) -> pd.DataFrame:
     columns["signature"] = [signatures[error] for error in columns["error"]]
     columns["error_type"] = [error_type(error) for error in columns["error"]]
     columns["partition"] = [partition] * len(ids)
+    columns["queue"] = [queue] * len(ids)
     columns["trace_id"], columns["span_id"] = trace_columns(rows)
     add_payload_columns(columns, rows, DEAD_COLUMNS)
     return typed_frame(columns, DEAD_COLUMNS, index=pd.Index(ids, dtype=TEXT, name="dead_id"))
@@ -156,11 +167,15 @@ PENDING_COLUMNS = {
     "idle": DURATION,
     "deliveries": COUNT,
     "partition": COUNT,
+    "queue": TEXT,
 }
 
 
 def pending_to_frame(
-    pending: Iterable[Mapping[str, Any]], entries: Mapping[str, Mapping[Any, Any] | None], partition: int = 0
+    pending: Iterable[Mapping[str, Any]],
+    entries: Mapping[str, Mapping[Any, Any] | None],
+    partition: int = 0,
+    queue: str = DEFAULT_QUEUE,
 ) -> pd.DataFrame:
     """The ``pending()`` frame of XPENDING rows and the entries they name (None: entry gone).
 
@@ -184,12 +199,14 @@ def pending_to_frame(
         "idle": idle,
         "deliveries": deliveries,
         "partition": [partition] * len(ids),
+        "queue": [queue] * len(ids),
     }
     return typed_frame(columns, PENDING_COLUMNS, index=pd.Index(ids, dtype=TEXT, name="id"))
 
 
 #: ``pending_counts()``: one row per (consumer, kind), the most pending first.
 PENDING_COUNT_COLUMNS = {
+    "queue": TEXT,
     "consumer": TEXT,
     "kind": TEXT,
     "pending": COUNT,
@@ -203,7 +220,7 @@ def pending_counts_to_frame(pending: pd.DataFrame, reclaim_idle: pd.Timedelta) -
     if pending.empty:
         return typed_frame({}, PENDING_COUNT_COLUMNS)
     stale = pending.assign(beyond=pending["idle"] >= reclaim_idle)
-    grouped = stale.groupby(["consumer", "kind"], sort=True)
+    grouped = stale.groupby(["queue", "consumer", "kind"], sort=True)
     counts = grouped.agg(
         pending=("deliveries", "size"), beyond_reclaim=("beyond", "sum"), oldest_idle=("idle", "max")
     ).reset_index()
@@ -220,10 +237,13 @@ DELAYED_COLUMNS = {
     "due": FLAG,
     "fields": OBJECT,
     "partition": COUNT,
+    "queue": TEXT,
 }
 
 
-def delayed_to_frame(members: Iterable[tuple[bytes | str, float]], now_s: float, partition: int = 0) -> pd.DataFrame:
+def delayed_to_frame(
+    members: Iterable[tuple[bytes | str, float]], now_s: float, partition: int = 0, queue: str = DEFAULT_QUEUE
+) -> pd.DataFrame:
     """The ``delayed()`` frame of ``ZRANGE ... WITHSCORES`` pairs; ``due``: run time <= ``now_s``.
 
     A member that is not a JSON object of strings shows as
@@ -250,6 +270,7 @@ def delayed_to_frame(members: Iterable[tuple[bytes | str, float]], now_s: float,
         "due": due,
         "fields": all_fields,
         "partition": [partition] * len(due),
+        "queue": [queue] * len(due),
     }
     return typed_frame(columns, DELAYED_COLUMNS)
 

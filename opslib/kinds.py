@@ -6,7 +6,9 @@ seen it. :func:`check_known_kind` judges the names people type that way, for
 every opslib function that acts on a kind.
 
 ``kinds()`` columns (index ``kind``, sorted): workers (int64: live workers
-running it), retries (Int64), base_s, cap_s, timeout_s, rate_limit (float64,
+running it), queue (str: the named queue it is declared in, ``default`` when
+no live worker declares it; the counts are over every queue), retries
+(Int64), base_s, cap_s, timeout_s, rate_limit (float64,
 NaN when no live worker declares the kind or it has none), waiting (int64:
 on ``jobs``, not yet read, or in ``fair:queue`` waiting for its fair key's
 turn), running (int64: delivered, not acknowledged), delayed, parked
@@ -51,6 +53,7 @@ from opslib.frames import parse_outcome
 from opslib.pending_reads import read_pending
 from worker.store.heartbeats import live_workers
 from worker.store.keys import GROUP, Keys
+from worker.store.queues import DEFAULT_QUEUE
 from worker.store.versions import VERSION_FIELD, WAITING_SINCE_FIELD
 from worker.store.wire import decode_member, text
 
@@ -59,6 +62,7 @@ POLICY = {"retries": "Int64", "base_s": FLOAT, "cap_s": FLOAT, "timeout_s": FLOA
 COUNTS = ("waiting", "running", "delayed", "parked", "throttled", "dead")
 KIND_COLUMNS = {
     "workers": COUNT,
+    "queue": TEXT,
     **POLICY,
     **dict.fromkeys(COUNTS, COUNT),
     "last_succeeded_at": TIME,
@@ -216,6 +220,7 @@ def kinds(*, client: redis.Redis | None = None, prefix: str | None = None) -> pd
         policy = declared.get(kind, {})
         pause = paused.get(kind)
         columns["workers"].append(len(policy.get("workers", [])))
+        columns["queue"].append(policy.get("queue", DEFAULT_QUEUE))
         for name in POLICY:
             value = policy.get(name)
             columns[name].append(pd.NA if value is None and name == "retries" else value)

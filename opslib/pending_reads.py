@@ -45,4 +45,4 @@ def read_partition_pending(client: Any, keys: Keys) -> pd.DataFrame:
         pipe.xrange(keys.jobs, min=entry_id, max=entry_id)
     found = pipe.execute() if rows else []
     entries = {text(row["message_id"]): (hit[0][1] if hit else None) for row, hit in zip(rows, found, strict=True)}
-    return pending_to_frame(rows, entries, keys.partition)
+    return pending_to_frame(rows, entries, keys.partition, keys.queue)

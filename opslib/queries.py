@@ -168,12 +168,16 @@ def dead_letters(
         if kind is None and signature is None and needle is None and end is None and last is not None:
             frames = [
                 dead_to_frame(
-                    reversed(redis_client.xrevrange(p.dead, max="+", min=entry_floor(start), count=last)), p.partition
+                    reversed(redis_client.xrevrange(p.dead, max="+", min=entry_floor(start), count=last)),
+                    p.partition,
+                    p.queue,
                 )
                 for p in parts
             ]
             return combine(frames, "dead_at").tail(last)
-        frame = combine([dead_to_frame(read_dead(redis_client, p, start), p.partition) for p in parts], "dead_at")
+        frame = combine(
+            [dead_to_frame(read_dead(redis_client, p, start), p.partition, p.queue) for p in parts], "dead_at"
+        )
         if kind is not None:
             check_kind(kind, frame["kind"].unique(), lambda: known_kinds(redis_client, keys, parts), holder=KNOWN_WHERE)
     mask = search_mask(frame, needle)
@@ -230,7 +234,9 @@ def delayed(kind: str | None = None, *, client: redis.Redis | None = None, prefi
         for p in parts:
             scan = Scan(f"delayed ({p.delayed})")
             frames.append(
-                delayed_to_frame(list(zset_members(redis_client, p.delayed, scan, withscores=True)), now, p.partition)
+                delayed_to_frame(
+                    list(zset_members(redis_client, p.delayed, scan, withscores=True)), now, p.partition, p.queue
+                )
             )
             if scan.capped:
                 notes.append(scan.note(redis_client.zcard(p.delayed)))
@@ -260,12 +266,15 @@ class QueueStats:
     an attribute (``queue_stats().dead``), except ``consumers``: that
     attribute is the consumers' table. ``paused_kinds``, ``oldest_pause_s``
     (whole seconds), ``parked`` and ``throttled`` are the incident desk's
-    numbers; ``paused`` is the table of the pauses: kind (index), since, by, reason.
+    numbers; ``paused`` is the table of the pauses: kind (index), since, by, reason. ``counts`` adds up
+    every named queue; ``by_queue`` has a row per queue in use (index ``queue``: ``default`` first) with
+    its :data:`BY_QUEUE` numbers, shown beside the others once there are several queues.
     """
 
     counts: pd.DataFrame
     consumers: pd.DataFrame
     paused: pd.DataFrame = field(default_factory=lambda: pauses_to_frame({}))
+    by_queue: pd.DataFrame = field(default_factory=lambda: by_queue_to_frame({}))
 
     def __getattr__(self, name: str) -> int:
         if name in STAT_NAMES:
@@ -274,7 +283,8 @@ class QueueStats:
 
     def __repr__(self) -> str:
         paused = f"\n\npaused:\n{self.paused!r}" if len(self.paused) else ""
-        return f"{self.counts!r}\n\nconsumers:\n{self.consumers!r}{paused}"
+        queues = f"\n\nby queue:\n{self.by_queue!r}" if len(self.by_queue) > 1 else ""
+        return f"{self.counts!r}{queues}\n\nconsumers:\n{self.consumers!r}{paused}"
 
     def _repr_html_(self) -> str:
         paused = "<p><b>paused kinds</b></p>" + self.paused.to_html(escape=True) if len(self.paused) else ""
@@ -288,6 +298,20 @@ class QueueStats:
 
 
 PAUSE_COLUMNS = {"since": TIME, "by": TEXT, "reason": TEXT}
+#: ``queue_stats().by_queue``'s columns: the numbers of :data:`STAT_NAMES` that belong to one queue.
+BY_QUEUE = ("stream_length", "lag", "pending", "pending_idle", "delayed", "delayed_due", "dead", "parked", "throttled")
+
+
+def of_queue(parts: list[Keys], queue: str) -> list[Keys]:
+    """The partitions of ``queue`` among ``parts``."""
+    return [keys for keys in parts if keys.queue == queue]
+
+
+def by_queue_to_frame(states: Mapping[str, Any]) -> pd.DataFrame:
+    """One row per queue (index ``queue``, in ``states``' order) of each state's :data:`BY_QUEUE` numbers."""
+    names = list(states)
+    columns = {name: [int(getattr(states[queue], name)) for queue in names] for name in BY_QUEUE}
+    return typed_frame(columns, dict.fromkeys(BY_QUEUE, COUNT), index=pd.Index(names, dtype=TEXT, name="queue"))
 
 
 def pauses_to_frame(paused: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
@@ -314,6 +338,12 @@ def queue_stats(
         parts = partitions(redis_client, keys)
         state = read_partitions_state(redis_client, parts, reclaim_idle_ms=threshold)
         paused, _throttles = held_back(redis_client, parts[0])
+        states = {queue: state for queue in {p.queue for p in parts}}  # one queue: the same numbers
+        if len(states) > 1:
+            states = {
+                queue: read_partitions_state(redis_client, of_queue(parts, queue), reclaim_idle_ms=threshold)
+                for queue in dict.fromkeys(p.queue for p in parts)
+            }
     shown = {
         "consumers": len(state.consumers),
         "oldest_waiting_s": round(state.oldest_waiting_s),
@@ -325,7 +355,7 @@ def queue_stats(
         {"value": COUNT},
         index=pd.Index(STAT_NAMES, dtype=TEXT, name="metric"),
     )
-    return QueueStats(counts, consumers_to_frame(state.consumers), pauses_to_frame(paused))
+    return QueueStats(counts, consumers_to_frame(state.consumers), pauses_to_frame(paused), by_queue_to_frame(states))
 
 
 def failure_groups(

@@ -18,6 +18,7 @@ import httpx
 
 from stagedoor.context import StagedoorContext, current
 from stagedoor.errors import MailRejected, MailUnavailable, OrderNotFound
+from stagedoor.queues import CRITICAL
 from worker import Job, RetryPolicy, job_kind
 
 log = logging.getLogger("stagedoor.mail")
@@ -61,7 +62,7 @@ async def post_message(ctx: StagedoorContext, key: str, to: str, subject: str, t
     return str(response.json().get("id", ""))
 
 
-@job_kind("send_email", retry=MAIL_RETRY)
+@job_kind("send_email", retry=MAIL_RETRY, queue=CRITICAL)
 async def send_email(job: Job) -> None:
     """Fields: ``email``, ``template`` (a key of TEMPLATES) and what it names (``order_id``)."""
     template = job.fields.get("template", "")
@@ -73,7 +74,7 @@ async def send_email(job: Job) -> None:
     log.info("Sent %s to %s as message %s (key %s).", template, job.fields["email"], message_id, key)
 
 
-@job_kind("send_reminder", retry=MAIL_RETRY)
+@job_kind("send_reminder", retry=MAIL_RETRY, queue=CRITICAL)
 async def send_reminder(job: Job) -> None:
     """Fields: ``order_id``. Sends nothing for an order that is no longer paid."""
     ctx = current()

@@ -15,6 +15,7 @@ from datetime import timedelta
 from psycopg import AsyncConnection
 
 from stagedoor.context import current
+from stagedoor.queues import BULK
 from worker import Job, job_kind, schedule
 
 log = logging.getLogger("stagedoor.purges")
@@ -49,14 +50,14 @@ async def purge_published(
             return sizes
 
 
-@job_kind("purge_idempotency_keys")
+@job_kind("purge_idempotency_keys", queue=BULK)
 async def purge_idempotency_keys(job: Job) -> None:
     async with current().pool.connection() as conn:
         deleted = await purge_keys(conn)
     log.info("Purged %d idempotency keys older than 24 hours (job %s).", deleted, job.job_id)
 
 
-@job_kind("purge_outbox")
+@job_kind("purge_outbox", queue=BULK)
 async def purge_outbox(job: Job) -> None:
     async with current().pool.connection() as conn:
         sizes = await purge_published(conn)

@@ -26,6 +26,7 @@ from psycopg.types.json import Jsonb
 
 from stagedoor.context import StagedoorContext, current
 from stagedoor.errors import PayrailError
+from stagedoor.queues import BULK
 from worker import Job, job_kind, schedule
 
 log = logging.getLogger("stagedoor.reconcile")
@@ -149,7 +150,7 @@ async def record_issues(conn: AsyncConnection, day: date, issues: list[Issue]) -
     return new
 
 
-@job_kind("reconcile_payments")
+@job_kind("reconcile_payments", queue=BULK)
 async def reconcile_payments(job: Job) -> None:
     ctx = current()
     day = day_to_reconcile(job)

@@ -23,6 +23,7 @@ import redis
 from tests.helpers import Workers, with_schema
 from worker.embedded.servers import EmbeddedServer, start_postgres, start_redis
 from worker.store.keys import Keys
+from worker.store.queues import DECLARED_QUEUES
 
 
 @pytest.fixture(scope="session")
@@ -81,6 +82,31 @@ def archive_on(archive_url: str) -> Iterator[None]:
         patch.setenv("ARCHIVE_MIGRATE", "on")
         patch.setenv("STAGEDOOR_MIGRATE", "on")
         yield
+
+
+@pytest.fixture(autouse=True)
+def stagedoors_queues_for_its_own_tests(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Outside tests/stagedoor, ``enqueue`` here does not send Stagedoor's kinds to their declared queues.
+
+    A kind's declared queue applies where the calling process registers the kind
+    (:data:`worker.store.queues.DECLARED_QUEUES`); the suite imports ``stagedoor.kinds`` at collection, so
+    without this a test of the core enqueueing ``send_email`` for a worker of its own kinds would send it
+    to ``critical``, which that worker does not serve, or not, by the order of collection.
+    """
+    if "stagedoor" in request.node.path.parts:
+        yield
+        return
+    from worker.kinds import REGISTRY
+
+    saved = dict(DECLARED_QUEUES)
+    for name, spec in REGISTRY.kinds.items():
+        if getattr(spec.handler, "__module__", "").startswith("stagedoor."):
+            DECLARED_QUEUES.pop(name, None)
+    try:
+        yield
+    finally:
+        DECLARED_QUEUES.clear()
+        DECLARED_QUEUES.update(saved)
 
 
 @pytest.fixture

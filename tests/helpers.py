@@ -21,6 +21,7 @@ import pytest
 import redis
 
 from benchmarks.fixtures import with_schema as with_schema
+from stagedoor.queues import WORKER_QUEUES as STAGEDOOR_QUEUES
 from worker import run_worker
 from worker.kinds import Registry
 from worker.settings import Settings
@@ -46,6 +47,8 @@ class Workers:
             "PYTHONPATH": str(ROOT),
             "WORKER_DATA_DIR": str(self.tmp / "data"),
         }
+        if "stagedoor.kinds" in kinds.split(","):  # Stagedoor's kinds are in its queues: serve them all
+            env["WORKER_QUEUES"] = STAGEDOOR_QUEUES
         env.update(extra)
         return env
 

@@ -18,7 +18,7 @@ import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 if TYPE_CHECKING:
     from worker.app import WorkerApp
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 from worker.errors import KindAlreadyRegistered, SettingsError, UnknownKind
 from worker.job import Job
 from worker.retry import RetryPolicy
+from worker.store.queues import DECLARED_QUEUES, DEFAULT_QUEUE, checked_queue
 from worker.store.versions import DECLARED, VERSION_FIELD
 
 Handler = Callable[[Job], Awaitable[Any] | Any]
@@ -51,6 +52,8 @@ class KindSpec:
     """The payload version the handler reads (the field ``v``; :mod:`worker.store.versions`)."""
     upcast: Mapping[int, Upcaster] = field(default_factory=dict)
     """For each older version n, the function turning a version-n payload into version n + 1."""
+    queue: str = DEFAULT_QUEUE
+    """The named queue its jobs go to unless the caller names another (:mod:`worker.store.queues`)."""
 
     def upcasted(self, job: Job, version: int) -> Job:
         """``job`` (a payload of ``version``, below :attr:`version`) as the handler reads it: through each
@@ -97,6 +100,14 @@ class Registry:
             raise UnknownKind(f"unknown kind {name!r}; known kinds: {known}") from None
 
 
+class KindOptions(TypedDict, total=False):
+    """The rest of :func:`job_kind`'s keywords (each absent for its default)."""
+
+    version: int
+    upcast: Mapping[int, Upcaster] | None
+    queue: str
+
+
 REGISTRY = Registry()
 """The process-wide registry that ``@job_kind`` fills (like a Celery app's tasks)."""
 
@@ -109,8 +120,7 @@ def job_kind(
     rate_limit: float | None = None,
     isolation: str = "thread",
     registry: Registry | None = None,
-    version: int = 1,
-    upcast: Mapping[int, Upcaster] | None = None,
+    **options: Unpack[KindOptions],
 ) -> Callable[[Handler], Handler]:
     """Declare ``name`` as a job kind handled by the decorated function; ``rate_limit``: at most that many
     of its jobs start a second across all workers (``opslib.throttle`` overrides it until lifted);
@@ -118,7 +128,10 @@ def job_kind(
 
     ``version``: the payload version the handler reads; ``upcast``: for each older version n, a function
     from a version-n payload to version n + 1 (chains apply: 1 -> 2 -> 3), so a job enqueued before a
-    deploy runs after it (docs/worker.md, "Changing a kind's payload safely")."""
+    deploy runs after it (docs/worker.md, "Changing a kind's payload safely").
+
+    ``queue``: the named queue its jobs go to when ``enqueue`` names none, in a process that registers the
+    kind (docs/worker.md, "Queues and weights")."""
     if not name or not isinstance(name, str):
         raise ValueError(f"a kind name must be a non-empty string, got {name!r}")
     if timeout_s is not None and timeout_s <= 0:
@@ -127,13 +140,16 @@ def job_kind(
         raise ValueError(f"rate_limit must be jobs a second > 0 (e.g. 10) or None, got {rate_limit!r}")
     if isolation not in ("thread", "process"):
         raise ValueError(f"isolation must be 'thread' or 'process', got {isolation!r}")
-    upcasters = _checked_upcasters(name, version, upcast or {})
+    version = options.get("version", 1)
+    upcasters = _checked_upcasters(name, version, options.get("upcast") or {})
+    queue = checked_queue(options.get("queue", DEFAULT_QUEUE), f"kind {name!r}: the queue")
 
     def register(handler: Handler) -> Handler:
         if isolation == "process" and inspect.iscoroutinefunction(handler):
             raise ValueError(f"kind {name!r}: isolation='process' is for plain (def) handlers; make it a def")
         if registry is None:  # the process-wide registry: this process's enqueue stamps its version
             DECLARED[name] = version
+            DECLARED_QUEUES[name] = queue
         (registry or REGISTRY).add(
             KindSpec(
                 name=name,
@@ -145,6 +161,7 @@ def job_kind(
                 isolation=isolation,
                 version=version,
                 upcast=upcasters,
+                queue=queue,
             )
         )
         return handler
@@ -195,6 +212,7 @@ def declaration(registry: Registry, last_success: Mapping[str, float] | None = N
             "timeout_s": spec.timeout_s,
             "rate_limit": spec.rate_limit,
             "version": spec.version,
+            "queue": spec.queue,
             "last_succeeded_at": succeeded.get(spec.name),
         }
         for spec in registry.kinds.values()

@@ -16,6 +16,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from worker.errors import SettingsError
 from worker.redact import redact
 from worker.settings_framework import Parser
+from worker.store.queues import Served, parse_served
 
 ARCHIVE_OFF = "off"
 """``ARCHIVE_URL=off``: no archive; the dead stream's cap evicts (and counts) as it did before."""
@@ -151,6 +152,14 @@ def metric_name(name: str, raw: str) -> str:
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
         raise SettingsError(f"{name}={raw!r} is not a metric name; use letters, digits and _, e.g. myapp")
     return value
+
+
+def served_queues(name: str, raw: str) -> tuple[Served, ...]:
+    """``WORKER_QUEUES``: the queues a worker serves with their weights (:func:`worker.store.queues.parse_served`)."""
+    try:
+        return parse_served(raw)
+    except ValueError as exc:
+        raise SettingsError(str(exc).replace("WORKER_QUEUES", name, 1)) from None
 
 
 def as_is(_name: str, raw: str) -> str:

@@ -46,6 +46,7 @@ from worker.setting_parsers import (
     positive_int,
     readable_file,
     retention,
+    served_queues,
     time_zone,
     url,
     worker_name,
@@ -61,6 +62,7 @@ from worker.settings_framework import (
     settings_markdown,
     settings_repr,
 )
+from worker.store.queues import Served
 
 __all__ = [  # the declarations here; the rest for the settings of libraries and applications
     "SETTINGS",
@@ -98,6 +100,16 @@ def check_read_timeout(block_ms: int, socket_timeout_s: float) -> None:
             f"BLOCK_MS={block_ms} is not below REDIS_SOCKET_TIMEOUT_S={socket_timeout_s:g} s: every blocking read "
             f"would time out; set REDIS_SOCKET_TIMEOUT_S above BLOCK_MS / 1000 (e.g. {block_ms / 1000 + 4:g})"
         )
+
+
+_QUEUES_HELP = (
+    "the named queues this worker serves, with weights: name[:weight],... e.g. critical:6,default:3,bulk:1 "
+    "(no weight: 1); each queue's share of starts under saturation follows its weight; empty: default alone"
+)
+_ORDER_HELP = (
+    "weighted: each served queue gets its weight's share of starts; strict: a queue is read only while "
+    "every queue before it in WORKER_QUEUES has nothing ready"
+)
 
 
 @dataclass(frozen=True)
@@ -226,6 +238,8 @@ class Settings(RedisTimeouts):
         module_list,
         "comma-separated modules that declare the job kinds, e.g. myapp.kinds (required to run)",
     )
+    queues: tuple[Served, ...] = setting("WORKER_QUEUES", "", served_queues, _QUEUES_HELP)
+    queue_order: str = setting("WORKER_QUEUE_ORDER", "weighted", choice("weighted", "strict"), _ORDER_HELP)
     prefix: str = setting("QUEUE_PREFIX", "", as_is, "put in front of every key, e.g. {jobs}:")
     partitions: int = setting(
         "QUEUE_PARTITIONS",

@@ -131,7 +131,7 @@ def under_log_lock(conn: psycopg.Connection[Any], client: Any, keys: Keys) -> It
                 break
             records = [parse_record(record_id, fields) for record_id, fields in raw]
             with conn.cursor() as cur:
-                for sql, params in runs(record_statements(keys.prefix, keys.partition, records)):
+                for sql, params in runs(record_statements(keys.queue_prefix, keys.partition, records)):
                     cur.executemany(sql, params)
             last = records[-1].record_id
             start = f"({last}"
@@ -206,7 +206,9 @@ def replay_from_archive(
     replay's span (the active one) links each entry's last attempt."""
     scripts = Scripts(client, keys)
     with under_log_lock(conn, client, keys):
-        taken = conn.execute(TAKE_FOR_REPLAY, (at, batch, by or None, keys.prefix, keys.partition, dead_ids)).fetchall()
+        taken = conn.execute(
+            TAKE_FOR_REPLAY, (at, batch, by or None, keys.queue_prefix, keys.partition, dead_ids)
+        ).fetchall()
         if not taken:
             return {}
         if context:
@@ -217,7 +219,8 @@ def replay_from_archive(
         readded = {dead_id: text(new_id) for (dead_id, _), new_id in zip(taken, pipe.execute(), strict=True)}
         with conn.cursor() as cur:
             cur.executemany(
-                SET_NEW_ID, [(new_id, keys.prefix, keys.partition, dead_id) for dead_id, new_id in readded.items()]
+                SET_NEW_ID,
+                [(new_id, keys.queue_prefix, keys.partition, dead_id) for dead_id, new_id in readded.items()],
             )
     return readded
 
@@ -237,7 +240,7 @@ def discard_from_archive(
     the ids taken."""
     with under_log_lock(conn, client, keys):
         taken = conn.execute(
-            TAKE_FOR_DISCARD, (at, by, reason, batch, keys.prefix, keys.partition, dead_ids)
+            TAKE_FOR_DISCARD, (at, by, reason, batch, keys.queue_prefix, keys.partition, dead_ids)
         ).fetchall()
     return {row[0] for row in taken}
 
@@ -257,7 +260,7 @@ def still_dead(conn: psycopg.Connection[Any], client: Any, keys: Keys, dead_ids:
     wanted = list(dead_ids)
     if not wanted:
         return set()
-    found = {row[0] for row in conn.execute(STILL_DEAD, (keys.prefix, keys.partition, wanted)).fetchall()}
+    found = {row[0] for row in conn.execute(STILL_DEAD, (keys.queue_prefix, keys.partition, wanted)).fetchall()}
     return found - moving(client, keys)
 
 

@@ -86,7 +86,7 @@ def move_dead(
     action = "look up dead letters" if dry_run else f"{move.verb} dead letters"
     with servers.session(action, needs="" if dry_run else move.needs) as session:
         asked = what.targets(session) if isinstance(what, Selection) else what
-        found = locate(session.client, session.parts, dead_ids_of(asked), session.archive)
+        found = locate(session.client, session.parts, dead_ids_of(asked, session.parts), session.archive)
         if dry_run:
             return move.to_frame(found, found.found(), "")
         links = [found.links[n] for n in found.streamed()]

@@ -36,9 +36,16 @@ Target = tuple[str, int | None]
 T = TypeVar("T")
 
 
-def dead_ids_of(ids: object) -> list[Target]:
+def dead_ids_of(ids: object, parts: list[Keys] | None = None) -> list[Target]:
     """The dead ids in ``ids`` (one id, a list, an Index, a Series, a ``dead_letters()``, replay or
-    discard frame), each with its partition when a frame's ``partition`` column gives it, once each."""
+    discard frame), each with its partition when a frame's ``partition`` column gives it, once each.
+
+    A partition is a position in ``parts`` (the session's partitions of every queue): a frame with a
+    ``queue`` column (``dead_letters()``) names each entry's queue and partition in it, which ``parts``
+    turns into that position; without one, the number is the position itself (``default``'s partitions
+    come first, so a frame of before named queues means what it did)."""
+    if isinstance(ids, pd.DataFrame) and "queue" in ids.columns and "partition" in ids.columns and parts:
+        ids = _positions(ids, parts)
     given: Iterable[object] | None = None
     if isinstance(ids, str | bytes):
         values: Iterable[object] = [ids]
@@ -55,6 +62,14 @@ def dead_ids_of(ids: object) -> list[Target]:
     if given is not None:
         where = [p if p >= 0 else None for p in (int(str(p)) for p in given)]
     return list(dict.fromkeys(zip(checked, where, strict=True)))
+
+
+def _positions(frame: pd.DataFrame, parts: list[Keys]) -> pd.DataFrame:
+    """``frame`` with its ``partition`` column turned into positions in ``parts`` by (queue, partition)."""
+    position = {(keys.queue, keys.partition): n for n, keys in enumerate(parts)}
+    pairs = zip(frame["queue"], frame["partition"], strict=True)
+    where = [position.get((str(queue), int(str(p))), NOWHERE) for queue, p in pairs]
+    return frame.drop(columns=["queue"]).assign(partition=where)
 
 
 @dataclass(frozen=True)

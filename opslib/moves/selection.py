@@ -57,7 +57,9 @@ class Selection:
         )
         if self.error_contains is not None:
             dead = dead[dead["error"].str.contains(self.error_contains, regex=False)]
-        found: list[Target] = [(str(dead_id), int(p)) for dead_id, p in zip(dead.index, dead["partition"], strict=True)]
+        position = {(keys.queue, keys.partition): n for n, keys in enumerate(session.parts)}
+        pairs = zip(dead.index, dead["queue"], dead["partition"], strict=True)
+        found: list[Target] = [(str(dead_id), position.get((str(q), int(p)), NOWHERE)) for dead_id, q, p in pairs]
         pg = session.archive.connection() if session.archive.enabled else None
         if pg is not None:
             found += archived_dead(

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from opslib.checks import parse_since
-from opslib.display import cut, display_tz, local_time, plural
+from opslib.display import cut, local_time, plural
 from opslib.errors import OpslibError
 from opslib.frames import select_dead
 from opslib.search import search_mask
@@ -47,13 +47,7 @@ def panel_time(value: str, name: str) -> pd.Timestamp | None:
     typed = value.strip()
     if not typed:
         return None
-    try:
-        return parse_since(typed, name)
-    except OpslibError:
-        raise OpslibError(
-            f"{name} {typed!r} is not a time; type a duration back from now such as 2h, 30min or 3d, "
-            f"or a time such as 2026-11-30 21:00 (read in {display_tz()} unless it has an offset or a zone)"
-        ) from None
+    return parse_since(typed, name)
 
 
 def read_filters(kind: str, search: str, since: str, until: str) -> Filters:

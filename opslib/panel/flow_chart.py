@@ -47,6 +47,7 @@ def flow_charts_html(flow: pd.DataFrame, window: str) -> str:
     """A chart per kind (per queue and kind when ``flow`` has a ``queue`` column), the busiest first."""
     if flow.empty:
         return f"<p>No flow counted in the last {escape_html(window)}.</p>"
+    flow = flow.fillna(dict.fromkeys((name for name, _colour in SERIES), 0))  # "not kept" periods: drawn as 0
     keys = ["queue", "kind"] if "queue" in flow else ["kind"]
     sums = flow.groupby(keys)[[name for name, _colour in SERIES]].sum()
     order = sums.sum(axis=1).sort_values(ascending=False, kind="stable")

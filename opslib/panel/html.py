@@ -202,15 +202,18 @@ def polyline(values: Sequence[int], top: int, colour: str, width: int = SPARK_WI
 
 
 def flow_html(per_minute: pd.DataFrame) -> str:
-    """The last hour's flow in the header: a sparkline of jobs succeeded and failed per minute, and their sums.
+    """The last hour's flow in the header: a sparkline of jobs that succeeded and jobs that died per minute, and
+    their sums.
 
     ``per_minute``: one row per minute (oldest first) with ``succeeded`` and
-    ``failed`` (retried or dead), summed over the kinds. Numbers only reach
-    the page (no text from the queue), as SVG drawn inline.
+    ``dead`` (jobs, not attempts: a retried attempt is not counted), summed
+    over the kinds. Numbers only reach the page (no text from the queue), as
+    SVG drawn inline.
     """
     if per_minute.empty:
         return "<p>No flow counted in the last hour.</p>"
-    succeeded, failed = per_minute["succeeded"].astype(int).tolist(), per_minute["failed"].astype(int).tolist()
+    counts = per_minute[["succeeded", "dead"]].fillna(0).astype(int)
+    succeeded, failed = counts["succeeded"].tolist(), counts["dead"].tolist()
     top = max(1, *succeeded, *failed)
     label = f"jobs per minute over the last hour, at most {top:,} a minute"
     svg = (
@@ -220,5 +223,5 @@ def flow_html(per_minute: pd.DataFrame) -> str:
     )
     return (
         f'<p>last hour {svg} <span style="color:#27ae60">{sum(succeeded):,} succeeded</span> · '
-        f'<span style="color:#c0392b">{sum(failed):,} failed</span></p>'
+        f'<span style="color:#c0392b">{sum(failed):,} died</span></p>'
     )

@@ -159,10 +159,10 @@ class DeadLetterPanel(PanelWidgets):
         self._guarded(read)
 
     def _read_flow(self) -> None:
-        """The header's sparkline: the last hour's jobs per minute, summed over the kinds."""
+        """The header's sparkline: the last hour's jobs per minute that succeeded and that died, summed over the
+        kinds (retried attempts are not jobs that failed: the flow tab draws them apart)."""
         flow = throughput(freq="1min", since="1h", **self.at)
-        failed = flow.assign(failed=flow["retried"] + flow["dead"])
-        self.flow.value = flow_html(failed.groupby("period")[["succeeded", "failed"]].sum().sort_index())
+        self.flow.value = flow_html(flow.groupby("period")[["succeeded", "dead"]].sum().sort_index())
 
     def apply_filters(self) -> None:
         """Keep the entries of the kind, the search and the time range; their groups fill the table."""

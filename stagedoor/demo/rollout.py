@@ -70,7 +70,13 @@ def run_rollout(demo: DemoNight, client: redis.Redis, *, per_version: int = JOBS
         client.delete(key)
     deadline = time.monotonic() + TIMEOUT_S
     workers = [
-        demo.start_worker(QUEUE_PREFIX=prefix, WORKER_KINDS=module, WORKER_NAME=f"rollout-{deploy}", BLOCK_MS="100")
+        demo.start_worker(
+            QUEUE_PREFIX=prefix,
+            WORKER_KINDS=module,
+            WORKER_NAME=f"rollout-{deploy}",
+            BLOCK_MS="100",
+            WORKER_QUEUES="default",
+        )
         for deploy, module in DEPLOYS.items()
     ]
     try:

@@ -28,6 +28,7 @@ import psycopg
 import redis
 
 from stagedoor.demo.night import Night, clear_night, load_night
+from stagedoor.queues import WORKER_QUEUES
 from stagedoor.schema import migrate_url
 from stagedoor.standins import start_mail, start_payrail
 from worker.archive.table import migrate_url as migrate_archive
@@ -116,6 +117,7 @@ class DemoNight:
             "MAIL_API_URL": self.mail.url,
             "PAYRAIL_URL": self.payrail.url,
             "WORKER_KINDS": "stagedoor.kinds",
+            "WORKER_QUEUES": WORKER_QUEUES,
         }
         env.update(extra)
         return env

@@ -28,11 +28,13 @@ import redis
 from stagedoor.demo.night import Night
 from stagedoor.demo.rollout import run_rollout
 from stagedoor.demo.session import DemoNight, stop_worker
+from stagedoor.queues import WORKER_QUEUES
 from worker.embedded.servers import embedded_stack
 from worker.errors import SettingsError, WorkerError
 from worker.observability import logs
 from worker.settings import Settings
 from worker.store.keys import GROUP, Keys
+from worker.store.queues import parse_served
 
 log = logging.getLogger("stagedoor.demo")
 
@@ -52,15 +54,20 @@ def status_line(demo: DemoNight, night: Night, client: redis.Redis) -> str:
             " (SELECT count(*) FROM tickets WHERE rendered_at IS NOT NULL),"
             " (SELECT count(*) FROM holds), (SELECT count(*) FROM reconciliation_issues)"
         ).fetchone()  # type: ignore[misc]
+    queues = [Keys(keys.prefix, queue=served.name) for served in parse_served(WORKER_QUEUES)]
     pipe = client.pipeline(transaction=False)
-    pipe.xpending(keys.jobs, GROUP)
-    pipe.zcard(keys.delayed)
-    pipe.xlen(keys.dead)
-    pending, delayed, dead = pipe.execute()
+    for queue in queues:
+        pipe.xpending(queue.jobs, GROUP)
+        pipe.zcard(queue.delayed)
+        pipe.xlen(queue.dead)
+    replies = pipe.execute()
+    running = sum(int(reply["pending"]) for reply in replies[0::3])
+    delayed, dead = sum(replies[1::3]), sum(replies[2::3])
+    by_queue = ", ".join(f"{q.queue} {n}" for q, n in zip(queues, replies[2::3], strict=True))
     failed = sum(n for status, n in demo.mail.answered.items() if status >= 500)
     return (
-        f"outbox {unpublished} unpublished; jobs {pending['pending']} running, {delayed} delayed; "
-        f"{dead} dead letters; tickets of {rendered}/{len(night.paid_orders)} orders rendered; "
+        f"outbox {unpublished} unpublished; jobs {running} running, {delayed} delayed; "
+        f"{dead} dead letters ({by_queue}); tickets of {rendered}/{len(night.paid_orders)} orders rendered; "
         f"{len(demo.mail.messages())} emails sent ({failed} sends answered 503); {holds} holds left; "
         f"{issues} reconciliation issues."
     )

@@ -147,3 +147,16 @@ def test_health_judges_heartbeats_by_redis_clock_and_says_when_this_machines_is_
     assert said.stdout.startswith("healthy: 1 worker heartbeat(s) fresh; this machine's clock is +13"), said.stdout
     plain = health(redis_url, prefix, WORKER_NAME="ahead")
     assert plain.stdout.strip() == "healthy: 1 worker heartbeat(s) fresh"
+
+
+def test_health_checks_every_served_queue_and_names_them(
+    redis_url: str, r: redis.Redis, prefix: str, workers: Workers
+) -> None:
+    served = {"WORKER_QUEUES": "critical:6,bulk:1", "WORKER_NAME": "queues-1"}
+    r.xgroup_create(Keys(prefix, queue="critical").jobs, GROUP, id="0", mkstream=True)
+    missing = health(redis_url, prefix, **served)
+    assert missing.stdout.strip() == f"unhealthy: stream {Keys(prefix, queue='bulk').jobs} does not exist yet"
+    workers.start(KINDS, **served)
+    wait_for(lambda: "queues-1" in live_workers(r, Keys(prefix)), what="the worker's heartbeat")
+    healthy = health(redis_url, prefix, **served)
+    assert healthy.stdout.strip() == "healthy: 1 worker heartbeat(s) fresh, serving critical:6,bulk:1 (weighted)"

@@ -89,7 +89,13 @@ def test_one_scaledobject_per_queue_activates_on_one_job_and_scales_to_zero() ->
     assert default["spec"]["minReplicaCount"] == 0
     (trigger,) = default["spec"]["triggers"]
     query = trigger["metadata"]["query"]
-    assert 'stagedoor_backlog{queue="default"}' in query and 'stagedoor_running{queue="default"}' in query
+    served = 'queue=~"critical|default|bulk"'  # the queues the worker deployment serves (WORKER_QUEUES)
+    assert f"stagedoor_backlog{{{served}}}" in query and f"stagedoor_running{{{served}}}" in query
+    worker_env = next(
+        d for d in manifests() if d["kind"] == "Deployment" and d["metadata"]["name"] == "stagedoor-worker"
+    )
+    containers = worker_env["spec"]["template"]["spec"]["containers"]
+    assert {"name": "WORKER_QUEUES", "value": "critical:6,default:3,bulk:1"} in containers[0]["env"]
     assert "lag" not in query
     assert trigger["metadata"]["activationThreshold"] == "0"  # active above 0: one job
     assert trigger["metadata"]["ignoreNullValues"] == "false"  # nothing read is an error, never a 0

@@ -244,7 +244,7 @@ def drive(page: Page, voila: str, night: NightStack) -> None:
     wait_text(counts, f"{40 + 1 + SMS} dead letters")
     flow = page.locator(".opslib-flow")  # the night's worker ran the demo's jobs within the hour
     assert flow.locator("svg polyline").count() == 2
-    assert re.search(r"last hour +[1-9][\d,]* succeeded · [1-9][\d,]* failed", flow.inner_text()), flow.inner_text()
+    assert re.search(r"last hour +[1-9][\d,]* succeeded · [1-9][\d,]* died", flow.inner_text()), flow.inner_text()
     page.get_by_role("button", name="Auto-refresh").click()  # on: the panel reads the queue every 10 s
     add_late_dead_letter(night)
     wait_text(counts, f"{40 + 2 + SMS} dead letters", 45)
@@ -271,7 +271,7 @@ def every_tab(page: Page) -> None:
     waiting = open_tab(page, "Waiting")  # the night has settled: nothing waits
     wait_text(waiting.locator(".opslib-tab-count"), "0 of 0 waiting jobs match the filters")
     type_in(waiting.locator(".opslib-tab-filters"), "From", "9 o'clock")
-    wait_text(waiting.locator(".opslib-tab-message"), 'From "9 o\'clock" is not a time')
+    wait_text(waiting.locator(".opslib-tab-message"), 'From="9 o\'clock" is not a time')
     wait_text(waiting.locator(".opslib-tab-count"), "no waiting jobs shown: the filter is not one")
     type_in(waiting.locator(".opslib-tab-filters"), "From", "")
     running = open_tab(page, "Running")

@@ -66,7 +66,7 @@ def test_a_link_opens_the_waiting_tab_filtered_and_selected_and_its_count_follow
     tab.search.value = ""
     tab.since.value = "9 o'clock"  # not a time: the list is cleared and the line says why
     assert tab.jobs.options == () and tab.shown.empty
-    assert "From &quot;9 o&#x27;clock&quot; is not a time" in tab.message.value
+    assert "From=&quot;9 o&#x27;clock&quot; is not a time" in tab.message.value
     assert "the filter is not one" in tab.count.value
 
 

@@ -99,6 +99,7 @@ def test_pending_frames() -> None:
     counts = frames.pending_counts_to_frame(frame, pd.Timedelta(seconds=60))
     assert dtypes(counts) == PENDING_COUNT_COLUMNS
     assert counts.to_dict("records")[0] == {
+        "queue": "default",
         "consumer": "w1",
         "kind": "a",
         "pending": 2,

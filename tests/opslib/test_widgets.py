@@ -191,7 +191,7 @@ def test_a_time_range_in_the_display_zone_keeps_the_entries_that_died_in_it(r: r
         panel.until.value = prague
         assert len(panel.shown) == 4 and panel.filter_message.value == ""
         panel.until.value = "soon"
-        assert "To &#x27;soon&#x27; is not a time" in panel.filter_message.value
+        assert "To=&#x27;soon&#x27; is not a time" in panel.filter_message.value
         assert panel.entries.options == () and "the filter is not one" in panel.table.value
         panel.until.value = ""
         assert " CET · " in panel.entries.options[0][0]  # entry labels in the display zone
@@ -230,7 +230,7 @@ def test_a_typed_time_without_an_offset_is_read_in_the_display_zone() -> None:
         assert panel_time("2026-11-30T21:00+00:00", "From") == pd.Timestamp("2026-11-30 21:00", tz="UTC")
         assert panel_time("  ", "To") is None
         assert panel_time("yesterday 21:00", "From") == parse_since("yesterday 21:00")  # the grammar
-        with pytest.raises(opslib.OpslibError, match=r"From .tomorrow. is not a time; .* \(read in Europe/Prague"):
+        with pytest.raises(opslib.OpslibError, match=r"From=.tomorrow. is not a time; .*, read in Europe/Prague"):
             panel_time("tomorrow", "From")
     finally:
         opslib.set_display_tz(None)
@@ -337,13 +337,13 @@ def test_a_ticker_keeps_its_clock_when_a_tick_raises() -> None:
 
 
 def test_the_header_draws_the_last_hours_flow_as_a_sparkline_of_numbers_only() -> None:
-    per_minute = pd.DataFrame({"succeeded": [0, 4, 8, 2], "failed": [0, 0, 2, 0]})
+    per_minute = pd.DataFrame({"succeeded": [0, 4, 8, 2], "dead": [0, 0, 2, 0]})
     page = flow_html(per_minute)
     assert '<svg width="180" height="26"' in page and page.count("<polyline") == 2
     succeeded = re.search(r'stroke="#27ae60" stroke-width="1.5" points="([^"]+)"', page).group(1)  # type: ignore[union-attr]
     heights = [float(point.split(",")[1]) for point in succeeded.split()]
     assert heights[2] == 1.0 and heights[0] == 25.0  # the busiest minute at the top, an idle one at the bottom
-    assert "14 succeeded</span> · <span" in page and "2 failed" in page
+    assert "14 succeeded</span> · <span" in page and "2 died" in page
     assert "at most 8 a minute" in page
     assert flow_html(per_minute.iloc[0:0]) == "<p>No flow counted in the last hour.</p>"
 

@@ -26,6 +26,7 @@ from worker.archive.table import COLUMNS, migrate
 from worker.errors import SettingsError
 from worker.setting_parsers import retention
 from worker.settings import Settings
+from worker.store.keys import Keys
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 SEVEN_MONTHS_AGO = datetime(2026, 5, 10, tzinfo=UTC)
@@ -183,6 +184,22 @@ def test_retention_keeps_what_is_not_named_and_never_drops_another_queues_month(
     with psycopg.connect(pg_url, autocommit=True) as conn:  # the other queue's rows hold the month
         assert "dead_letters_p202411" in partitions(conn, "dead_letters")
         assert conn.execute("SELECT count(*) FROM dead_letters WHERE queue = 'other:'").fetchone() == (60,)
+
+
+def test_each_named_queue_prunes_its_own_rows(pg_url: str) -> None:
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        migrate(conn)
+        conn.execute("SELECT archive_ready_month('dead_letters', %s)", (TWO_YEARS_AGO,))
+        add(conn, TWO_YEARS_AGO, "replayed", 40)
+        add(conn, TWO_YEARS_AGO, "replayed", 60, queue="q:q:bulk:")  # the archive's queue: bulk's key prefix
+    settings = Settings.from_env({"QUEUE_PREFIX": "q:", "ARCHIVE_RETENTION": "replayed=30d"})
+    bulk = Retention(settings, lambda: pg_url, Keys("q:", queue="bulk"))
+    assert bulk.chore().name == "archive-months (bulk)"
+    while asyncio.run(bulk.run(NOW)) is not None:
+        pass
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        left = dict(conn.execute("SELECT queue, count(*) FROM dead_letters GROUP BY 1").fetchall())
+    assert left == {"q:": 40} and bulk.deleted == 60
 
 
 def test_the_worker_role_makes_and_drops_months_only_through_the_migrations_functions(roles: Roles) -> None:  # noqa: F811

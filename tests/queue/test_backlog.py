@@ -15,6 +15,7 @@ from tests.queue import helpers_backlog as backlog_scenario
 from tests.queue.test_queue_state import refreshed_metrics
 from worker.observability import backlog
 from worker.settings import Settings
+from worker.store.enqueue import enqueue
 from worker.store.keys import GROUP, Keys
 from worker.store.partitions import partition_keys
 
@@ -70,3 +71,20 @@ def test_a_worker_exports_the_backlog_per_queue_and_partition(r: redis.Redis, pr
         ("worker_running", "default", "0"): 0,
         ("worker_running", "default", "1"): 0,
     }
+
+
+def test_each_queue_in_use_has_its_own_backlog_series(r: redis.Redis, prefix: str, redis_url: str) -> None:
+    settings = Settings.from_env({"QUEUE_PREFIX": prefix})
+    bulk = Keys(prefix, queue="bulk")
+    r.xgroup_create(Keys(prefix).jobs, GROUP, id="0", mkstream=True)
+    for n in range(4):
+        enqueue(r, "greet", {"job_id": f"b{n}"}, prefix=prefix, queue="bulk")  # adds bulk to the queues in use
+    assert r.xlen(bulk.jobs) == 4
+
+    samples = {
+        (s.labels["queue"], s.labels["partition"]): s.value
+        for family in text_string_to_metric_families(asyncio.run(refreshed_metrics(redis_url, settings)).decode())
+        for s in family.samples
+        if s.name == "worker_backlog"
+    }
+    assert samples == {("default", "0"): 0, ("bulk", "0"): 4}

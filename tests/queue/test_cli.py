@@ -71,7 +71,7 @@ def test_a_bad_setting_exits_2_with_one_line_naming_it(env: dict[str, str], name
 
 def test_enqueue_command_adds_now_or_later(r: redis.Redis, keys: Keys, redis_url: str) -> None:
     env = {"REDIS_URL": redis_url, "QUEUE_PREFIX": keys.prefix, "WORKER_KINDS": "stagedoor.kinds"}
-    now = run_cli("enqueue", "send_email", "order_id=4471", "email=a@b.c", env=env)
+    now = run_cli("enqueue", "send_email", "order_id=4471", "email=a@b.c", "--queue", "default", env=env)
     assert now.returncode == 0, now.stderr
     [(entry_id, fields)] = r.xrange(keys.jobs)
     assert now.stdout.strip() == entry_id.decode()
@@ -81,18 +81,23 @@ def test_enqueue_command_adds_now_or_later(r: redis.Redis, keys: Keys, redis_url
     assert len(fields[b"job_id"]) == 32
 
     before = time.time()
-    later = run_cli("enqueue", "send_reminder", "order_id=1", "--delay", "2m", env=env)
+    later = run_cli("enqueue", "send_reminder", "order_id=1", "--delay", "2m", "--queue", "default", env=env)
     assert later.returncode == 0, later.stderr
     member = later.stdout.strip()
     assert json.loads(member)["kind"] == "send_reminder"
     assert before + 120 <= r.zscore(keys.delayed, member) <= time.time() + 120
 
-    at = run_cli("enqueue", "send_reminder", "--at", "2030-01-01T03:00:00+01:00", env=env)
+    at = run_cli("enqueue", "send_reminder", "--at", "2030-01-01T03:00:00+01:00", "--queue", "default", env=env)
     assert r.zscore(keys.delayed, at.stdout.strip()) == 1893463200.0
+    critical = Keys(keys.prefix, queue="critical")  # without --queue: the kind's declared queue
+    declared = run_cli("enqueue", "send_email", "order_id=4472", "email=a@b.c", env=env)
+    assert [entry_id.decode() for entry_id, _ in r.xrange(critical.jobs)] == [declared.stdout.strip()]
+    bad = run_cli("enqueue", "send_email", "--queue", "Critical!", env=env)
+    assert bad.returncode == 2 and "is not a queue name" in bad.stderr
 
     fair = run_cli("enqueue", "send_email", "order_id=9", "--fair-key", "org-17", env=env)
     assert fair.returncode == 0, fair.stderr
-    [member] = r.zrange(keys.fair_queue, 0, -1)
+    [member] = r.zrange(critical.fair_queue, 0, -1)  # send_email's queue
     assert json.loads(member)["fair_key"] == "org-17" and json.loads(member)["job_id"] == fair.stdout.strip()
 
 
@@ -101,10 +106,11 @@ def test_enqueue_command_takes_a_unique_key_and_a_job_id(r: redis.Redis, keys: K
     keyed = ["enqueue", "send_email", "order_id=4471", "--unique-key", "o4471", "--unique-for", "1h"]
     first, again = run_cli(*keyed, env=env), run_cli(*keyed, env=env)
     assert first.returncode == again.returncode == 0, first.stderr
-    assert first.stdout == again.stdout and r.xlen(keys.jobs) == 1
-    assert int(r.hget(keys.unique("send_email", "o4471"), "until") or 0) > time.time() * 1000 + 3500_000
+    critical = Keys(keys.prefix, queue="critical")  # send_email's queue: its jobs and its unique keys
+    assert first.stdout == again.stdout and r.xlen(critical.jobs) == 1
+    assert int(r.hget(critical.unique("send_email", "o4471"), "until") or 0) > time.time() * 1000 + 3500_000
     named = [run_cli("enqueue", "send_email", "--job-id", "m1", env=env).stdout for _ in range(2)]
-    assert named[0] == named[1] and r.xlen(keys.jobs) == 2
+    assert named[0] == named[1] and r.xlen(critical.jobs) == 2
 
 
 @pytest.mark.parametrize(

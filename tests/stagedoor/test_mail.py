@@ -10,6 +10,7 @@ import redis
 
 from stagedoor.errors import MailRejected, MailUnavailable, NotConfigured
 from stagedoor.mail import send_email, send_reminder
+from stagedoor.queues import CRITICAL
 from stagedoor.standins import MailStandIn
 from tests.helpers import Workers
 from tests.stagedoor.conftest import RunJob, make_job
@@ -85,7 +86,7 @@ def test_through_the_worker_503s_are_retried_and_the_message_is_sent_once(
     assert out.count("failed on attempt") == 3 and "answered 503" in out
     assert mail.answered == {503: 3, 202: 1}
     assert [m["key"] for m in mail.messages()] == ["job:mail-1"]
-    assert r.xlen(keys.dead) == 0
+    assert r.xlen(Keys(keys.prefix, queue=CRITICAL).dead) == 0
 
 
 def test_through_the_worker_a_4xx_refusal_is_dead_lettered_at_once_as_permanent(
@@ -97,8 +98,8 @@ def test_through_the_worker_a_4xx_refusal_is_dead_lettered_at_once_as_permanent(
     assert mail.answered == {422: 1}, "a refused message was sent again"
     assert "retrying in" not in out
     assert "Job send_email mail-2 failed permanently on attempt 1 of 6" in out
-    [(_, dead)] = r.xrange(keys.dead)
+    [(_, dead)] = r.xrange(Keys(keys.prefix, queue=CRITICAL).dead)  # in send_email's queue
     assert dead[b"reason"] == b"permanent"
     assert dead[b"attempts"] == b"1"
     assert dead[b"error"].startswith(b"MailRejected: the mail API refused message job:mail-2 with 422")
-    assert r.zcard(keys.delayed) == 0
+    assert r.zcard(Keys(keys.prefix, queue=CRITICAL).delayed) == 0

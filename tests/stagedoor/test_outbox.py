@@ -22,6 +22,7 @@ from psycopg_pool import AsyncConnectionPool
 import opslib
 import stagedoor.kinds  # noqa: F401  (registered, as in the worker that runs the relay)
 from stagedoor.outbox import OutboxRelay
+from stagedoor.queues import BULK, CRITICAL
 from stagedoor.standins import MailStandIn
 from tests.helpers import Workers
 from tests.stagedoor.helpers import event_with_seats, paid_order
@@ -55,8 +56,15 @@ def with_relay(db: str, redis_url: str, keys: Keys, body: Callable[[OutboxRelay]
     return asyncio.run(main())
 
 
+def critical(keys: Keys) -> Keys:
+    """The keys of the queue Stagedoor's emails and reminders go to (:mod:`stagedoor.queues`)."""
+    return Keys(keys.prefix, queue=CRITICAL)
+
+
 def jobs(r: redis.Redis, keys: Keys) -> list[dict[str, str]]:
-    return [{k.decode(): v.decode() for k, v in f.items()} for _, f in r.xrange(keys.jobs)]
+    """The jobs on ``jobs`` of each of Stagedoor's queues, queue by queue (critical first), oldest first."""
+    queues = [Keys(keys.prefix, queue=name) for name in (CRITICAL, "default", BULK)]
+    return [{k.decode(): v.decode() for k, v in f.items()} for q in queues for _, f in r.xrange(q.jobs)]
 
 
 def test_rows_become_jobs_with_their_outbox_id_and_delayed_ones_wait(
@@ -77,7 +85,7 @@ def test_rows_become_jobs_with_their_outbox_id_and_delayed_ones_wait(
         ("send_reminder", "4", "0"),
     ]
     assert published[0]["request_id"] == "7f3a9c2e" and "job_id" not in published[0]
-    ((member, score),) = r.zrange(keys.delayed, 0, -1, withscores=True)
+    ((member, score),) = r.zrange(critical(keys).delayed, 0, -1, withscores=True)
     # The relay runs where the application's kinds are registered (the worker), so their version is stamped.
     assert json.loads(member) == {"attempts": "0", "kind": "send_reminder", "order_id": "9", "outbox_id": "3",
                                   "seats": "[1, 2]", "v": "1"}  # fmt: skip
@@ -147,7 +155,8 @@ def test_the_relay_publishes_what_the_enqueue_api_makes_of_its_rows(
     enqueue(r, "send_reminder", {"order_id": "9", "seats": "[1, 2]", "outbox_id": "2"}, run_at=later, prefix=api.prefix)
     enqueue(r, "send_reminder", {"order_id": "10", "outbox_id": "3"}, prefix=api.prefix)  # its run_at has passed
     assert jobs(r, keys) == jobs(r, api)
-    assert r.zrange(keys.delayed, 0, -1, withscores=True) == r.zrange(api.delayed, 0, -1, withscores=True)
+    delayed = [r.zrange(critical(k).delayed, 0, -1, withscores=True) for k in (keys, api)]
+    assert delayed[0] == delayed[1] and len(delayed[0]) == 1
     assert all("job_id" not in job for job in jobs(r, keys))  # the outbox id is the job's identity
 
 
@@ -157,6 +166,7 @@ def test_a_relayed_job_shows_one_job_id_pending_delayed_and_dead(
     add_rows(conn, 1)
     assert with_relay(db, redis_url, keys, lambda relay: relay.relay_once()) == 1
     at = {"client": r, "prefix": keys.prefix}
+    keys = critical(keys)  # send_email's queue
     scripts = Scripts(r, keys)
     r.xgroup_create(keys.jobs, GROUP, id="0")
 

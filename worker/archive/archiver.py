@@ -61,7 +61,7 @@ from worker.redact import one_line
 from worker.settings import Settings
 from worker.store.consumers import forget_dead_consumers
 from worker.store.keys import ARCHIVE_GROUP, Keys
-from worker.store.partitions import partition_keys
+from worker.store.partitions import served_keys
 from worker.store.scripts import Scripts
 from worker.store.wire import text
 
@@ -180,7 +180,8 @@ class Archiver:
         self.dsn = dsn
         self.migrate = migrate
         """Create the table at start (``ARCHIVE_MIGRATE``), rather than check that it exists."""
-        self.parts = partition_keys(settings)
+        self.parts = served_keys(settings)
+        """The partitions of every queue this worker serves (each queue is archived by the workers serving it)."""
         self.queue = settings.prefix
         self.name = settings.worker_name
         self.conn: psycopg.AsyncConnection[Any] | None = None
@@ -188,7 +189,7 @@ class Archiver:
         self.applied = 0
         self.errors = 0
         self.failing = False
-        self._evicted_seen: dict[int, int] = {}
+        self._evicted_seen: dict[str, int] = {}
         self._groups_ready = False
         self._migrated = False
         self.scripts = [Scripts(client, keys) for keys in self.parts]
@@ -198,7 +199,7 @@ class Archiver:
             Chore("archive", INTERVAL_S, self.run),
             Chore("trim-dead", TRIM_INTERVAL_S, self.trim),
             Chore("forget-archive-consumers", FORGET_INTERVAL_S, self.forget_consumers),
-            Retention(self.settings, self.dsn).chore(),
+            *(Retention(self.settings, self.dsn, keys).chore() for keys in self.parts if keys.partition == 0),
         ]
 
     async def start(self) -> None:
@@ -288,7 +289,7 @@ class Archiver:
                     if not raw:
                         break
                     records = [parse_record(record_id, fields) for record_id, fields in raw]
-                    await _run(conn, record_statements(self.queue, keys.partition, records))
+                    await _run(conn, record_statements(keys.queue_prefix, keys.partition, records))
                     applied += len(records)
                     last[keys.dead_log] = records[-1].record_id
                     start = f"({records[-1].record_id}"
@@ -320,7 +321,7 @@ class Archiver:
             if not entries:
                 return archived, False
             rows = [
-                dead_row(self.queue, keys.partition, entry_id, list(fields.items()))
+                dead_row(keys.queue_prefix, keys.partition, entry_id, list(fields.items()))
                 for entry_id, fields in entries
                 if fields
             ]
@@ -405,7 +406,7 @@ class Archiver:
             self.conn = None
 
     def _saw_evicted(self, keys: Keys, evicted: int) -> None:
-        seen = self._evicted_seen.get(keys.partition)
+        seen = self._evicted_seen.get(keys.dead)
         if seen is not None and evicted > seen:
             log.error(
                 "%d dead entries were evicted from %s by DEAD_HARD_MAXLEN=%d before they were archived "
@@ -415,7 +416,7 @@ class Archiver:
                 self.settings.dead_ceiling,
                 evicted,
             )
-        self._evicted_seen[keys.partition] = evicted
+        self._evicted_seen[keys.dead] = evicted
 
 
 async def _run(conn: psycopg.AsyncConnection[Any], statements: Iterable[Statement]) -> None:

@@ -35,6 +35,8 @@ from worker.archive.months import month_start, ready_statements
 from worker.archive.table import MIGRATE_COMMAND, STATUS_DEAD, STATUS_DISCARDED, STATUS_REPLAYED, TABLE
 from worker.redact import one_line
 from worker.settings import Settings
+from worker.store.keys import Keys
+from worker.store.queues import DEFAULT_QUEUE
 
 log = logging.getLogger("worker.archive")
 
@@ -75,10 +77,12 @@ WHERE i.inhparent = to_regclass(%s) AND c.relname ~ '_p[0-9]{6}$' ORDER BY c.rel
 
 
 class Retention:
-    """The ``archive-months`` chore of one worker."""
+    """The ``archive-months`` chore of one worker for one named queue (``keys``: any of its partitions'; none:
+    ``default``): the archive's rows of that queue are those whose ``queue`` is its key prefix."""
 
-    def __init__(self, settings: Settings, dsn: Callable[[], str]) -> None:
-        self.queue = settings.prefix
+    def __init__(self, settings: Settings, dsn: Callable[[], str], keys: Keys | None = None) -> None:
+        self.keys = keys or Keys(settings.prefix)
+        self.queue = self.keys.queue_prefix
         self.ages = dict(settings.archive_retention)
         self.dsn = dsn
         self.dropped = 0
@@ -86,7 +90,8 @@ class Retention:
         self._said_unmigrated = False
 
     def chore(self) -> Chore:
-        return Chore("archive-months", INTERVAL_S, self.run)
+        named = "" if self.keys.queue == DEFAULT_QUEUE else f" ({self.keys.queue})"
+        return Chore(f"archive-months{named}", INTERVAL_S, self.run)
 
     async def run(self, now: datetime | None = None) -> float | None:
         """One run at ``now`` (the clock by default); 0 (again at once) when batches were left."""

@@ -46,6 +46,7 @@ from worker.store.connection import connect, is_cluster
 from worker.store.heartbeats import HEARTBEAT_TTL_S, live_workers
 from worker.store.keys import GROUP, Keys
 from worker.store.partitions import keys_for, recorded_count
+from worker.store.queues import describe_served
 from worker.store.refusals import describe_refusal, refusal_code
 from worker.store.server_clock import WARN_S
 from worker.store.versions import VERSION_FIELD, WAITING_SINCE_FIELD
@@ -87,7 +88,8 @@ def health(settings: Settings) -> int:
                 file=sys.stderr,
             )
         count = recorded_count(client, settings.prefix) or settings.partitions
-        for part in keys_for(settings.prefix, count):
+        served = [part for queue in settings.queues for part in keys_for(settings.prefix, count, queue.name)]
+        for part in served:
             try:
                 groups = client.xinfo_groups(part.jobs)
             except redis.ResponseError:
@@ -96,7 +98,7 @@ def health(settings: Settings) -> int:
             if not any(g["name"] in (GROUP, GROUP.encode()) for g in groups):
                 print(f"unhealthy: consumer group {GROUP} does not exist on {part.jobs}")
                 return EXIT_FAILED
-        live, held, refused = live_unless_refused(client, keys, count)
+        live, held, refused = live_unless_refused(client, keys, served)
     except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
         print(redact(f"unhealthy: Redis does not answer ({exc})"))
         return EXIT_FAILED
@@ -121,7 +123,9 @@ def health(settings: Settings) -> int:
     if len(beats) < expected:
         print(f"unhealthy: {len(beats)} of {expected} heartbeats {where}")
         return EXIT_FAILED
-    print(f"healthy: {len(beats)} worker heartbeat(s) fresh{held}")
+    served_line = f", serving {describe_served(settings.queues)} ({settings.queue_order})"
+    queues = "" if len(settings.queues) == 1 else served_line
+    print(f"healthy: {len(beats)} worker heartbeat(s) fresh{queues}{held}")
     return EXIT_OK
 
 
@@ -137,13 +141,15 @@ def held_back(paused: dict[Any, Any], throttles: dict[Any, Any]) -> str:
     return "".join(f"; {line}" for line in said)
 
 
-def live_unless_refused(client: Any, keys: Keys, count: int) -> tuple[set[str], str, str]:
+def live_unless_refused(client: Any, keys: Keys, parts: list[Keys]) -> tuple[set[str], str, str]:
     """The live workers, what is held back (:func:`held_back`, and this machine's clock when it is off
     Redis's: :func:`clock_note`) and why Redis refuses writes now ("" when it does not). One script on a
     single server; on a cluster the pauses and throttles are read apart. Heartbeats are on Redis's clock
     (:mod:`worker.store.server_clock`), and so is "now" here. When Redis refuses, the live workers are read
-    again by a plain ZRANGE (the degraded line needs nothing more)."""
-    parts = keys_for(keys.prefix, count)
+    again by a plain ZRANGE (the degraded line needs nothing more). ``parts``: the served queues' partitions
+    (``default``'s first when it is served); the pauses are read from ``default``'s first partition, where
+    every pause is written."""
+    paused_at = Keys(keys.prefix, parts[0].tag, 0).paused  # the tags are the same in every queue
     ahead_s = WAIT_S + 1  # a waiting entry is due again within the hand-back's wait
     before = time.time()
     try:
@@ -151,14 +157,14 @@ def live_unless_refused(client: Any, keys: Keys, count: int) -> tuple[set[str], 
             server = client.time()
             now = int(server[0]) + int(server[1]) / 1e6
             names = client.eval(LIVE_IF_WRITABLE, 1, keys.workers, f"({now}")
-            paused, throttles = client.hgetall(parts[0].paused), client.hgetall(keys.throttles)
+            paused, throttles = client.hgetall(paused_at), client.hgetall(keys.throttles)
             due = [
                 client.zrangebyscore(part.delayed, "-inf", repr(now + ahead_s), start=0, num=AWAITING_CAP)
                 for part in parts
             ]
             fair = sum(int(client.zcard(part.fair_queue)) for part in parts)
         else:
-            script_keys = (keys.workers, parts[0].paused, keys.throttles, *(part.delayed for part in parts))
+            script_keys = (keys.workers, paused_at, keys.throttles, *(part.delayed for part in parts))
             script_keys += tuple(part.fair_queue for part in parts)
             names, paused_flat, throttles_flat, due, server, fair = client.eval(
                 LIVE_AND_HELD_IF_WRITABLE, len(script_keys), *script_keys, ahead_s, AWAITING_CAP, len(parts)

@@ -32,20 +32,25 @@ from worker.settings import Settings, settings_help
 from worker.store.connection import connect
 from worker.store.enqueue import enqueue
 from worker.store.keys import Keys
-from worker.store.partitions import check_recorded, partition_keys, recorded_count
+from worker.store.partitions import check_recorded, recorded_count, served_keys
+from worker.store.queues import DEFAULT_QUEUE, Served
 from worker.store.roles import ROLES
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m worker",
-        description="A job worker: one queue on Redis Streams, running the kinds that WORKER_KINDS declares.",
+        description="A job worker: named queues on Redis Streams (WORKER_QUEUES), running the kinds that WORKER_KINDS "
+        "declares.",
         epilog=settings_help(Settings),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--burst", action="store_true", help="run until the queue is drained, then exit 0")
     parser.add_argument("--kinds", help="comma-separated modules with job kinds (overrides WORKER_KINDS)")
     parser.add_argument("--processes", help="worker processes under one supervisor (overrides WORKER_PROCESSES)")
+    parser.add_argument(
+        "--queues", help="queues served, with weights, e.g. critical:6,default:3,bulk:1 (overrides WORKER_QUEUES)"
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.add_parser("run", help="run the worker (the default)")
     sub.add_parser(
@@ -58,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     when = enq.add_mutually_exclusive_group()
     when.add_argument("--delay", help="run later: e.g. 30s, 5m, 2h, 1.5 (seconds)")
     when.add_argument("--at", help="run at an ISO-8601 time with an offset, e.g. 2026-12-01T03:00:00+00:00")
+    enq.add_argument("--queue", help="the named queue (default: the kind's declared queue, else default)")
     enq.add_argument("--fair-key", help="the tenant whose turn the job waits for, e.g. org-17 (fair shares)")
     enq.add_argument("--unique-key", help="at most one job of this kind and key until it is done (docs/worker.md)")
     enq.add_argument("--unique-for", help="with --unique-key: hold the key this long from now too, e.g. 1h")
@@ -129,6 +135,7 @@ def cmd_enqueue(settings: Settings, args: argparse.Namespace) -> int:
             prefix=settings.prefix,
             partitions=settings.partitions,
             wait_replicas=settings.wait_replicas,
+            queue=args.queue,
             fair_key=args.fair_key,
             unique_key=args.unique_key,
             unique_for=unique_for,
@@ -141,10 +148,12 @@ def cmd_enqueue(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_keys(settings: Settings) -> int:
-    """One line per partition: its number, slot and key names, for redis-cli and the docs' recipes."""
-    for keys in partition_keys(settings):
+    """One line per served queue and partition: its number, slot and key names, for redis-cli and the docs'
+    recipes."""
+    for keys in served_keys(settings):
         slot = key_slot(keys.jobs.encode())
-        print(f"partition {keys.partition}  slot {slot}  {keys.jobs}  {keys.delayed}  {keys.dead}")
+        queue = f"queue {keys.queue}  " if settings.queues != (Served(DEFAULT_QUEUE),) else ""
+        print(f"{queue}partition {keys.partition}  slot {slot}  {keys.jobs}  {keys.delayed}  {keys.dead}")
     return EXIT_OK
 
 
@@ -185,6 +194,8 @@ def command(args: argparse.Namespace) -> int:
     overrides = {"kinds": args.kinds} if args.kinds else {}
     if args.processes:
         overrides["processes"] = args.processes
+    if args.queues:
+        overrides["queues"] = args.queues
     settings = Settings.from_env(**overrides)
     logs.configure(settings.log_format, settings.log_level)
     if args.command == "keys":

@@ -25,18 +25,18 @@ from prometheus_client.registry import Collector
 
 from worker.cli.exits import EXIT_OK
 from worker.errors import SettingsError
-from worker.observability.backlog import DEFAULT_QUEUE, backlog_families, read_backlog
+from worker.observability.backlog import backlog_families, read_backlog
 from worker.observability.endpoint import MetricsEndpoint
 from worker.redact import one_line, redact
 from worker.settings import Settings
 from worker.store.connection import connect
-from worker.store.partitions import keys_for, recorded_count
+from worker.store.partitions import keys_for, known_queues, recorded_count
 
 log = logging.getLogger("worker.metrics")
 
 
 class LiveBacklog(Collector):
-    """The backlog of every partition, read at each scrape (a few round trips)."""
+    """The backlog of every partition of every queue in use, read at each scrape (a few round trips)."""
 
     def __init__(self, client: Any, settings: Settings) -> None:
         self.client = client
@@ -49,11 +49,12 @@ class LiveBacklog(Collector):
         prefix = self.settings.prefix
         try:
             count = recorded_count(self.client, prefix) or self.settings.partitions
-            readings = read_backlog(self.client, keys_for(prefix, count), time.time())
+            parts = [keys for queue in known_queues(self.client, prefix) for keys in keys_for(prefix, count, queue)]
+            readings = read_backlog(self.client, parts, time.time())
         except (redis.exceptions.RedisError, OSError) as exc:
             log.warning("Could not read the backlog from Redis: %s", redact(one_line(exc)))
             return
-        yield from backlog_families(self.settings.metrics_namespace, DEFAULT_QUEUE, readings)
+        yield from backlog_families(self.settings.metrics_namespace, readings)
 
 
 def serve_backlog(settings: Settings, stop: threading.Event | None = None) -> int:

@@ -141,7 +141,7 @@ class Outcomes:
 
     async def flush_kept(self, what: str) -> None:
         """:meth:`flush` until it lands (an episode keeps what could not be sent; ``what`` names it)."""
-        await self.episode.land(f"{self.keys.partition}/{what}", self.flush)
+        await self.episode.land(f"{self.keys.queue}/{self.keys.partition}/{what}", self.flush)
 
     async def flush(self) -> None:
         """Send the acknowledgements and replay outcomes gathered so far (their successes go to the observers)."""
@@ -318,8 +318,8 @@ class Outcomes:
 
 
 def outcome_key(keys: Keys, entry_id: str) -> str:
-    """An outcome's name in the episode: partition and entry."""
-    return f"{keys.partition}/{entry_id}"
+    """An outcome's name in the episode: queue, partition and entry."""
+    return f"{keys.queue}/{keys.partition}/{entry_id}"
 
 
 def report_dead(observers: list[Observer], burial: Burial, dead_id: str, line: tuple[str, dict[str, Any]]) -> None:

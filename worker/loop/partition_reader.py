@@ -44,12 +44,16 @@ def read_error(exc: BaseException) -> bool:
 class PartitionReader:
     """The reads, acknowledgements and outcomes of one partition for one consumer."""
 
-    def __init__(self, redis_client: Any, outcomes: Outcomes, consumer: str, block_ms: int) -> None:
+    def __init__(
+        self, redis_client: Any, outcomes: Outcomes, consumer: str, block_ms: int, index: int | None = None
+    ) -> None:
         self.outcomes = outcomes
         self.succeeded = outcomes.succeeded  # bound once: called for every job
         self.scripts = outcomes.scripts
         self.keys = outcomes.keys
-        self.index = self.keys.partition
+        self.queue_name = self.keys.queue
+        self.index = self.keys.partition if index is None else index
+        """This reader's number among the worker's (partition ids repeat across queues; slots are keyed by it)."""
         self.stream = self.keys.jobs
         self.node = NodeConnection(redis_client, self.keys.jobs)
         self.consumer = consumer

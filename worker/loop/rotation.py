@@ -1,7 +1,9 @@
 """The read loop: the turn over a worker's partitions, and the reads that wait.
 
-One loop serves one partition or several (``QUEUE_PARTITIONS``); one
-partition is its N=1 case. It reads like a checklist: stopping? which
+One loop serves one partition or several (``QUEUE_PARTITIONS``, and each
+queue of ``WORKER_QUEUES`` has its own); one partition is its N=1 case. Which
+partition's turn it is, by the queues' weights or in strict order, is
+:class:`~worker.loop.queue_turn.QueueTurn`'s. It reads like a checklist: stopping? which
 partition's turn? how many free slots? read at most that many entries (the
 partition's pending acknowledgements ride in the same round trip) and start
 each in a slot (:class:`worker.loop.slots.Slots`).
@@ -44,6 +46,7 @@ from worker.loop.chores import sleep_or_stop
 from worker.loop.episode import RETRY_CAP_S, Episode
 from worker.loop.node_connection import REDIRECTIONS, describe
 from worker.loop.partition_reader import read_error
+from worker.loop.queue_turn import QueueTurn
 from worker.loop.read_ahead import ReadAhead
 from worker.loop.slots import Partition, Slots
 from worker.store.reconnect import CAP_S, backoff_s
@@ -63,7 +66,7 @@ class Rotation:
     def __init__(
         self,
         slots: Slots,
-        parts: Sequence[Partition],
+        parts: Sequence[Partition] | QueueTurn[Partition],
         stopping: asyncio.Event,
         *,
         recreate_group: Callable[[], Awaitable[None]],
@@ -73,16 +76,17 @@ class Rotation:
         read_ahead: ReadAhead | None = None,
     ) -> None:
         self.slots = slots
-        self.parts = parts
+        self.turn = parts if isinstance(parts, QueueTurn) else QueueTurn(parts)
+        """Whose turn it is to be read: the served queues by weight or in order (:mod:`worker.loop.queue_turn`)."""
+        self.parts: Sequence[Partition] = self.turn.parts
         self.stopping = stopping
         self.recreate_group = recreate_group
         self.drained = drained
         self.episode = episode or Episode()
         self.rng = rng or random.Random()
-        self.block = len(parts) == 1
+        self.block = len(self.parts) == 1
         """One partition: each read blocks for all the free slots (no read of its own waits beside the loop)."""
         self.read_ahead = read_ahead or ReadAhead()
-        self._turn = 0
         self._dry = False
         """A top-up read found nothing: the next read is one the free slots need."""
 
@@ -108,7 +112,8 @@ class Rotation:
                 free, count = slots.free, self._top_up()
                 part = self._next_turn() if free > 0 or count > 0 else None  # a turn is taken only to read
                 if part is not None:
-                    quiet = await self._read(part, free, free + count if free > 0 else count) or quiet
+                    ahead = self.turn.share(part, count)  # a low-weight queue reads ahead its share only
+                    quiet = await self._read(part, free, free + ahead if free > 0 else ahead) or quiet
             if part is None:
                 await slots.wait_freed()  # a slot freed, or a waiting read returned
         await self._end_waits()
@@ -136,6 +141,7 @@ class Rotation:
             await self._partition_failed(part, exc)
             return False
         now = time.monotonic()
+        self.turn.charge(part, len(entries))
         self.read_ahead.note(len(entries), sent, now)
         self.slots.take(part, entries, now)
         if part.failures:
@@ -158,14 +164,8 @@ class Rotation:
         return self.drained is not None and not slots.inflight and not slots.ahead and await self.drained()
 
     def _next_turn(self) -> Partition | None:
-        """The next partition in turn that is not waiting in a blocking read or resting (None: all are)."""
-        count = len(self.parts)
-        for step in range(count):
-            part = self.parts[(self._turn + step) % count]
-            if part.waiting is None:
-                self._turn = (self._turn + step + 1) % count
-                return part
-        return None
+        """The partition whose turn it is, not waiting in a blocking read or resting (None: all are)."""
+        return self.turn.next()
 
     def _wait_in(self, part: Partition) -> None:
         """Start ``part``'s one-entry blocking read, holding a slot; the loop wakes when it returns."""
@@ -190,6 +190,7 @@ class Rotation:
                 continue
             entries = task.result()
             quiet = quiet or not entries
+            self.turn.charge(part, len(entries))
             for entry_id, raw in entries:
                 self.slots.start(part, entry_id, raw)
         return quiet

@@ -39,16 +39,18 @@ from worker.loop.handback import Fleet
 from worker.loop.observe import Tally
 from worker.loop.outcomes import Outcomes
 from worker.loop.partition_reader import PartitionReader, give_back
+from worker.loop.queue_turn import QueueTurn
 from worker.loop.read_ahead import ReadAhead
 from worker.loop.rotation import Rotation
-from worker.loop.slots import Slots
+from worker.loop.slots import Partition, Slots
 from worker.loop.tracing import traced
 from worker.loop.unfinished import give_back_unfinished
 from worker.loop.upkeep import Upkeep
 from worker.observability.observer import Observer
 from worker.settings import Settings
 from worker.store.keys import GROUP, Keys
-from worker.store.partitions import partition_keys
+from worker.store.partitions import partition_keys, served_keys
+from worker.store.queues import describe_served
 from worker.store.reconnect import lost_connection
 from worker.store.scripts import Scripts
 
@@ -89,8 +91,10 @@ class Worker:
         self._rng = random.Random()
         block_ms = min(settings.block_ms, 50) if burst else settings.block_ms
         observing = [self.tally, *observers]
-        self.parts = [self._partition(keys, observing, block_ms) for keys in partition_keys(settings)]
-        self.gate = Gate(redis_client, self.keys, self.parts[0].keys, registry, wake=self._promote_soon)
+        served = served_keys(settings)
+        self.parts = [self._partition(keys, observing, block_ms, index) for index, keys in enumerate(served)]
+        paused_at = partition_keys(settings)[0]  # pauses are written to every queue, read from default's
+        self.gate = Gate(redis_client, self.keys, paused_at, registry, wake=self._promote_soon)
         self.fleet = Fleet(redis_client, self.keys, settings.unknown_kind_grace_s)
         self.executor = Executor(
             registry,
@@ -109,9 +113,10 @@ class Worker:
         beside = (self.slots, self.parts, self.stopping, self.tally)
         self.upkeep = Upkeep(redis_client, settings, *beside, episode=self.episode, overdue=self.executor.overdue)
         self.cancels = CancelWatch(redis_client, self.parts, self.slots, self.executor)  # opslib.cancel's
+        turn: QueueTurn[Partition] = QueueTurn(self.parts, settings.queues, strict=settings.queue_order == "strict")
         self.rotation = Rotation(
             self.slots,
-            self.parts,
+            turn,
             self.stopping,
             recreate_group=self.ensure_group,
             episode=self.episode,
@@ -120,7 +125,7 @@ class Worker:
             read_ahead=ReadAhead(settings.prefetch, settings.reclaim_idle_ms),
         )
 
-    def _partition(self, keys: Keys, observing: list[Observer], block_ms: int) -> PartitionReader:
+    def _partition(self, keys: Keys, observing: list[Observer], block_ms: int, index: int) -> PartitionReader:
         """One partition's reader, with its scripts and the :class:`Outcomes` that record what its entries became."""
         scripts = Scripts(self.redis, keys, wait_replicas=self.settings.wait_replicas)
         outcomes = Outcomes(
@@ -132,7 +137,7 @@ class Worker:
             episode=self.episode,
             rng=self._rng,
         )
-        return PartitionReader(self.redis, outcomes, self.name, block_ms)
+        return PartitionReader(self.redis, outcomes, self.name, block_ms, index)
 
     def _promote_soon(self, scripts: Scripts, delay_s: float) -> None:
         self.upkeep.promote_soon(scripts, delay_s)
@@ -143,14 +148,17 @@ class Worker:
         """Consume until stopped (or, in burst mode, until the queue is drained)."""
         await self.ensure_group()
         log.info(
-            "Worker %s started: %d slots, kinds %s.",
+            "Worker %s started: %d slots, queues %s (%s), kinds %s.",
             self.name,
             self.settings.concurrency,
+            describe_served(self.settings.queues),
+            self.settings.queue_order,
             ", ".join(sorted(self.registry.kinds)) or "none",
         )
         if 1 < len(self.parts) > self.settings.concurrency:
             log.warning(
-                "WORKER_CONCURRENCY=%d is below QUEUE_PARTITIONS=%d: an idle partition waits for new entries "
+                "WORKER_CONCURRENCY=%d is below the %d partitions it reads (QUEUE_PARTITIONS times the queues of "
+                "WORKER_QUEUES): an idle partition waits for new entries "
                 "in a read that holds a slot, so partitions take turns at the block time; give each a slot.",
                 self.settings.concurrency,
                 len(self.parts),

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from worker.app import Chore
@@ -34,6 +34,7 @@ from worker.schedules import Schedule, iso_utc
 from worker.store.enqueue import job_fields
 from worker.store.keys import Keys, partition_of
 from worker.store.partitions import partition_keys
+from worker.store.queues import DEFAULT_QUEUE
 from worker.store.scripts import Scripts
 from worker.store.server_clock import CLOCK
 from worker.store.trace_context import sending
@@ -75,7 +76,10 @@ class Scheduler:
         default_tz: str = "UTC",
         clock: Callable[[], float] | None = None,
         observers: Iterable[TickObserver] = (),
+        queue_of: Mapping[str, str] | None = None,
     ) -> None:
+        """``keys``: the partitions of each queue a schedule's kind goes to; ``queue_of``: each kind's named
+        queue (absent: ``default``)."""
         self.redis = redis
         self.partitions = [keys] if isinstance(keys, Keys) else list(keys)
         self.schedules = sorted(schedules, key=lambda s: s.name)
@@ -86,6 +90,10 @@ class Scheduler:
         """Each wake measures Redis's clock first (a given ``clock``, for tests, is used as it is)."""
         self.observers = list(observers)
         self.scripts = [Scripts(redis, k) for k in self.partitions]
+        self.queue_of = dict(queue_of or {})
+        self._scripts_of: dict[str, list[Scripts]] = {}
+        for scripts in self.scripts:
+            self._scripts_of.setdefault(scripts.keys.queue, []).append(scripts)
         self._cursor: dict[str, float] = {}
         self._next: dict[str, float] = {}
 
@@ -125,10 +133,12 @@ class Scheduler:
 
     async def _enqueue(self, s: Schedule, tick: float, now: float) -> bool:
         scheduled_for = iso_utc(tick)
-        # Every worker puts the tick (its lock and its job) in the same partition: one lock per tick.
-        scripts = self.scripts[partition_of(f"{s.name}:{int(tick)}", len(self.scripts))]
+        # Every worker puts the tick (its lock and its job) in the same partition of the kind's queue: one
+        # lock per tick.
+        parts = self._scripts_of[self.queue_of.get(s.kind, DEFAULT_QUEUE)]
+        scripts = parts[partition_of(f"{s.name}:{int(tick)}", len(parts))]
         # When the worker traces, the tick starts the job's trace (a span in each worker that tried the lock).
-        with sending(Keys(scripts.keys.prefix).jobs, 1, "schedule", root=True) as context:
+        with sending(Keys(scripts.keys.prefix, queue=scripts.keys.queue).jobs, 1, "schedule", root=True) as context:
             fields = job_fields(s.kind, {**s.fields, "scheduled_for": scheduled_for, "schedule": s.name}, context)
             entry_id = await scripts.schedule_tick(s.name, int(tick), self.owner, self.lock_ttl_s(s, tick), fields)
         if not entry_id:
@@ -166,13 +176,15 @@ def scheduler_chore(app: WorkerApp, registry: Registry, observers: Iterable[Tick
                 f"schedule {s.name!r} enqueues kind {s.kind!r}, which no imported module declares "
                 f"(known: {known}); import the kind's module via WORKER_KINDS"
             )
+    queue_of = {s.kind: registry.kinds[s.kind].queue for s in schedules}
     scheduler = Scheduler(
         app.redis,
-        partition_keys(app.settings),
+        [keys for queue in sorted({DEFAULT_QUEUE, *queue_of.values()}) for keys in partition_keys(app.settings, queue)],
         schedules,
         owner=app.settings.worker_name,
         default_tz=app.settings.schedule_tz,
         observers=observers,
+        queue_of=queue_of,
     )
     log.info(
         "Scheduler on: %s.",

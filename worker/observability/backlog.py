@@ -42,10 +42,9 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from worker.store.keys import GROUP, Keys
+from worker.store.queues import DEFAULT_QUEUE
 from worker.store.wire import text
 
-#: The ``queue`` label's value: one queue today; named queues add their own values.
-DEFAULT_QUEUE = "default"
 #: Entries one XRANGE or XREVRANGE of the count reads (well under a millisecond of Redis).
 BACKLOG_PAGE = 500
 #: Entries counted on each side of the last-delivered id before the count gives up being exact.
@@ -67,6 +66,8 @@ class PartitionBacklog:
     exact: bool = True
     fair: int = 0
     """Jobs with a fair key waiting in ``fair:queue`` for their turn onto ``jobs``."""
+    queue: str = DEFAULT_QUEUE
+    """The named queue of the partition (the ``queue`` label)."""
 
     @property
     def backlog(self) -> int:
@@ -105,7 +106,9 @@ def _count(keys: Keys, now: float) -> Generator[list[Command], list[Any], Partit
     running = int(group["pending"]) if group is not None else 0
 
     def found(undelivered: int, exact: bool = True) -> PartitionBacklog:
-        return PartitionBacklog(keys.partition, undelivered, int(due), int(throttled), running, exact, int(fair))
+        return PartitionBacklog(
+            keys.partition, undelivered, int(due), int(throttled), running, exact, int(fair), keys.queue
+        )
 
     if group is None or not int(length):  # never read (every entry waits), or nothing on the stream
         return found(int(length))
@@ -165,20 +168,20 @@ async def read_backlog_async(client: Any, parts: Sequence[Keys], now: float) -> 
 class BacklogCollector(Collector):
     """Exports ``<ns>_backlog`` and ``<ns>_running`` of the last reading (``readings``), or nothing."""
 
-    def __init__(self, namespace: str, queue: str = DEFAULT_QUEUE) -> None:
+    def __init__(self, namespace: str) -> None:
         self.namespace = namespace
-        self.queue = queue
         self.readings: list[PartitionBacklog] | None = None
 
     def describe(self) -> Iterable[Metric]:
         return []
 
     def collect(self) -> Iterator[Metric]:
-        yield from backlog_families(self.namespace, self.queue, self.readings)
+        yield from backlog_families(self.namespace, self.readings)
 
 
-def backlog_families(namespace: str, queue: str, readings: list[PartitionBacklog] | None) -> Iterator[Metric]:
-    """The two gauges of ``readings`` (none when there is no reading: never a stale or made-up 0)."""
+def backlog_families(namespace: str, readings: list[PartitionBacklog] | None) -> Iterator[Metric]:
+    """The two gauges of ``readings`` (none when there is no reading: never a stale or made-up 0), labelled
+    with each partition's named queue (the queues in use: a bounded set) and number."""
     if readings is None:
         return
     backlog = GaugeMetricFamily(
@@ -193,7 +196,7 @@ def backlog_families(namespace: str, queue: str, readings: list[PartitionBacklog
         labels=["queue", "partition"],
     )
     for reading in readings:
-        backlog.add_metric([queue, str(reading.partition)], reading.backlog)
-        running.add_metric([queue, str(reading.partition)], reading.running)
+        backlog.add_metric([reading.queue, str(reading.partition)], reading.backlog)
+        running.add_metric([reading.queue, str(reading.partition)], reading.running)
     yield backlog
     yield running

@@ -56,7 +56,7 @@ from worker.observability.observer import Observer
 from worker.observability.queue_state import QueueState, read_partitions_state_async, stat_fields
 from worker.settings import Settings
 from worker.store.keys import Keys
-from worker.store.partitions import partition_keys
+from worker.store.partitions import known_queues_async, partition_keys
 from worker.store.reconnect import unless_lost
 from worker.store.server_clock import CLOCK
 from worker.store.vocabulary import OUTCOME_DEAD, OUTCOME_RETRIED, OUTCOME_SUCCEEDED, REASONS, REASONS_AFTER_A_RUN
@@ -385,7 +385,9 @@ class Metrics(Observer):
                 self.queue_collector.state = await read_partitions_state_async(
                     self.redis, partition_keys(self.settings), reclaim_idle_ms=self.settings.reclaim_idle_ms
                 )
-                self.backlog.readings = await read_backlog_async(self.redis, partition_keys(self.settings), time.time())
+                queues = await known_queues_async(self.redis, self.settings.prefix)
+                parts = [keys for queue in queues for keys in partition_keys(self.settings, queue)]
+                self.backlog.readings = await read_backlog_async(self.redis, parts, time.time())
                 if self.archive is not None:
                     self.archive.backlog = await read_partitions_backlog(
                         self.redis, partition_keys(self.settings), time.time()

@@ -46,6 +46,7 @@ from worker.store.durable import WAIT_TIMEOUT_MS, write_and_wait, write_and_wait
 from worker.store.fair import FAIR_FIELD, checked_fair_key, fair_command, load_fair, send_fair
 from worker.store.keys import Keys, partition_of, queue_partitions
 from worker.store.packed import packs_for, xadd_command, xadd_head
+from worker.store.queues import DEFAULT_QUEUE, queue_for
 from worker.store.refusals import refused_as_queue_refused
 from worker.store.scripts import CLUSTER_PIPELINES
 from worker.store.ties import TIES
@@ -119,16 +120,21 @@ class NewJob:
     """With ``unique_key``: the key is also held this many seconds from the enqueue, whatever the job became."""
     job_id: str | None = None
     """The producer's own job id: the same id again within 24 h adds nothing (:mod:`worker.store.unique`)."""
+    queue: str | None = None
+    """The named queue; None: the call's ``queue``, else the kind's declared queue, else ``default``."""
 
 
 class Where(TypedDict, total=False):
     """The queue a call writes to, each None or absent for its setting: ``QUEUE_PREFIX``,
-    ``QUEUE_PARTITIONS``, ``WAIT_REPLICAS``; and the job's ``fair_key`` and guards (:class:`NewJob`):
-    ``unique_key``, ``unique_for``, ``job_id`` (None or absent: none)."""
+    ``QUEUE_PARTITIONS``, ``WAIT_REPLICAS``; ``queue``: the named queue (None: the kind's declared
+    queue where this process registers the kind, else ``default``; :func:`worker.store.queues.queue_for`);
+    and the job's ``fair_key`` and guards (:class:`NewJob`): ``unique_key``, ``unique_for``, ``job_id``
+    (None or absent: none)."""
 
     prefix: str | None
     partitions: int | None
     wait_replicas: int | None
+    queue: str | None
     fair_key: str | None
     unique_key: str | None
     unique_for: float | None
@@ -237,23 +243,34 @@ class _Queue:
     heads: tuple[bytes, ...]
 
     @classmethod
-    def where(cls, where: Where) -> _Queue:
-        """The queue a call's :class:`Where` keywords name."""
-        return cls.of(where.get("prefix"), where.get("partitions"), where.get("wait_replicas"))
+    def where(cls, where: Where, kind: str) -> _Queue:
+        """The queue a call's :class:`Where` keywords name for a job of ``kind``."""
+        name = queue_for(kind, where.get("queue"))
+        return cls.of(where.get("prefix"), where.get("partitions"), where.get("wait_replicas"), name)
 
     @classmethod
-    def of(cls, prefix: str | None, partitions: int | None, wait_replicas: int | None) -> _Queue:
-        """The queue the arguments name; None: ``QUEUE_PREFIX``, ``QUEUE_PARTITIONS``, ``WAIT_REPLICAS``.
+    def of(cls, prefix: str | None, partitions: int | None, wait_replicas: int | None, name: str) -> _Queue:
+        """The named queue ``name`` with the arguments; None: ``QUEUE_PREFIX``, ``QUEUE_PARTITIONS``,
+        ``WAIT_REPLICAS``.
 
         The environment's four values are looked up on every call (:func:`_queue_env`: one dict lookup
         each), but parsed and checked only when they differ from a previous call's (:func:`_queue`): reading
         the settings was three quarters of an enqueue's CPU before the driver ran."""
-        return _queue(prefix, partitions, wait_replicas, _queue_env())
+        return _queue(prefix, partitions, wait_replicas, name, _queue_env())
 
     @classmethod
     def build(cls, parts: list[Keys], wait_replicas: int, max_job_bytes: int) -> _Queue:
         heads = tuple(xadd_head(keys.jobs) for keys in parts)
-        return cls(parts, wait_replicas, max_job_bytes, Keys(parts[0].prefix).jobs, heads)
+        return cls(parts, wait_replicas, max_job_bytes, Keys(parts[0].prefix, queue=parts[0].queue).jobs, heads)
+
+    def announce(self, redis: Any) -> Any:
+        """A named queue's first job from this process also adds the queue to ``queues`` (opslib, health and
+        the archiver list the queues from it); None when there is nothing to add (``default``, or done)."""
+        keys = self.parts[0]
+        if keys.queue == DEFAULT_QUEUE or (keys.prefix, keys.queue) in _ANNOUNCED:
+            return None
+        _ANNOUNCED.add((keys.prefix, keys.queue))
+        return redis.sadd(keys.queues, keys.queue)
 
     def plan(self, new: NewJob, context: Mapping[str, str] | None = None) -> _Plan:
         """Where ``new`` goes, with the trace ``context``; ValueError (one line) for a bad job or one over
@@ -324,9 +341,17 @@ def _queue_env() -> tuple[str | bytes | None, ...]:
     return tuple(map(data.get, _QUEUE_ENV_BYTES))
 
 
+#: The (prefix, queue) pairs this process has added to ``queues`` (:meth:`_Queue.announce`).
+_ANNOUNCED: set[tuple[str, str]] = set()
+
+
 @functools.lru_cache(maxsize=64)
 def _queue(
-    prefix: str | None, partitions: int | None, wait_replicas: int | None, raw: tuple[str | bytes | None, ...]
+    prefix: str | None,
+    partitions: int | None,
+    wait_replicas: int | None,
+    name: str,
+    raw: tuple[str | bytes | None, ...],
 ) -> _Queue:
     """The queue of the arguments and of the environment's values ``raw`` (of :data:`_QUEUE_ENV`), parsed
     once per distinct set; a bad value raises :class:`~worker.errors.SettingsError` and is not kept."""
@@ -334,7 +359,7 @@ def _queue(
     prefix = Settings.one("prefix", env) if prefix is None else prefix
     partitions = Settings.one("partitions", env) if partitions is None else partitions
     wait_replicas = Settings.one("wait_replicas", env) if wait_replicas is None else wait_replicas
-    return _Queue.build(queue_partitions(prefix, partitions), wait_replicas, Settings.one("max_job_bytes", env))
+    return _Queue.build(queue_partitions(prefix, partitions, name), wait_replicas, Settings.one("max_job_bytes", env))
 
 
 def enqueue(
@@ -353,7 +378,8 @@ def enqueue(
     a kind at version 1 writes none). With ``fair_key`` (:class:`Where`) the job waits for its key's turn,
     round-robin with the other keys' jobs (:mod:`worker.store.fair`), and the call returns its job id.
     ``prefix``, ``partitions`` and ``wait_replicas`` (:class:`Where`)
-    default to ``QUEUE_PREFIX``, ``QUEUE_PARTITIONS`` and ``WAIT_REPLICAS`` from the environment; the job goes
+    default to ``QUEUE_PREFIX``, ``QUEUE_PARTITIONS`` and ``WAIT_REPLICAS`` from the environment; ``queue``
+    to the kind's declared queue where this process registers the kind, else ``default``. The job goes
     to the partition of its ``job_id`` (of its kind and ``unique_key`` when it has one), and with
     ``wait_replicas`` > 0 the call returns once that many replicas have it (:mod:`worker.store.durable`).
 
@@ -366,9 +392,10 @@ def enqueue(
     24 h a repeat adds nothing and returns the first call's result. Without an id of your own, calling
     again may add the job twice (its handler must then be idempotent, as every handler must be anyway).
     """
-    queue = _Queue.where(where)
+    queue = _Queue.where(where, kind)
     with sending(queue.destination, 1) as context, refused_as_queue_refused(NOT_ENQUEUED):
         plan = queue.plan(_new_job(kind, fields, (delay_s, run_at), version, where), context)
+        queue.announce(redis)
         if queue.wait_replicas:
             return _durably(redis, queue, plan)
         return plan.result(queue.send(redis, plan))
@@ -385,9 +412,12 @@ async def enqueue_async(
     **where: Unpack[Where],
 ) -> str:
     """:func:`enqueue` for a ``redis.asyncio`` client."""
-    queue = _Queue.where(where)
+    queue = _Queue.where(where, kind)
     with sending(queue.destination, 1) as context, refused_as_queue_refused(NOT_ENQUEUED):
         plan = queue.plan(_new_job(kind, fields, (delay_s, run_at), version, where), context)
+        announced = queue.announce(redis)
+        if announced is not None:
+            await announced
         if queue.wait_replicas:
             keys = queue.keys_of(plan)
             command = plan.command(keys)
@@ -402,41 +432,67 @@ def enqueue_many(
     prefix: str | None = None,
     partitions: int | None = None,
     wait_replicas: int | None = None,
+    queue: str | None = None,
 ) -> list[str]:
     """Add several jobs in one pipelined round trip; return what :func:`enqueue` returns for each, in order.
 
-    Every job is checked before anything is sent, so a bad one adds none.
+    Each job goes to its own ``NewJob.queue``, else ``queue``, else its kind's declared queue, else
+    ``default``. Every job is checked before anything is sent, so a bad one adds none.
     The pipeline is not a transaction: a connection lost midway may leave
     some jobs added. Jobs with an id of the producer's (the outbox relay's
     ``outbox_id``) may be sent again: those already added are not added twice
     (:func:`enqueue`); a duplicate inside one batch adds one job. With
     ``wait_replicas`` on a cluster, each job is written and waited for on its own.
     """
-    queue = _Queue.of(prefix, partitions, wait_replicas)
     news = list(jobs)
     if not news:
         return []
-    with sending(queue.destination, len(news)) as context, refused_as_queue_refused(SOME_NOT_ENQUEUED):
-        plans = [queue.plan(new, context) for new in news]  # every job checked before anything is sent
-        if queue.wait_replicas and is_cluster(redis):
-            return [_durably(redis, queue, plan) for plan in plans]
-        if is_cluster(redis) and any(plan.fair for plan in plans):
+    batch = _Batch.of(news, _Queue.of(prefix, partitions, wait_replicas, DEFAULT_QUEUE), queue)
+    with sending(batch.first.destination, len(news)) as context, refused_as_queue_refused(SOME_NOT_ENQUEUED):
+        plans = batch.plan(context)  # every job checked before anything is sent
+        if batch.first.wait_replicas and is_cluster(redis):
+            return [_durably(redis, queue_of, plan) for queue_of, plan in plans]
+        if is_cluster(redis) and any(plan.fair for _q, plan in plans):
             load_fair(redis)
-        if is_cluster(redis) and any(plan.guard for plan in plans):
+        if is_cluster(redis) and any(plan.guard for _q, plan in plans):
             redis.script_load(unique.script_source())  # a cluster pipeline sends EVALSHA as it is
         pipe = redis.pipeline(transaction=False)
-        for plan in plans:
-            plan.send(pipe, queue.keys_of(plan), redis)
-        if queue.wait_replicas:
-            pipe.execute_command("WAIT", queue.wait_replicas, WAIT_TIMEOUT_MS)
+        for queue_of, plan in plans:
+            plan.send(pipe, queue_of.keys_of(plan), redis)
+        batch.announce(pipe)
+        if batch.first.wait_replicas:
+            pipe.execute_command("WAIT", batch.first.wait_replicas, WAIT_TIMEOUT_MS)
         replies = pipe.execute()
-    return [plan.result(reply) for plan, reply in zip(plans, replies, strict=False)]
+    return [plan.result(reply) for (_q, plan), reply in zip(plans, replies, strict=False)]
 
 
 def _durably(redis: Any, queue: _Queue, plan: _Plan) -> str:
     """One job's write and its WAIT, on one connection to its partition's primary."""
     keys = queue.keys_of(plan)
     return plan.result(write_and_wait(redis, plan.key(keys), plan.command(keys), queue.wait_replicas))
+
+
+@dataclass(frozen=True)
+class _Batch:
+    """The jobs of one :func:`enqueue_many` call, each with its queue (``first``: the call's own, whose
+    prefix, partitions and replicas every job shares)."""
+
+    first: _Queue
+    jobs: list[tuple[_Queue, NewJob]]
+
+    @classmethod
+    def of(cls, news: list[NewJob], first: _Queue, queue: str | None) -> _Batch:
+        keys = first.parts[0]
+        count, replicas = len(first.parts), first.wait_replicas
+        jobs = [(_Queue.of(keys.prefix, count, replicas, queue_for(new.kind, new.queue or queue)), new) for new in news]
+        return cls(first, jobs)
+
+    def plan(self, context: Mapping[str, str] | None) -> list[tuple[_Queue, _Plan]]:
+        return [(queue, queue.plan(new, context)) for queue, new in self.jobs]
+
+    def announce(self, pipe: Any) -> int:
+        """Queue each named queue's first announcement on ``pipe`` (after the jobs); how many."""
+        return sum(queue.announce(pipe) is not None for queue in {id(q): q for q, _new in self.jobs}.values())
 
 
 async def enqueue_many_async(
@@ -446,31 +502,34 @@ async def enqueue_many_async(
     prefix: str | None = None,
     partitions: int | None = None,
     wait_replicas: int | None = None,
+    queue: str | None = None,
 ) -> list[str]:
     """:func:`enqueue_many` for a ``redis.asyncio`` client."""
-    queue = _Queue.of(prefix, partitions, wait_replicas)
     news = list(jobs)
     if not news:
         return []
-    with sending(queue.destination, len(news)) as context, refused_as_queue_refused(SOME_NOT_ENQUEUED):
-        plans = [queue.plan(new, context) for new in news]  # every job checked before anything is sent
-        if queue.wait_replicas and is_cluster(redis):
+    batch = _Batch.of(news, _Queue.of(prefix, partitions, wait_replicas, DEFAULT_QUEUE), queue)
+    with sending(batch.first.destination, len(news)) as context, refused_as_queue_refused(SOME_NOT_ENQUEUED):
+        plans = batch.plan(context)  # every job checked before anything is sent
+        if batch.first.wait_replicas and is_cluster(redis):
             out = []
-            for plan in plans:
-                keys = queue.keys_of(plan)
-                reply = await write_and_wait_async(redis, plan.key(keys), plan.command(keys), queue.wait_replicas)
+            for queue_of, plan in plans:
+                keys = queue_of.keys_of(plan)
+                command = plan.command(keys)
+                reply = await write_and_wait_async(redis, plan.key(keys), command, queue_of.wait_replicas)
                 out.append(plan.result(reply))
             return out
-        if is_cluster(redis) and any(plan.fair for plan in plans):
+        if is_cluster(redis) and any(plan.fair for _q, plan in plans):
             await load_fair(redis)
-        if is_cluster(redis) and any(plan.guard for plan in plans):
+        if is_cluster(redis) and any(plan.guard for _q, plan in plans):
             await redis.script_load(unique.script_source())  # a cluster pipeline sends EVALSHA as it is
         pipe = redis.pipeline(transaction=False)
-        for plan in plans:
-            queued = plan.send(pipe, queue.keys_of(plan), redis)
+        for queue_of, plan in plans:
+            queued = plan.send(pipe, queue_of.keys_of(plan), redis)
             if inspect.iscoroutine(queued):  # a script's call on an asyncio pipeline queues when awaited
                 await queued
-        if queue.wait_replicas:
-            pipe.execute_command("WAIT", queue.wait_replicas, WAIT_TIMEOUT_MS)
+        batch.announce(pipe)
+        if batch.first.wait_replicas:
+            pipe.execute_command("WAIT", batch.first.wait_replicas, WAIT_TIMEOUT_MS)
         replies = await pipe.execute()
-    return [plan.result(reply) for plan, reply in zip(plans, replies, strict=False)]
+    return [plan.result(reply) for (_q, plan), reply in zip(plans, replies, strict=False)]

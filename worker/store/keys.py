@@ -48,6 +48,10 @@ key (after QUEUE_PREFIX)   type        written by            read by
 ``actions:log``            stream      opslib (audited moves opslib (applies it to
                                        while PostgreSQL is   ``operator_actions``)
                                        away)
+``queues``                 set         workers (the queues   opslib, health, metrics,
+                                       they serve), enqueue  the archiver
+                                       (once per process
+                                       and queue)
 ``fair:queue``             zset        enqueue (fair_key=),  fair feeder (workers),
                            (score:     fair feeder (spills   queue_state, backlog
                            turn,       unkeyed entries)      (ZCARD)
@@ -63,6 +67,17 @@ key (after QUEUE_PREFIX)   type        written by            read by
 ``enqueued:<job_id>``      string, EX  enqueue (a producer's enqueue (a repeat adds
                            (24 h)      own job id)           nothing)
 =========================  ==========  ====================  ==========================
+
+Named queues (:mod:`worker.store.queues`): the queue ``default`` has the names
+above. Another queue, e.g. ``bulk``, has every per-partition key (``jobs``,
+``delayed``, ``jobs:dead``, ``jobs:dead:evicted``, ``jobs:dead:log``,
+``replay:<batch>``, ``sched:...``, ``cancels``, ``paused``, ``parked``,
+``throttled``, ``flow:...``, ``fair:...``, ``unique:...``, ``enqueued:...``) under ``q:bulk:``:
+``<prefix>q:bulk:jobs``,
+``<prefix>q:bulk:delayed``, ``<prefix>q:bulk:jobs:dead``, and with partitions
+``<prefix>q:bulk:{<tag>}:jobs``. The queue-wide keys (``partitions``,
+``workers``, ``kinds:<worker>``, ``throttles``, ``metrics:lock``,
+``actions:log``, ``queues``, the ``cancel`` channel) are one for all queues.
 
 The incident desk's keys (:mod:`opslib.moves.incident`): a pause is written
 to every partition's ``paused`` (so that park and promote, which run in the
@@ -124,11 +139,27 @@ class Keys:
     tag: str = ""
     """The partition's hash tag; "" for a queue of one partition (today's names)."""
     partition: int = 0
+    queue: str = "default"
+    """The named queue (:mod:`worker.store.queues`): ``default`` keeps the original names, another queue's
+    keys are under ``q:<queue>:``."""
+
+    @property
+    def queue_prefix(self) -> str:
+        """What the queue's keys start with before a partition's tag: the prefix, then ``q:<queue>:`` unless
+        the queue is ``default``. The archive's ``queue`` column holds it, so that the dead letters of two
+        named queues (whose ids may be equal) are rows of their own, and ``default``'s rows are as before."""
+        return self.prefix if self.queue == "default" else f"{self.prefix}q:{self.queue}:"
 
     @property
     def base(self) -> str:
-        """What the partition's keys start with: the prefix, then the partition's ``{tag}:``."""
-        return f"{self.prefix}{{{self.tag}}}:" if self.tag else self.prefix
+        """What the partition's keys start with: :attr:`queue_prefix`, then the partition's ``{tag}:``."""
+        head = self.queue_prefix
+        return f"{head}{{{self.tag}}}:" if self.tag else head
+
+    @property
+    def queues(self) -> str:
+        """The named queues in use beside ``default`` (a set, queue-wide: workers and enqueue add to it)."""
+        return f"{self.prefix}queues"
 
     @property
     def jobs(self) -> str:
@@ -274,20 +305,20 @@ def has_hash_tag(prefix: str) -> bool:
     return start >= 0 and end > start + 1
 
 
-def queue_partitions(prefix: str, count: int) -> list[Keys]:
-    """The keys of each partition of a queue of ``count`` partitions (one: today's names).
+def queue_partitions(prefix: str, count: int, queue: str = "default") -> list[Keys]:
+    """The keys of each partition of ``queue`` with ``count`` partitions (one: today's names).
 
     Raises ValueError for a prefix with a hash tag of its own when ``count`` > 1.
     """
     if count == 1:
-        return [Keys(prefix)]
+        return [Keys(prefix, queue=queue)]
     if has_hash_tag(prefix):
         raise ValueError(
             f"QUEUE_PREFIX={prefix!r} holds a hash tag, which would put all {count} partitions in one slot; "
             f"with QUEUE_PARTITIONS={count} drop the braces (e.g. {prefix.replace('{', '').replace('}', '')!r}): "
             "each partition brings a tag of its own"
         )
-    return [Keys(prefix, partition_tag(p, count), p) for p in range(count)]
+    return [Keys(prefix, partition_tag(p, count), p, queue) for p in range(count)]
 
 
 def partition_of(job_id: str, count: int) -> int:

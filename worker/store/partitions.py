@@ -10,24 +10,57 @@ record and one partition.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from worker.errors import SettingsError
 from worker.settings import Settings
 from worker.store.keys import Keys, queue_partitions
+from worker.store.queues import DEFAULT_QUEUE, checked_queue
 
 
-def partition_keys(settings: Settings) -> list[Keys]:
-    """The keys of each partition for ``QUEUE_PREFIX`` and ``QUEUE_PARTITIONS``."""
-    return keys_for(settings.prefix, settings.partitions)
+def partition_keys(settings: Settings, queue: str = DEFAULT_QUEUE) -> list[Keys]:
+    """The keys of each partition of ``queue`` for ``QUEUE_PREFIX`` and ``QUEUE_PARTITIONS``."""
+    return keys_for(settings.prefix, settings.partitions, queue)
 
 
-def keys_for(prefix: str, count: int) -> list[Keys]:
+def served_keys(settings: Settings) -> list[Keys]:
+    """The keys of each partition of each queue ``WORKER_QUEUES`` names, queue by queue in its order."""
+    return [keys for served in settings.queues for keys in partition_keys(settings, served.name)]
+
+
+def keys_for(prefix: str, count: int, queue: str = DEFAULT_QUEUE) -> list[Keys]:
     """:func:`worker.store.keys.queue_partitions`, with a bad prefix as a :class:`SettingsError`."""
     try:
-        return queue_partitions(prefix, count)
+        return queue_partitions(prefix, count, queue)
     except ValueError as exc:
         raise SettingsError(str(exc)) from None
+
+
+def queue_names(members: Iterable[bytes | str]) -> list[str]:
+    """The queues in use from the ``queues`` set's members: ``default`` first, then the others by name (a
+    member that is not a queue name, written by hand, is left out)."""
+    names = {m.decode() if isinstance(m, bytes) else m for m in members}
+    valid = {name for name in names if _is_queue_name(name)}
+    return [DEFAULT_QUEUE, *sorted(valid - {DEFAULT_QUEUE})]
+
+
+def known_queues(client: Any, prefix: str) -> list[str]:
+    """The queues in use on ``prefix`` (sync client): ``default`` and every queue in ``queues``."""
+    return queue_names(client.smembers(Keys(prefix).queues))
+
+
+async def known_queues_async(client: Any, prefix: str) -> list[str]:
+    """:func:`known_queues` on an asyncio client."""
+    return queue_names(await client.smembers(Keys(prefix).queues))
+
+
+def _is_queue_name(name: str) -> bool:
+    try:
+        checked_queue(name)
+    except ValueError:
+        return False
+    return True
 
 
 def check_recorded(recorded: Any, count: int, keys: Keys) -> None:
@@ -50,10 +83,13 @@ def recorded_count(client: Any, prefix: str) -> int | None:
 
 
 async def record_count(client: Any, settings: Settings) -> list[Keys]:
-    """At a worker's start: record ``QUEUE_PARTITIONS`` unless recorded, refuse a different one;
-    return the partitions' keys."""
-    parts = partition_keys(settings)
+    """At a worker's start: record ``QUEUE_PARTITIONS`` unless recorded, refuse a different one, and add the
+    named queues it serves to ``queues``; return the served partitions' keys."""
+    parts = served_keys(settings)
     key = parts[0].partitions
     await client.set(key, settings.partitions, nx=True)
     check_recorded(await client.get(key), settings.partitions, parts[0])
+    named = [served.name for served in settings.queues if served.name != DEFAULT_QUEUE]
+    if named:
+        await client.sadd(parts[0].queues, *named)
     return parts
