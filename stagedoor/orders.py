@@ -69,21 +69,29 @@ def record_paid_order(
             " VALUES (%s, %s, %s, %s, %s, %s)",
             (order_id, payment.amount, payment.currency, payment.payrail_ref, payment.status, payment.created_at),
         )
-        cur = conn.execute("SELECT starts_at FROM events WHERE id = %s", (event_id,))
-        starts_at = cur.fetchone()[0]  # type: ignore[index]
+        cur = conn.execute("SELECT starts_at, organizer_id FROM events WHERE id = %s", (event_id,))
+        starts_at, organizer_id = cur.fetchone()  # type: ignore[misc]
         common = {"order_id": str(order_id), **(trace or {})}
+        on_sale = organizer_key(organizer_id)  # the confirmation and the tickets take the organizer's turns
         rows = [
-            ("send_email", {**common, "email": buyer_email, "template": "order_confirmation"}, None),
-            ("render_tickets", common, None),
-            ("send_reminder", common, starts_at - REMINDER_BEFORE),
+            ("send_email", {**common, "email": buyer_email, "template": "order_confirmation"}, None, on_sale),
+            ("render_tickets", common, None, on_sale),
+            ("send_reminder", common, starts_at - REMINDER_BEFORE, None),
         ]
         context = current_fields()
         with conn.cursor() as c:
             c.executemany(
-                "INSERT INTO outbox (kind, payload, run_at, traceparent, tracestate) VALUES (%s, %s, %s, %s, %s)",
+                "INSERT INTO outbox (kind, payload, run_at, traceparent, tracestate, fair_key)"
+                " VALUES (%s, %s, %s, %s, %s, %s)",
                 [
-                    (kind, Jsonb(payload), run_at, context.get(TRACEPARENT), context.get(TRACESTATE))
-                    for kind, payload, run_at in rows
+                    (kind, Jsonb(payload), run_at, context.get(TRACEPARENT), context.get(TRACESTATE), fair_key)
+                    for kind, payload, run_at, fair_key in rows
                 ],
             )
     return int(order_id)
+
+
+def organizer_key(organizer_id: int) -> str:
+    """The fair key of an organizer's on-sale work (``worker.store.fair``): one organizer's 100,000-ticket
+    on-sale takes turns with every other organizer's confirmations and renders instead of holding them."""
+    return f"organizer-{organizer_id}"

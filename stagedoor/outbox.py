@@ -53,6 +53,9 @@ class OutboxRow:
     run_at: datetime | None
     traceparent: str | None = None
     tracestate: str | None = None
+    fair_key: str | None = None
+    """The organizer of on-sale work (:func:`stagedoor.orders.organizer_key`): its jobs take turns with other
+    organizers' (``fair_key=``); None for the rest."""
 
     def new_job(self, now: float) -> NewJob:
         """The row as a job for the enqueue API: the payload's values as strings (JSON for the others),
@@ -64,7 +67,7 @@ class OutboxRow:
             if self.tracestate:
                 fields[TRACESTATE] = self.tracestate
         ahead = self.run_at is not None and self.run_at.timestamp() > now
-        return NewJob(self.kind, fields, run_at=self.run_at if ahead else None)
+        return NewJob(self.kind, fields, run_at=self.run_at if ahead else None, fair_key=self.fair_key)
 
 
 class OutboxRelay:
@@ -80,7 +83,7 @@ class OutboxRelay:
     async def claim(self, conn: AsyncConnection, limit: int | None = None) -> list[OutboxRow]:
         """Lock up to ``limit`` unpublished rows (inside the caller's transaction), oldest first."""
         cur = await conn.execute(
-            "SELECT id, kind, payload, run_at, traceparent, tracestate FROM outbox WHERE published_at IS NULL"
+            "SELECT id, kind, payload, run_at, traceparent, tracestate, fair_key FROM outbox WHERE published_at IS NULL"
             " ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED",
             (limit or self.batch,),
         )

@@ -104,6 +104,8 @@ CREATE TABLE IF NOT EXISTS outbox (
 -- The request's W3C trace context, which the relay writes into the job (added to existing tables too).
 ALTER TABLE outbox ADD COLUMN IF NOT EXISTS traceparent text;
 ALTER TABLE outbox ADD COLUMN IF NOT EXISTS tracestate text;
+-- The fair key of on-sale work (the event's organizer), so one organizer's sale does not hold another's jobs.
+ALTER TABLE outbox ADD COLUMN IF NOT EXISTS fair_key text;
 CREATE INDEX IF NOT EXISTS outbox_unpublished ON outbox (id) WHERE published_at IS NULL;
 CREATE INDEX IF NOT EXISTS outbox_published_at ON outbox (published_at) WHERE published_at IS NOT NULL;
 CREATE TABLE IF NOT EXISTS reconciliation_issues (

@@ -31,7 +31,7 @@ from worker.errors import QueueRefused
 from worker.store.enqueue import enqueue
 from worker.store.keys import GROUP, Keys
 from worker.store.scripts import Scripts
-from worker.store.wire import encode_member
+from worker.store.wire import decode_member, encode_member
 
 STAGEDOOR = "stagedoor.kinds"
 
@@ -62,9 +62,15 @@ def critical(keys: Keys) -> Keys:
 
 
 def jobs(r: redis.Redis, keys: Keys) -> list[dict[str, str]]:
-    """The jobs on ``jobs`` of each of Stagedoor's queues, queue by queue (critical first), oldest first."""
+    """The jobs for now of each of Stagedoor's queues, queue by queue (critical first): those on ``jobs``,
+    oldest first, then those waiting in ``fair:queue`` for their organizer's turn (on-sale work)."""
     queues = [Keys(keys.prefix, queue=name) for name in (CRITICAL, "default", BULK)]
-    return [{k.decode(): v.decode() for k, v in f.items()} for q in queues for _, f in r.xrange(q.jobs)]
+    return [
+        job
+        for q in queues
+        for job in [{k.decode(): v.decode() for k, v in f.items()} for _, f in r.xrange(q.jobs)]
+        + [decode_member(member) for member in r.zrange(q.fair_queue, 0, -1)]
+    ]
 
 
 def test_rows_become_jobs_with_their_outbox_id_and_delayed_ones_wait(
@@ -238,3 +244,21 @@ def test_the_relay_carries_the_requests_trace_context_stored_with_the_rows(
         assert job["traceparent"] == "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
         assert job["tracestate"] == "shop=checkout"
     assert len(published) == 6
+
+
+def test_on_sale_work_takes_its_organizers_turns(
+    db: str, conn: psycopg.Connection, r: redis.Redis, keys: Keys, redis_url: str
+) -> None:
+    """A paid order's confirmation and tickets carry the event's organizer as their fair key (one organizer's
+    on-sale takes turns with the others'); the reminder, for later, has none."""
+    event, seats = event_with_seats(conn, ["1A", "1B"], starts_at=datetime.now(UTC) + timedelta(days=3))
+    paid_order(conn, event, seats)
+    (organizer,) = conn.execute("SELECT organizer_id FROM events WHERE id = %s", (event,)).fetchone()  # type: ignore[misc]
+    assert with_relay(db, redis_url, keys, lambda relay: relay.relay_once()) == 3
+    published = jobs(r, keys)
+    assert {(j["kind"], j.get("fair_key")) for j in published} == {
+        ("send_email", f"organizer-{organizer}"),
+        ("render_tickets", f"organizer-{organizer}"),
+    }
+    ((member, _),) = r.zrange(critical(keys).delayed, 0, -1, withscores=True)
+    assert json.loads(member)["kind"] == "send_reminder" and "fair_key" not in json.loads(member)
