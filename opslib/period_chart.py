@@ -5,8 +5,7 @@
   hour is one entry, not two "events").
 * The x axis is the window the frame names (``attrs["window"]``), no more
   and no less, in the display zone with its name; a window that ends at now
-  has a "now" mark there, and the bars of the period under way fill the part
-  of it that has passed.
+  has a "now" mark there, and the bars of the period under way end at it.
 * Periods older than what is kept (``attrs["kept_from"]``: missing counts,
   not zeros) are shaded and labelled "not kept".
 
@@ -87,10 +86,13 @@ def draw_periods(
         ax.text(0.5, 0.5, "nothing happened in this window", transform=ax.transAxes, ha="center")
         ax.set_yticks([])
         return pd.DatetimeIndex(busy)
-    # A period under way at the window's end gets the part of it that has passed: its bars stay on the axis.
-    starts = pd.DatetimeIndex(totals.index)
-    ends = starts + stride if window is None else starts.map(lambda start: min(start + stride, window[1]))
-    length = ((ends - starts) / pd.Timedelta("1D")).to_numpy(dtype="float64")
+    # A period under way at the window's end is drawn as wide as the others, ending at now: its bars stay on
+    # the axis and stay visible (a night that all happened in the last minutes of the hour is most of the story).
+    starts, drawn = pd.DatetimeIndex(totals.index), stride
+    if window is not None:  # a window shorter than a period (the night so far, hourly) is one period wide
+        drawn = min(stride, window[1] - window[0])
+        starts = starts.map(lambda start: max(window[0], min(start, window[1] - drawn)))
+    length = drawn / pd.Timedelta("1D")
     width = length * BAR_SHARE / len(totals.columns)
     lefts = dates.date2num(starts.to_pydatetime()) + length * (1 - BAR_SHARE) / 2
     for i, column in enumerate(totals.columns):
