@@ -20,8 +20,10 @@ the next send takes it again. What keeps that correct:
   connects again if the client is used after.
 - Fork: the child forgets every parked connection (its socket is the parent's); redis-py's pool resets itself.
 - asyncio: a parked connection is tagged with the loop it was parked from; a send from another loop
-  releases it to the pool (whose check reconnects it) and parks one of its own.
-- A dropped client: the slots hold their pools weakly, so a pool no one else holds goes, its connection too.
+  hands it back to the pool and checks one out (redis.asyncio's pool does not serve a second loop anyway:
+  its connections belong to the loop that opened them).
+- A dropped client: the slots hold pools and connections weakly (the pool holds its parked connection
+  among those in use), so a pool no one else holds goes, its connection too.
 """
 
 from __future__ import annotations
@@ -37,7 +39,8 @@ import redis.asyncio
 #: The smallest ``max_connections`` of a pool that parks a connection (redis-py's default is 100).
 PARK_FROM = 10
 
-#: Pool -> its parked connection (sync), or (loop, connection) (asyncio).
+#: Pool -> a weak reference to its parked connection (sync), or (loop, that reference) (asyncio). Weak both
+#: ways: the pool holds the connection (among those in use), and the connection may hold its pool.
 _PARKED: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 
 os.register_at_fork(after_in_child=_PARKED.clear)
@@ -54,13 +57,15 @@ def parks(pool: Any) -> bool:
 
 def take(pool: Any) -> Any:
     """A connection for one packed command: the pool's parked one, else one checked out of the pool."""
-    conn = _PARKED.pop(pool, None) if parks(pool) else None
+    kept = _PARKED.pop(pool, None) if parks(pool) else None
+    conn = None if kept is None else kept()
     return pool.get_connection() if conn is None else conn
 
 
 def give_back(pool: Any, conn: Any) -> None:
     """Park ``conn`` again, or release it to the pool when it does not park or another one is parked."""
-    if not parks(pool) or _PARKED.setdefault(pool, conn) is not conn:
+    kept = weakref.ref(conn)
+    if not parks(pool) or _PARKED.setdefault(pool, kept) is not kept:
         pool.release(conn)
 
 
@@ -68,15 +73,17 @@ async def take_async(pool: Any) -> Any:
     """:func:`take` for a ``redis.asyncio`` pool: the connection parked from the running loop."""
     parked = _PARKED.pop(pool, None) if parks(pool) else None
     if parked is not None:
-        loop, conn = parked
-        if loop is asyncio.get_running_loop():
+        loop, kept = parked
+        conn = kept()
+        if conn is not None and loop is asyncio.get_running_loop():
             return conn
-        await pool.release(conn)
+        if conn is not None:
+            await pool.release(conn)
     return await pool.get_connection()
 
 
 async def give_back_async(pool: Any, conn: Any) -> None:
     """:func:`give_back` for a ``redis.asyncio`` pool."""
-    parked = (asyncio.get_running_loop(), conn)
+    parked = (asyncio.get_running_loop(), weakref.ref(conn))
     if not parks(pool) or _PARKED.setdefault(pool, parked) is not parked:
         await pool.release(conn)
