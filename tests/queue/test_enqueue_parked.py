@@ -159,3 +159,31 @@ def test_async_tasks_of_one_loop_share_no_connection_and_aclose_closes_it(
     entries = [entry_id.decode() for entry_id, _ in r.xrange(Keys(prefix).jobs)]
     assert set(together + one_by_one) == set(entries) and len(set(entries)) == 100, "every reply its own call's"
     wait_for(lambda: not named(r, name), timeout_s=10, what="aclose to close the parked connection")
+
+
+def test_an_async_connection_lost_while_parked_is_replaced(r: redis.Redis, prefix: str, proxy: Proxy) -> None:
+    async def main() -> tuple[str, str]:
+        client = aioredis.Redis.from_url(proxy.url)
+        first = await enqueue_async(client, "noop", {"n": 1}, prefix=prefix)  # parks a connection
+        assert proxy.reset() >= 1
+        second = await enqueue_async(client, "noop", {"n": 2}, prefix=prefix)
+        await client.aclose()
+        return first, second
+
+    first, second = asyncio.run(main())
+    assert [entry_id.decode() for entry_id, _ in r.xrange(Keys(prefix).jobs)] == [first, second]
+
+
+def test_a_large_async_job_is_written_whole(redis_url: str, r: redis.Redis, prefix: str) -> None:
+    body = "é" * 400_000  # 800 KB: more than a loopback socket may take at once
+
+    async def main() -> list[str]:
+        client = aioredis.Redis.from_url(redis_url)
+        ids = [await enqueue_async(client, "noop", {"body": body, "n": i}, prefix=prefix) for i in range(3)]
+        await client.aclose()
+        return ids
+
+    ids = asyncio.run(main())
+    stored = r.xrange(Keys(prefix).jobs)
+    assert [entry_id.decode() for entry_id, _ in stored] == ids
+    assert all(fields[b"body"] == body.encode() for _, fields in stored)
