@@ -9,6 +9,7 @@ import pytest
 import redis
 import redis.asyncio as aioredis
 
+from tests.queue.test_enqueue_parked import named
 from worker.store.enqueue import enqueue, enqueue_async
 from worker.store.keys import Keys
 from worker.store.packed import packs_for
@@ -38,12 +39,14 @@ def test_the_packed_xadd_stores_what_redis_pys_xadd_stores(redis_url: str, r: re
 
 
 def test_a_killed_connection_is_replaced_and_the_job_added_once(redis_url: str, r: redis.Redis, prefix: str) -> None:
-    client = redis.Redis.from_url(redis_url)
+    client = redis.Redis.from_url(redis_url, client_name=f"{prefix}victim")
     enqueue(client, "noop", {"job_id": "before"}, prefix=prefix)
-    victim = client.client_id()  # the pool's one idle connection, the one the next enqueue takes
-    r.client_kill_filter(_id=victim)
+    victims = named(r, f"{prefix}victim")  # the parked one among them
+    for victim in victims:
+        r.client_kill_filter(_id=victim)
     enqueue(client, "noop", {"job_id": "after"}, prefix=prefix)
-    assert client.client_id() != victim
+    now = named(r, f"{prefix}victim")
+    assert victims and now and not set(now) & set(victims)
     assert [f[b"job_id"] for _, f in r.xrange(Keys(prefix).jobs)] == [b"before", b"after"]
     client.close()
 

@@ -172,8 +172,10 @@ def cut_down(raw: Mapping[bytes, bytes]) -> dict[str, str]:
 
 
 def job_bytes(fields: Mapping[str, str]) -> int:
-    """A job's size as ``MAX_JOB_BYTES`` counts it: the UTF-8 bytes of every field's name and value."""
-    return sum(len(name.encode()) + len(value.encode()) for name, value in fields.items())
+    """A job's size as ``MAX_JOB_BYTES`` counts it: the UTF-8 bytes of every field's name and value (UTF-8
+    is a concatenation, so the names joined and the values joined encode to the same count; two encodes
+    instead of two a field: 0.4 against 0.6 µs for a job of six fields, on every enqueue)."""
+    return len("".join(fields).encode()) + len("".join(fields.values()).encode())
 
 
 def text(value: bytes | str) -> str:
