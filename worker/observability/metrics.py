@@ -57,6 +57,7 @@ from worker.observability.queue_state import QueueState, read_partitions_state_a
 from worker.settings import Settings
 from worker.store.keys import Keys
 from worker.store.partitions import known_queues_async, partition_keys
+from worker.store.queues import DEFAULT_QUEUE
 from worker.store.reconnect import unless_lost
 from worker.store.server_clock import CLOCK
 from worker.store.vocabulary import OUTCOME_DEAD, OUTCOME_RETRIED, OUTCOME_SUCCEEDED, REASONS, REASONS_AFTER_A_RUN
@@ -118,7 +119,8 @@ class CountAtScrape(Collector):
 
 
 class JobCollector(Collector, Observer):
-    """This process's job outcomes per kind, kept as plain numbers and turned into metrics at scrape time.
+    """This process's job outcomes per named queue and kind, kept as plain numbers and turned into metrics at
+    scrape time (label ``queue``: the named queue the job came from, one of those the worker serves).
 
     :meth:`job_finished` runs on the loop's success path, up to 15,000 times a
     second: these dictionary updates cost about 1 µs a job, where prometheus_client's
@@ -126,84 +128,88 @@ class JobCollector(Collector, Observer):
     loop is the only writer; a scrape (another thread) copies the numbers first.
     """
 
-    def __init__(self, queue: str, namespace: str) -> None:
-        self.queue = queue
+    def __init__(self, namespace: str) -> None:
         self.namespace = namespace
-        self.succeeded: dict[str, int] = {}
-        self.retried: dict[str, int] = {}
-        self.dead: dict[tuple[str, str], int] = {}
-        self.buckets: dict[str, list[int]] = {}
-        """Per kind: observations per bucket, not cumulative; the last one is +Inf."""
-        self.duration_sum: dict[str, float] = {}
-        self.last_success: dict[str, float] = {}
-        self.waits: dict[str, list[int]] = {}
-        """Per kind: jobs started per wait bucket, not cumulative; the last one is +Inf."""
-        self.wait_sum: dict[str, float] = {}
+        self.succeeded: dict[tuple[str, str], int] = {}
+        """Per ``(queue, kind)``, as every dictionary here but ``dead`` (``(queue, kind, reason)``)."""
+        self.retried: dict[tuple[str, str], int] = {}
+        self.dead: dict[tuple[str, str, str], int] = {}
+        self.buckets: dict[tuple[str, str], list[int]] = {}
+        """Observations per bucket, not cumulative; the last one is +Inf."""
+        self.duration_sum: dict[tuple[str, str], float] = {}
+        self.last_success: dict[tuple[str, str], float] = {}
+        self.waits: dict[tuple[str, str], list[int]] = {}
+        """Jobs started per wait bucket, not cumulative; the last one is +Inf."""
+        self.wait_sum: dict[tuple[str, str], float] = {}
 
-    def job_started(self, kind: str, wait_s: float) -> None:
+    def job_started(self, kind: str, wait_s: float, queue: str = DEFAULT_QUEUE) -> None:
         """The loop's report of a job about to run (:class:`worker.observability.observer.Observer`): about 0.3 µs."""
-        waits = self.waits.get(kind)
+        key = (queue, kind)
+        waits = self.waits.get(key)
         if waits is None:
-            waits = self.waits[kind] = [0] * (len(WAIT_BUCKETS_S) + 1)
+            waits = self.waits[key] = [0] * (len(WAIT_BUCKETS_S) + 1)
         waits[bisect_left(WAIT_BUCKETS_S, wait_s)] += 1
-        self.wait_sum[kind] = self.wait_sum.get(kind, 0.0) + wait_s
+        self.wait_sum[key] = self.wait_sum.get(key, 0.0) + wait_s
 
-    def job_finished(self, kind: str, outcome: str, duration_s: float, reason: str | None) -> None:
+    def job_finished(
+        self, kind: str, outcome: str, duration_s: float, reason: str | None, queue: str = DEFAULT_QUEUE
+    ) -> None:
         """The loop's report of one retried or dead job (:class:`worker.observability.observer.Observer`)."""
         if outcome == OUTCOME_SUCCEEDED:
-            self.jobs_succeeded((kind,), (duration_s,))
+            self.jobs_succeeded((kind,), (duration_s,), queue)
             return
+        key = (queue, kind)
         if outcome == OUTCOME_DEAD:
-            key = (kind, reason or "")
-            self.dead[key] = self.dead.get(key, 0) + 1
+            dead_key = (queue, kind, reason or "")
+            self.dead[dead_key] = self.dead.get(dead_key, 0) + 1
             if reason not in REASONS_AFTER_A_RUN:
                 return  # never ran: malformed, unknown kind, or poison found by reclaim
-        buckets = self.buckets.get(kind)
+        buckets = self.buckets.get(key)
         if buckets is None:
-            buckets = self.buckets[kind] = [0] * (len(DURATION_BUCKETS_S) + 1)
+            buckets = self.buckets[key] = [0] * (len(DURATION_BUCKETS_S) + 1)
         buckets[bisect_left(DURATION_BUCKETS_S, duration_s)] += 1
-        self.duration_sum[kind] = self.duration_sum.get(kind, 0.0) + duration_s
+        self.duration_sum[key] = self.duration_sum.get(key, 0.0) + duration_s
         if outcome == OUTCOME_RETRIED:
-            self.retried[kind] = self.retried.get(kind, 0) + 1
+            self.retried[key] = self.retried.get(key, 0) + 1
 
-    def jobs_succeeded(self, kinds: Sequence[str], durations_s: Sequence[float]) -> None:
+    def jobs_succeeded(self, kinds: Sequence[str], durations_s: Sequence[float], queue: str = DEFAULT_QUEUE) -> None:
         """The loop's report of the jobs that succeeded since its last read (:class:`worker.loop.observe.Successes`)."""
         now, all_buckets, duration_sum, succeeded = time.time(), self.buckets, self.duration_sum, self.succeeded
         for kind, duration_s in zip(kinds, durations_s, strict=True):
-            buckets = all_buckets.get(kind)
+            key = (queue, kind)
+            buckets = all_buckets.get(key)
             if buckets is None:
-                buckets = all_buckets[kind] = [0] * (len(DURATION_BUCKETS_S) + 1)
+                buckets = all_buckets[key] = [0] * (len(DURATION_BUCKETS_S) + 1)
             buckets[bisect_left(DURATION_BUCKETS_S, duration_s)] += 1
-            duration_sum[kind] = duration_sum.get(kind, 0.0) + duration_s
-            succeeded[kind] = succeeded.get(kind, 0) + 1
-            self.last_success[kind] = now
+            duration_sum[key] = duration_sum.get(key, 0.0) + duration_s
+            succeeded[key] = succeeded.get(key, 0) + 1
+            self.last_success[key] = now
 
     def describe(self) -> Iterable[Metric]:
         return []
 
     def collect(self) -> Iterator[Metric]:
-        q, ns = self.queue, self.namespace
+        ns = self.namespace
         succeeded = CounterMetricFamily(
             f"{ns}_jobs_succeeded", "Jobs whose handler returned.", labels=["queue", "kind"]
         )
-        for kind, n in list(self.succeeded.items()):
-            succeeded.add_metric([q, kind], n)
+        for key, n in list(self.succeeded.items()):
+            succeeded.add_metric(list(key), n)
         retried = CounterMetricFamily(
             f"{ns}_jobs_retried", "Failed attempts put back in delayed for a retry.", labels=["queue", "kind"]
         )
-        for kind, n in list(self.retried.items()):
-            retried.add_metric([q, kind], n)
+        for key, n in list(self.retried.items()):
+            retried.add_metric(list(key), n)
         dead = CounterMetricFamily(
             f"{ns}_jobs_dead",
             "Jobs dead-lettered by this worker, by reason (" + ", ".join(REASONS) + ").",
             labels=["queue", "kind", "reason"],
         )
-        for (kind, reason), n in list(self.dead.items()):
-            dead.add_metric([q, kind, reason], n)
+        for dead_key, n in list(self.dead.items()):
+            dead.add_metric(list(dead_key), n)
         duration = histogram(
             f"{ns}_job_duration_seconds",
             "Time a handler ran, whatever its outcome.",
-            q,
             DURATION_BUCKETS_S,
             self.buckets,
             self.duration_sum,
@@ -211,7 +217,6 @@ class JobCollector(Collector, Observer):
         wait = histogram(
             f"{ns}_job_wait_seconds",
             "Time a job waited on jobs before a worker started it (start time minus the entry id's time).",
-            q,
             WAIT_BUCKETS_S,
             self.waits,
             self.wait_sum,
@@ -222,25 +227,24 @@ class JobCollector(Collector, Observer):
             "the process start until its first success.",
             labels=["queue", "kind"],
         )
-        for kind, at in list(self.last_success.items()):
-            last_success.add_metric([q, kind], at)
+        for key, at in list(self.last_success.items()):
+            last_success.add_metric(list(key), at)
         yield from (succeeded, retried, dead, duration, wait, last_success)
 
 
 def histogram(
     name: str,
     help_text: str,
-    queue: str,
     bounds_s: tuple[float, ...],
-    per_kind: dict[str, list[int]],
-    sums: dict[str, float],
+    per_kind: dict[tuple[str, str], list[int]],
+    sums: dict[tuple[str, str], float],
 ) -> HistogramMetricFamily:
     """A histogram family (labels queue, kind) of per-bucket counts kept as plain lists (last bucket +Inf)."""
     family = HistogramMetricFamily(name, help_text, labels=["queue", "kind"])
     bounds = [*(f"{b:g}" for b in bounds_s), "+Inf"]
-    for kind, counts in list(per_kind.items()):
+    for key, counts in list(per_kind.items()):
         cumulative = list(accumulate(counts))
-        family.add_metric([queue, kind], list(zip(bounds, cumulative, strict=True)), sums.get(kind, 0.0))
+        family.add_metric(list(key), list(zip(bounds, cumulative, strict=True)), sums.get(key, 0.0))
     return family
 
 
@@ -273,7 +277,7 @@ class Metrics(Observer):
         self.registry.register(self.queue_collector)
         self.backlog = BacklogCollector(ns)
         self.registry.register(self.backlog)
-        self.jobs = JobCollector(self.queue, ns)
+        self.jobs = JobCollector(ns)
         self.registry.register(self.jobs)
         self.archive: ArchiveCollector | None = None
         if archiver is not None:
@@ -311,7 +315,8 @@ class Metrics(Observer):
             self.interval.labels(self.queue, schedule.name, schedule.kind).set(
                 schedule.interval_s(started, settings.schedule_tz)
             )
-            self.jobs.last_success[schedule.kind] = started
+            spec = registry.kinds.get(schedule.kind)
+            self.jobs.last_success[(spec.queue if spec else DEFAULT_QUEUE, schedule.kind)] = started
         self._lock = client.lock(
             self.keys.metrics_lock, timeout=3 * settings.metrics_interval_s, blocking=False, thread_local=False
         )
@@ -320,20 +325,22 @@ class Metrics(Observer):
 
     # ------------------------------------------------------------ observers
 
-    def job_started(self, kind: str, wait_s: float) -> None:
+    def job_started(self, kind: str, wait_s: float, queue: str = DEFAULT_QUEUE) -> None:
         """The loop's report of a job about to run (:class:`worker.observability.observer.Observer`)."""
-        self.jobs.job_started(kind, wait_s)
+        self.jobs.job_started(kind, wait_s, queue)
 
-    def job_finished(self, kind: str, outcome: str, duration_s: float, reason: str | None) -> None:
+    def job_finished(
+        self, kind: str, outcome: str, duration_s: float, reason: str | None, queue: str = DEFAULT_QUEUE
+    ) -> None:
         """The loop's report of one finished job (:class:`worker.observability.observer.Observer`). A kind this worker
         does not declare (an unknown kind, a malformed entry's, poison's) counts under ``kind="other"``, so
         whoever writes to the stream cannot grow the label values without bound."""
-        self.jobs.job_finished(kind if kind in self.declared else OTHER_KIND, outcome, duration_s, reason)
+        self.jobs.job_finished(kind if kind in self.declared else OTHER_KIND, outcome, duration_s, reason, queue)
 
-    def jobs_succeeded(self, kinds: Sequence[str], durations_s: Sequence[float]) -> None:
+    def jobs_succeeded(self, kinds: Sequence[str], durations_s: Sequence[float], queue: str = DEFAULT_QUEUE) -> None:
         """The loop's report of the jobs that succeeded since its last read. Only a declared kind's job
         runs, so no kind here needs ``kind="other"``."""
-        self.jobs.jobs_succeeded(kinds, durations_s)
+        self.jobs.jobs_succeeded(kinds, durations_s, queue)
 
     def job_handed_back(self, kind: str, waiting: bool) -> None:
         """A hand-back (:class:`worker.observability.observer.Observer`); an undeclared kind counts as ``other``."""
