@@ -75,7 +75,8 @@ WAIT_BUCKETS_S = (0.005, 0.025, 0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600)
 
 
 class QueueCollector(Collector):
-    """Exports the last :class:`QueueState` this worker read as the lock holder, or nothing."""
+    """Exports the last :class:`QueueState` of each named queue this worker read as the lock holder (label
+    ``queue``: the queue's name), or nothing."""
 
     #: (metric name after the namespace, help, QueueState field, is a counter), from the fields' declaration.
     SERIES = tuple(
@@ -84,23 +85,31 @@ class QueueCollector(Collector):
         if stat.metadata["metric"]
     )
 
-    def __init__(self, queue: str, namespace: str) -> None:
-        self.queue = queue
+    def __init__(self, namespace: str) -> None:
         self.namespace = namespace
-        self.state: QueueState | None = None
+        self.states: dict[str, QueueState] | None = None
+        """Per named queue, its state summed over its partitions; None: not the holder (or not read)."""
 
     def describe(self) -> Iterable[Metric]:
         return []
 
     def collect(self) -> Iterator[Metric]:
-        state = self.state
-        if state is None:
+        states = self.states
+        if states is None:
             return
         for name, help_text, attr, counter in self.SERIES:
             family = CounterMetricFamily if counter else GaugeMetricFamily
             metric = family(f"{self.namespace}_{name}", help_text, labels=["queue"])
-            metric.add_metric([self.queue], getattr(state, attr))
+            for queue, state in states.items():
+                metric.add_metric([queue], getattr(state, attr))
             yield metric
+
+
+def labelled_queues(settings: Settings, registry: Registry) -> list[str]:
+    """The named queues the queue-state gauges report (a bounded set of label values): the ones this worker
+    serves and the ones its kinds declare, ``default`` first."""
+    names = {served.name for served in settings.queues} | {spec.queue for spec in registry.kinds.values()}
+    return sorted(names, key=lambda name: (name != DEFAULT_QUEUE, name))
 
 
 class CountAtScrape(Collector):
@@ -273,7 +282,8 @@ class Metrics(Observer):
         self.registry = CollectorRegistry()
         ProcessCollector(registry=self.registry)
         ns = settings.metrics_namespace
-        self.queue_collector = QueueCollector(self.queue, ns)
+        self.labelled_queues = labelled_queues(settings, registry)
+        self.queue_collector = QueueCollector(ns)
         self.registry.register(self.queue_collector)
         self.backlog = BacklogCollector(ns)
         self.registry.register(self.backlog)
@@ -312,11 +322,12 @@ class Metrics(Observer):
         self.settles_stale = self._network_series(ns)
         started = time.time()
         for schedule in registry.schedules.values():
-            self.interval.labels(self.queue, schedule.name, schedule.kind).set(
+            spec = registry.kinds.get(schedule.kind)
+            queue = spec.queue if spec else DEFAULT_QUEUE  # the kind's named queue, as its jobs' series
+            self.interval.labels(queue, schedule.name, schedule.kind).set(
                 schedule.interval_s(started, settings.schedule_tz)
             )
-            spec = registry.kinds.get(schedule.kind)
-            self.jobs.last_success[(spec.queue if spec else DEFAULT_QUEUE, schedule.kind)] = started
+            self.jobs.last_success[(queue, schedule.kind)] = started
         self._lock = client.lock(
             self.keys.metrics_lock, timeout=3 * settings.metrics_interval_s, blocking=False, thread_local=False
         )
@@ -389,9 +400,12 @@ class Metrics(Observer):
         try:
             self._holding = await self._hold_lock()
             if self._holding:
-                self.queue_collector.state = await read_partitions_state_async(
-                    self.redis, partition_keys(self.settings), reclaim_idle_ms=self.settings.reclaim_idle_ms
-                )
+                self.queue_collector.states = {
+                    queue: await read_partitions_state_async(
+                        self.redis, partition_keys(self.settings, queue), reclaim_idle_ms=self.settings.reclaim_idle_ms
+                    )
+                    for queue in self.labelled_queues
+                }
                 queues = await known_queues_async(self.redis, self.settings.prefix)
                 parts = [keys for queue in queues for keys in partition_keys(self.settings, queue)]
                 self.backlog.readings = await read_backlog_async(self.redis, parts, time.time())
@@ -400,11 +414,11 @@ class Metrics(Observer):
                         self.redis, partition_keys(self.settings), time.time()
                     )
             else:
-                self.queue_collector.state = self.backlog.readings = None
+                self.queue_collector.states = self.backlog.readings = None
                 if self.archive is not None:
                     self.archive.backlog = None
         except BaseException:
-            self.queue_collector.state = self.backlog.readings = None
+            self.queue_collector.states = self.backlog.readings = None
             if self.archive is not None:
                 self.archive.backlog = None
             raise
