@@ -149,7 +149,12 @@ def test_plot_throughput_draws_jobs_and_retried_attempts_side_by_side_on_the_win
 
     raw = [
         (epoch(START), "default", "print", {"succeeded": 3, "wait:4": 3}),
-        (epoch(START + pd.Timedelta("6min")), "default", "print", {"succeeded": 2, "dead": 1, "retried": 4, "wait:9": 7}),
+        (
+            epoch(START + pd.Timedelta("6min")),
+            "default",
+            "print",
+            {"succeeded": 2, "dead": 1, "retried": 4, "wait:9": 7},
+        ),
         (epoch(START + pd.Timedelta("7min")), "default", "mail", {"dead": 5}),
     ]
     frame = flow_to_frame(raw, "5min", start=START, end=START + pd.Timedelta("10min"))
@@ -180,7 +185,10 @@ def test_a_window_ending_now_is_marked_and_periods_past_retention_are_not_kept()
     now = pd.Timestamp.now(tz="UTC")
     kept_from = (now - pd.Timedelta("2h")).ceil("1h")
     start = kept_from - pd.Timedelta("3h")
-    raw = [(epoch(kept_from - pd.Timedelta("2h")), "default", "print", {"succeeded": 9}), (epoch(now), "default", "print", {"dead": 1})]
+    raw = [
+        (epoch(kept_from - pd.Timedelta("2h")), "default", "print", {"succeeded": 9}),
+        (epoch(now), "default", "print", {"dead": 1}),
+    ]
     frame = flow_to_frame(raw, "1h", start=start, end=now, kept_from=kept_from)
     gone = frame[frame["period"] < kept_from]
     assert len(gone) == 3 and gone[["succeeded", "retried", "dead", "wait_p95_s"]].isna().all().all()  # not 0, not 9

@@ -320,19 +320,24 @@ class Metrics(Observer):
         self.outcomes_waiting.labels(self.queue).set(0)
         self.handed_back = handed_back_counter(ns, self.registry)
         self.settles_stale = self._network_series(ns)
-        started = time.time()
-        for schedule in registry.schedules.values():
-            spec = registry.kinds.get(schedule.kind)
-            queue = spec.queue if spec else DEFAULT_QUEUE  # the kind's named queue, as its jobs' series
-            self.interval.labels(queue, schedule.name, schedule.kind).set(
-                schedule.interval_s(started, settings.schedule_tz)
-            )
-            self.jobs.last_success[(queue, schedule.kind)] = started
+        self._watch_schedules(registry)
         self._lock = client.lock(
             self.keys.metrics_lock, timeout=3 * settings.metrics_interval_s, blocking=False, thread_local=False
         )
         self._holding = False
         self._server: MetricsEndpoint | None = None
+
+    def _watch_schedules(self, registry: Registry) -> None:
+        """Each schedule's interval, and its kind's last success set to now (until it runs), under the kind's
+        named queue, as its jobs' series."""
+        started = time.time()
+        for schedule in registry.schedules.values():
+            spec = registry.kinds.get(schedule.kind)
+            queue = spec.queue if spec else DEFAULT_QUEUE
+            self.interval.labels(queue, schedule.name, schedule.kind).set(
+                schedule.interval_s(started, self.settings.schedule_tz)
+            )
+            self.jobs.last_success[(queue, schedule.kind)] = started
 
     # ------------------------------------------------------------ observers
 
