@@ -69,7 +69,7 @@ async def one_run(jobs: int, metrics: bool, flow: bool = False, tracing: bool = 
     job_kind("noop", registry=registry)(noop)
     settings = Settings.from_env({"WORKER_NAME": "hot-path", "ARCHIVE_URL": "off"})
     client = aioredis.Redis()  # never connects
-    observers: list[JobCollector | FlowCounter] = [JobCollector("", "bench")] if metrics else []
+    observers: list[JobCollector | FlowCounter] = [JobCollector("bench")] if metrics else []
     if flow:
         observers.append(FlowCounter(client, Keys(), registry.kinds, retention_days=8))
     worker = Worker(client, settings, registry, observers=observers)

@@ -35,21 +35,32 @@ __all__ = ["THROUGHPUT_COLUMNS", "read_flow", "throughput"]
 
 
 def read_flow(
-    client: Any, parts: Sequence[Keys], kinds: Sequence[str], spans: Iterable[tuple[int, int, int]]
+    client: Any, parts: Sequence[Keys], pairs: Sequence[tuple[str, str]], spans: Iterable[tuple[int, int, int]]
 ) -> list[RawFlow]:
-    """Every hash of ``kinds`` in each partition for each ``(period_s, first_s, after_s)`` span, in one pipeline."""
+    """Every hash of the ``(queue, kind)`` pairs in each partition of their queue for each ``(period_s, first_s,
+    after_s)`` span, in one pipeline."""
     wanted = [
-        (start_s, kind, keys.flow(period_s, start_s, kind))
+        (start_s, queue, kind, keys.flow(period_s, start_s, kind))
         for period_s, first_s, after_s in spans
         for start_s in range(first_s, after_s, period_s)
         for keys in parts
-        for kind in kinds
+        for queue, kind in pairs
+        if keys.queue == queue
     ]
     pipe = client.pipeline(transaction=False)
-    for _, _, key in wanted:
+    for *_, key in wanted:
         pipe.hgetall(key)
     replies = pipe.execute()
-    return [(start_s, kind, reply) for (start_s, kind, _), reply in zip(wanted, replies, strict=True) if reply]
+    return [(start_s, q, kind, reply) for (start_s, q, kind, _), reply in zip(wanted, replies, strict=True) if reply]
+
+
+def held_pairs(client: Any, parts: Sequence[Keys]) -> list[tuple[str, str]]:
+    """The ``(queue, kind)`` pairs the flow counters hold (each queue's ``flow:kinds`` over its partitions)."""
+    pipe = client.pipeline(transaction=False)
+    for p in parts:
+        pipe.smembers(p.flow_kinds)
+    replies = pipe.execute()
+    return sorted({(p.queue, text(k)) for p, members in zip(parts, replies, strict=True) for k in members})
 
 
 def throughput(
@@ -62,18 +73,18 @@ def throughput(
     client: redis.Redis | None = None,
     prefix: str | None = None,
 ) -> pd.DataFrame:
-    """Jobs succeeded, retried and dead, and their wait and run percentiles, per period and kind (columns in
-    :mod:`opslib.flow_frames`), from the workers' flow counters.
+    """Jobs succeeded, retried and dead, and their wait and run percentiles, per period, named queue and kind
+    (columns in :mod:`opslib.flow_frames`), from the workers' flow counters of every queue in use.
 
     ``freq``: the period (``"1min"``, ``"15min"``, ``"1h"``, ``"1D"``...; a whole
     number of minutes); ``since`` / ``until``: the window (the grammar of
     :mod:`opslib.times`: ``"2h"``, ``"9pm"``, ``"yesterday 21:00"``, ISO times;
     with no ``since``, the hour before ``until`` or now). ``kind`` keeps one
-    kind; ``busy=True`` only the periods where something happened.
+    kind (in every queue that ran it); ``busy=True`` only the periods where something happened.
     ``attrs["freq"]`` and ``attrs["window"]`` hold the period and the window,
     for :func:`opslib.plot_throughput`.
 
-    >>> opslib.throughput(freq="15min", since="6h").groupby("kind")[["succeeded", "dead"]].sum()
+    >>> opslib.throughput(freq="15min", since="6h").groupby(["queue", "kind"])[["succeeded", "dead"]].sum()
     """
     stride = parse_freq(freq)
     if stride % pd.Timedelta(minutes=1):
@@ -92,15 +103,14 @@ def throughput(
     periods = period_count(grid_spans(stride, start, end, cut if start < cut else None))
     with redis_session(client, prefix, "read the flow counters") as (redis_client, keys):
         parts = partitions(redis_client, keys)
-        pipe = redis_client.pipeline(transaction=False)
-        for p in parts:
-            pipe.smembers(p.flow_kinds)
-        held = sorted({text(k) for members in pipe.execute() for k in members})
-        kinds = held if kind is None else [check_kind(kind, held, holder="the flow counters hold")]
-        check_periods(periods, max(len(kinds), 1), stride)
-        raw = read_flow(redis_client, parts, kinds, spans(stride, start, end, cut_s, kept_s))
+        pairs = held_pairs(redis_client, parts)
+        if kind is not None:
+            chosen = check_kind(kind, sorted({k for _, k in pairs}), holder="the flow counters hold")
+            pairs = [(q, k) for q, k in pairs if k == chosen]
+        check_periods(periods, max(len(pairs), 1), stride)
+        raw = read_flow(redis_client, parts, pairs, spans(stride, start, end, cut_s, kept_s))
     frame = flow_to_frame(
-        raw, stride, start=start, end=end, cut=cut if start < cut else None, kinds=kinds,
+        raw, stride, start=start, end=end, cut=cut if start < cut else None, kinds=pairs,
         kept_from=kept_from if start < kept_from else None,
     )  # fmt: skip
     return busy_periods(frame, COUNTS) if busy else frame

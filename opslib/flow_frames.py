@@ -6,6 +6,7 @@ Columns (fixed dtypes, also when empty):
 column        dtype                     holds
 ============  ========================  ==============================================
 period        datetime64[ns, UTC]       the period's start (``freq`` long)
+queue         str                       the named queue the jobs came from (``default``, ``bulk``...)
 kind          str                       the job kind
 succeeded     Int64                     jobs whose handler returned
 retried       Int64                     failed attempts put back for a retry (attempts, not jobs)
@@ -44,6 +45,7 @@ KEPT_COUNT = "Int64"
 """A count that is missing (``pd.NA``) where the counters were not kept."""
 THROUGHPUT_COLUMNS = {
     "period": TIME,
+    "queue": TEXT,
     "kind": TEXT,
     "succeeded": KEPT_COUNT,
     "retried": KEPT_COUNT,
@@ -53,9 +55,9 @@ THROUGHPUT_COLUMNS = {
     "run_p50_s": FLOAT,
     "run_p95_s": FLOAT,
 }
-#: One raw record: the start of a minute or hour (epoch seconds), its kind, and its hash's fields (as read:
-#: bytes, or text and numbers).
-RawFlow = tuple[int, str, Mapping[Any, Any]]
+#: One raw record: the start of a minute or hour (epoch seconds), its named queue, its kind, and its hash's
+#: fields (as read: bytes, or text and numbers).
+RawFlow = tuple[int, str, str, Mapping[Any, Any]]
 
 _FIELD_SLOTS: dict[str, int] = {name: i for i, name in enumerate(COUNTS)} | {
     bucket_field(measure, i): len(COUNTS) + m * BUCKETS + i
@@ -132,7 +134,7 @@ def check_periods(periods: int, kinds: int, stride: pd.Timedelta) -> None:
 def record_values(records: Sequence[RawFlow]) -> np.ndarray:
     """One row of numbers per record: the counts, then the wait buckets, then the run buckets."""
     values = np.zeros((len(records), _WIDTH), dtype=np.int64)
-    for row, (_, _, fields) in enumerate(records):
+    for row, (*_, fields) in enumerate(records):
         for name, n in fields.items():
             slot = _SLOTS.get(name)
             if slot is not None:
@@ -147,16 +149,16 @@ def flow_to_frame(
     start: pd.Timestamp,
     end: pd.Timestamp,
     cut: pd.Timestamp | None = None,
-    kinds: Sequence[str] = (),
+    kinds: Sequence[tuple[str, str]] = (),
     kept_from: pd.Timestamp | None = None,
 ) -> pd.DataFrame:
     """The ``throughput()`` frame of ``raw`` records (minute or hour hashes as read), one row per period of
-    the window ``[start, end)`` and kind (zeros when nothing happened). ``cut``: before it the records are
-    hours. ``kinds``: kinds to show even without a record. ``kept_from``: periods starting before it are
-    past the counters' retention, their counts missing ("not kept", not 0)."""
+    the window ``[start, end)`` and ``(queue, kind)`` (zeros when nothing happened). ``cut``: before it the
+    records are hours. ``kinds``: ``(queue, kind)`` pairs to show even without a record. ``kept_from``: periods
+    starting before it are past the counters' retention, their counts missing ("not kept", not 0)."""
     stride = parse_freq(freq)
     records = list(raw)
-    every_kind = sorted({kind for _, kind, _ in records} | set(kinds))
+    every_kind = sorted({(queue, kind) for _, queue, kind, _ in records} | set(kinds))
     spans = grid_spans(stride, start, end, cut)
     check_periods(period_count(spans), len(every_kind), stride)
     grid = periods_grid(stride, start, end, cut)
@@ -172,26 +174,30 @@ def flow_to_frame(
 
 
 def grid_frame(
-    records: Sequence[RawFlow], grid: pd.DatetimeIndex, kinds: Sequence[str], after: pd.Timestamp
+    records: Sequence[RawFlow], grid: pd.DatetimeIndex, pairs: Sequence[tuple[str, str]], after: pd.Timestamp
 ) -> pd.DataFrame:
-    """The frame's rows: ``records`` summed into the periods of ``grid`` for every kind of ``kinds``; records
+    """The frame's rows: ``records`` summed into the periods of ``grid`` for every ``(queue, kind)`` of ``pairs``;
+    records
     starting at or after ``after`` (the end of the window's last period) are left out."""
     values = record_values(records)
-    starts = pd.to_datetime([s for s, _, _ in records], unit="s", utc=True).as_unit("ns")
+    starts = pd.to_datetime([record[0] for record in records], unit="s", utc=True).as_unit("ns")
     # A record counts in the last period of the grid that starts at or before it (an hour's record in its hour).
     position = grid.searchsorted(starts, side="right") - 1
     keep = (position >= 0) & (starts < after)
+    kept = [(queue, kind) for (_, queue, kind, _), k in zip(records, keep, strict=True) if k]
     index = pd.MultiIndex.from_arrays(
-        [grid[position[keep]], [kind for (_, kind, _), k in zip(records, keep, strict=True) if k]],
-        names=["period", "kind"],
+        [grid[position[keep]], [q for q, _ in kept], [kind for _, kind in kept]], names=["period", "queue", "kind"]
     )
-    sums = pd.DataFrame(values[keep], index=index).groupby(level=["period", "kind"]).sum()
-    full = pd.MultiIndex.from_product([grid, kinds], names=["period", "kind"])
+    sums = pd.DataFrame(values[keep], index=index).groupby(level=["period", "queue", "kind"]).sum()
+    full = pd.MultiIndex.from_tuples(
+        [(period, queue, kind) for period in grid for queue, kind in pairs], names=["period", "queue", "kind"]
+    )
     table = sums.reindex(full, fill_value=0).to_numpy(dtype=np.int64).reshape(len(full), _WIDTH)
     waits = table[:, len(COUNTS) : len(COUNTS) + BUCKETS]
     runs = table[:, len(COUNTS) + BUCKETS :]
     columns: dict[str, Any] = {
         "period": full.get_level_values("period"),
+        "queue": full.get_level_values("queue").tolist(),
         "kind": full.get_level_values("kind").tolist(),
         **{name: table[:, i] for i, name in enumerate(COUNTS)},
         "wait_p50_s": percentiles(waits, 0.5),

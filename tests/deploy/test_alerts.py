@@ -50,16 +50,18 @@ def exported_metric_names(namespace: str = "stagedoor") -> set[str]:
     settings = Settings.from_env({"METRICS_NAMESPACE": namespace} if namespace else {})
     client = aioredis.Redis()
     metrics = Metrics(settings, client, Registry(), Archiver(client, settings, ""))
-    metrics.queue_collector.state = QueueState(
-        *range(9),
-        consumers=(Consumer("w1", 0, 0, live=True),),
-        consumers_live=1,
-        paused_kinds=1,
-        oldest_pause_s=2.0,
-        parked=3,
-        throttled=4,
-        fair=0,
-    )
+    metrics.queue_collector.states = {
+        "default": QueueState(
+            *range(9),
+            consumers=(Consumer("w1", 0, 0, live=True),),
+            consumers_live=1,
+            paused_kinds=1,
+            oldest_pause_s=2.0,
+            parked=3,
+            throttled=4,
+            fair=0,
+        )
+    }
     assert metrics.archive is not None
     metrics.archive.backlog = ArchiveBacklog(dead=1, log=2, oldest_s=3.0, dead_added=4)
     names = set()

@@ -71,7 +71,7 @@ def test_a_worker_exports_its_jobs_and_the_queue_state(
     r.xadd(keys.jobs, {"order_id": "4471"})  # no kind: malformed
     enqueue(r, "ok", {}, prefix=prefix, delay_s=3600)
     r.set(keys.dead_evicted, 7)
-    q = {"queue": prefix}
+    q = {"queue": "default"}  # the named queue, whatever QUEUE_PREFIX
 
     [(port, _proc)] = start_workers(workers, RECLAIM_INTERVAL_S="3600")
     done = wait_for(
@@ -117,8 +117,30 @@ def test_a_worker_exports_its_jobs_and_the_queue_state(
     assert sample(state, "worker_queue_dead_evicted_total", **q) == 7
 
 
+def test_each_named_queue_has_its_own_label_values(r: redis.Redis, prefix: str, workers: Workers) -> None:
+    enqueue(r, "ok", {}, prefix=prefix, queue="bulk")
+    enqueue(r, "ok", {}, prefix=prefix)
+    enqueue(r, "ok", {}, prefix=prefix)
+    enqueue(r, "ok", {}, prefix=prefix, queue="bulk", delay_s=3600)
+    [(port, _proc)] = start_workers(workers, WORKER_QUEUES="default,bulk")
+    done = wait_for(
+        lambda: (
+            (s := scrape(port))
+            and sample(s, "worker_jobs_succeeded_total", kind="ok", queue="bulk") == 1
+            and sample(s, "worker_jobs_succeeded_total", kind="ok", queue="default") == 2
+            and sample(s, "worker_queue_delayed", queue="bulk") == 1
+            and s
+        ),
+        what="each queue's jobs to be counted under its own name",
+    )
+    assert isinstance(done, dict)
+    assert sample(done, "worker_queue_delayed", queue="default") == 0
+    assert sample(done, "worker_job_wait_seconds_count", kind="ok", queue="bulk") == 1
+    assert not {labels for name, labels in done if ("queue", prefix) in labels and name.startswith("worker_job")}
+
+
 def test_one_worker_at_a_time_exports_the_queue_state(r: redis.Redis, prefix: str, workers: Workers) -> None:
-    q = {"queue": prefix}
+    q = {"queue": "default"}
     started = dict(start_workers(workers, 2))
 
     def reporters() -> list[int]:

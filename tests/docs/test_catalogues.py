@@ -47,9 +47,11 @@ def exported_metrics() -> dict[str, tuple[str, tuple[str, ...] | None]]:
     client = aioredis.Redis()  # never connected: nothing here talks to Redis
     archiver = Archiver(client, settings, lambda: "")
     metrics = Metrics(settings, client, Registry(), archiver)
-    metrics.queue_collector.state = QueueState(
-        **{stat.name: () if stat.metadata["combine"] == "consumers" else 0 for stat in stat_fields()}
-    )
+    metrics.queue_collector.states = {
+        "default": QueueState(
+            **{stat.name: () if stat.metadata["combine"] == "consumers" else 0 for stat in stat_fields()}
+        )
+    }
     metrics.backlog.readings = [PartitionBacklog(partition=0, undelivered=0, delayed_due=0, throttled=0, running=0)]
     assert metrics.archive is not None
     metrics.archive.backlog = ArchiveBacklog(dead=0, log=0, oldest_s=0.0, dead_added=0)

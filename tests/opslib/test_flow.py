@@ -34,11 +34,11 @@ def test_an_empty_window_keeps_the_columns_and_dtypes() -> None:
 
 def test_minutes_are_summed_into_periods_with_zeros_where_nothing_happened() -> None:
     raw = [
-        (epoch(START), "print", {"succeeded": 3, "wait:0": 3, "run:10": 3}),
-        (epoch(START + pd.Timedelta("1min")), "print", {"succeeded": 2, "dead": 1, "retried": 4}),
-        (epoch(START + pd.Timedelta("7min")), "mail", {"dead": 5}),
-        (epoch(START + pd.Timedelta("10min")), "mail", {"dead": 100}),  # after the window
-        (epoch(START - pd.Timedelta("1min")), "mail", {"dead": 100}),  # before it
+        (epoch(START), "default", "print", {"succeeded": 3, "wait:0": 3, "run:10": 3}),
+        (epoch(START + pd.Timedelta("1min")), "default", "print", {"succeeded": 2, "dead": 1, "retried": 4}),
+        (epoch(START + pd.Timedelta("7min")), "default", "mail", {"dead": 5}),
+        (epoch(START + pd.Timedelta("10min")), "default", "mail", {"dead": 100}),  # after the window
+        (epoch(START - pd.Timedelta("1min")), "default", "mail", {"dead": 100}),  # before it
     ]
     frame = flow_to_frame(raw, "5min", start=START, end=START + pd.Timedelta("10min"))
     assert frame[["period", "kind", "succeeded", "retried", "dead"]].values.tolist() == [
@@ -56,9 +56,9 @@ def test_minutes_are_summed_into_periods_with_zeros_where_nothing_happened() -> 
 def test_before_the_cut_rows_are_hours() -> None:
     cut = START + pd.Timedelta("2h")
     raw = [
-        (epoch(START), "print", {"succeeded": 60}),
-        (epoch(START + pd.Timedelta("1h")), "print", {"succeeded": 30}),
-        (epoch(cut + pd.Timedelta("1min")), "print", {"succeeded": 1}),
+        (epoch(START), "default", "print", {"succeeded": 60}),
+        (epoch(START + pd.Timedelta("1h")), "default", "print", {"succeeded": 30}),
+        (epoch(cut + pd.Timedelta("1min")), "default", "print", {"succeeded": 1}),
     ]
     frame = flow_to_frame(raw, "1min", start=START, end=cut + pd.Timedelta("3min"), cut=cut)
     assert frame["period"].tolist() == [
@@ -108,6 +108,15 @@ def test_counts_are_exact_for_what_the_workers_ran(
     assert hours["succeeded"].sum() == 300
 
 
+def test_each_queue_has_its_own_rows(r: redis.Redis, keys: Keys, workers: Workers, at: dict[str, Any]) -> None:
+    enqueue_many(r, [NewJob("flow_ok", queue="bulk"), NewJob("flow_ok"), NewJob("flow_ok")], prefix=keys.prefix)
+    workers.here(KINDS, ARCHIVE_URL="off", WORKER_QUEUES="default,bulk")
+    frame = opslib.throughput(since="15min", busy=True, **at)
+    totals = frame.groupby(["queue", "kind"])["succeeded"].sum()
+    assert totals.to_dict() == {("bulk", "flow_ok"): 1, ("default", "flow_ok"): 2}
+    assert r.exists(Keys(keys.prefix, queue="bulk").flow_kinds)
+
+
 def test_an_unknown_kind_names_the_kinds_counted(
     r: redis.Redis, keys: Keys, workers: Workers, at: dict[str, Any]
 ) -> None:
@@ -139,9 +148,14 @@ def test_plot_throughput_draws_jobs_and_retried_attempts_side_by_side_on_the_win
     import matplotlib.dates as dates
 
     raw = [
-        (epoch(START), "print", {"succeeded": 3, "wait:4": 3}),
-        (epoch(START + pd.Timedelta("6min")), "print", {"succeeded": 2, "dead": 1, "retried": 4, "wait:9": 7}),
-        (epoch(START + pd.Timedelta("7min")), "mail", {"dead": 5}),
+        (epoch(START), "default", "print", {"succeeded": 3, "wait:4": 3}),
+        (
+            epoch(START + pd.Timedelta("6min")),
+            "default",
+            "print",
+            {"succeeded": 2, "dead": 1, "retried": 4, "wait:9": 7},
+        ),
+        (epoch(START + pd.Timedelta("7min")), "default", "mail", {"dead": 5}),
     ]
     frame = flow_to_frame(raw, "5min", start=START, end=START + pd.Timedelta("10min"))
     ax = opslib.plot_throughput(frame)
@@ -171,7 +185,10 @@ def test_a_window_ending_now_is_marked_and_periods_past_retention_are_not_kept()
     now = pd.Timestamp.now(tz="UTC")
     kept_from = (now - pd.Timedelta("2h")).ceil("1h")
     start = kept_from - pd.Timedelta("3h")
-    raw = [(epoch(kept_from - pd.Timedelta("2h")), "print", {"succeeded": 9}), (epoch(now), "print", {"dead": 1})]
+    raw = [
+        (epoch(kept_from - pd.Timedelta("2h")), "default", "print", {"succeeded": 9}),
+        (epoch(now), "default", "print", {"dead": 1}),
+    ]
     frame = flow_to_frame(raw, "1h", start=start, end=now, kept_from=kept_from)
     gone = frame[frame["period"] < kept_from]
     assert len(gone) == 3 and gone[["succeeded", "retried", "dead", "wait_p95_s"]].isna().all().all()  # not 0, not 9
@@ -221,7 +238,7 @@ def test_the_bars_of_a_period_under_way_stay_on_the_axis() -> None:
     import matplotlib.dates as dates
 
     end = START + pd.Timedelta("40min")  # the last hour has run 40 minutes when the window ends
-    raw = [(epoch(START), "print", {"succeeded": 3, "dead": 1, "retried": 2})]
+    raw = [(epoch(START), "default", "print", {"succeeded": 3, "dead": 1, "retried": 2})]
     ax = opslib.plot_throughput(flow_to_frame(raw, "1h", start=START - pd.Timedelta("1h"), end=end))
     right = ax.get_xlim()[1]
     assert pd.Timestamp(dates.num2date(right)) == end

@@ -90,8 +90,8 @@ def test_metric_labels_take_declared_kinds_and_count_every_other_under_other(r: 
     text = generate_latest(metrics.registry).decode()
     dead = [line for line in text.splitlines() if line.startswith("worker_jobs_dead_total{")]
     assert sorted(dead) == [
-        'worker_jobs_dead_total{kind="known",queue="m:",reason="exhausted"} 1.0',
-        'worker_jobs_dead_total{kind="other",queue="m:",reason="unknown_kind"} 300.0',
+        'worker_jobs_dead_total{kind="known",queue="default",reason="exhausted"} 1.0',
+        'worker_jobs_dead_total{kind="other",queue="default",reason="unknown_kind"} 300.0',
     ]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 import pytest
 import redis
@@ -18,7 +19,7 @@ from worker.store.vocabulary import OUTCOME_DEAD, OUTCOME_RETRIED, OUTCOME_SUCCE
 def summed(r: redis.Redis, keys: Keys, period: str, kind: str) -> dict[str, int]:
     """Every field of ``kind``'s hashes of one resolution (``m`` or ``h``), added up."""
     total: dict[str, int] = {}
-    for key in r.scan_iter(match=f"{keys.prefix}flow:{period}:*:{kind}", count=1000):
+    for key in r.scan_iter(match=f"{keys.base}flow:{period}:*:{kind}", count=1000):
         for name, n in r.hgetall(key).items():
             total[name.decode()] = total.get(name.decode(), 0) + int(n)
     return total
@@ -31,6 +32,8 @@ def report(counter: FlowCounter) -> None:
     counter.job_finished("print", OUTCOME_RETRIED, 2.0, None)
     counter.job_finished("print", OUTCOME_DEAD, 0.01, REASON_PERMANENT)
     counter.job_finished("made-up", OUTCOME_DEAD, 0.0, REASON_MALFORMED)
+    counter.job_started("print", 0.0002, "bulk")  # a job of the named queue bulk: counted in bulk's keys
+    counter.jobs_succeeded(["print"], [2.0], "bulk")
 
 
 def test_a_flush_adds_to_the_minute_and_hour_and_a_failed_one_loses_nothing(
@@ -57,3 +60,7 @@ def test_a_flush_adds_to_the_minute_and_hour_and_a_failed_one_loses_nothing(
         assert summed(r, keys, period, "print") == expected
         assert summed(r, keys, period, UNDECLARED) == {"dead": 2}  # never ran: no run time
     assert {m.decode() for m in r.smembers(keys.flow_kinds)} == {"print", UNDECLARED}
+    bulk = dataclasses.replace(keys, queue="bulk")
+    for period in ("m", "h"):
+        assert summed(r, bulk, period, "print") == {"succeeded": 2, "wait:1": 2, "run:15": 2}
+    assert {m.decode() for m in r.smembers(bulk.flow_kinds)} == {"print"}

@@ -12,7 +12,7 @@ DONE = [("a", 0.001), ("b", 0.2), ("a", 0.003)]
 
 
 def observers() -> tuple[Tally, FlowCounter, JobCollector]:
-    return Tally(), FlowCounter(None, Keys(), ["a", "b"], retention_days=8), JobCollector("q", "ns")
+    return Tally(), FlowCounter(None, Keys(), ["a", "b"], retention_days=8), JobCollector("ns")
 
 
 def state(tally: Tally, flow: FlowCounter, jobs: JobCollector) -> tuple[object, ...]:
@@ -28,7 +28,7 @@ def test_successes_reach_every_observer_at_the_hand_over_as_one_job_at_a_time_wo
     assert not batched[0].counts and not batched[1].runs and not batched[2].succeeded  # not before the read
     successes.hand_over()
     assert batched[0].counts == {("a", OUTCOME_SUCCEEDED): 2, ("b", OUTCOME_SUCCEEDED): 1}
-    assert batched[2].succeeded == {"a": 2, "b": 1}
+    assert batched[2].succeeded == {("default", "a"): 2, ("default", "b"): 1}
     assert (successes.kinds, successes.durations_s) == ([], [])
     successes.hand_over()  # nothing new: nothing counted twice
     one_by_one = observers()

@@ -120,7 +120,7 @@ class Executor:
             if self._job_started:
                 waited_s = time.time() - wire.entry_epoch_s(entry_id)
                 for job_started in self._job_started:
-                    job_started(job.kind, waited_s)
+                    job_started(job.kind, waited_s, part.keys.queue)
             key = (part.index, entry_id)
             attempt = self.running[key] = Attempt(job, asyncio.current_task() if spec.is_async else None)
             started = time.perf_counter()

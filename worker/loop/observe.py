@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 
 from worker.observability.observer import Observer, overrides
+from worker.store.queues import DEFAULT_QUEUE
 from worker.store.vocabulary import OUTCOME_SUCCEEDED
 
 
@@ -29,9 +30,11 @@ class Successes:
     observer counts what it needs from them and keeps no reference.
     """
 
-    __slots__ = ("durations_s", "kinds", "observers")
+    __slots__ = ("durations_s", "kinds", "observers", "queue")
 
-    def __init__(self, observers: Iterable[Observer]) -> None:
+    def __init__(self, observers: Iterable[Observer], queue: str = DEFAULT_QUEUE) -> None:
+        self.queue = queue
+        """The named queue of the partition whose successes these are (one list per partition)."""
         self.kinds: list[str] = []
         self.durations_s: list[float] = []
         self.observers = overrides(observers, "jobs_succeeded")
@@ -41,7 +44,7 @@ class Successes:
         if not self.kinds:
             return
         for observer in self.observers:
-            observer.jobs_succeeded(self.kinds, self.durations_s)
+            observer.jobs_succeeded(self.kinds, self.durations_s, self.queue)
         self.kinds.clear()
         self.durations_s.clear()
 
@@ -55,13 +58,15 @@ class Tally(Observer):
         self.since = time.monotonic()
         self.last_success: dict[str, float] = {}
 
-    def job_finished(self, kind: str, outcome: str, duration_s: float, reason: str | None) -> None:
+    def job_finished(
+        self, kind: str, outcome: str, duration_s: float, reason: str | None, queue: str = DEFAULT_QUEUE
+    ) -> None:
         if outcome == OUTCOME_SUCCEEDED:
             self.jobs_succeeded((kind,), (duration_s,))
         else:
             self.counts[(kind, outcome)] += 1
 
-    def jobs_succeeded(self, kinds: Sequence[str], durations_s: Sequence[float]) -> None:
+    def jobs_succeeded(self, kinds: Sequence[str], durations_s: Sequence[float], queue: str = DEFAULT_QUEUE) -> None:
         now, counts, last_success = time.time(), self.counts, self.last_success
         for kind, count in Counter(kinds).items():
             counts[(kind, OUTCOME_SUCCEEDED)] += count

@@ -99,7 +99,7 @@ class Outcomes:
         self.acks: list[str] = []
         self.replay_outcomes: list[tuple[str, str, str]] = []
         self.releases = UniqueAcks(self.keys)  # successes holding a unique key, acknowledged by :meth:`flush`
-        self.successes = Successes(self.observers)
+        self.successes = Successes(self.observers, self.keys.queue)
         """The successes not yet reported, handed over with their acknowledgements (:meth:`take_acks`)."""
         self.debug = log.isEnabledFor(logging.DEBUG)
         """A success's DEBUG line is on: asked again at each hand-over, not at each job."""
@@ -211,7 +211,7 @@ class Outcomes:
             extra=extra,
         )
         for observer in self.observers:
-            observer.job_finished(job.kind, OUTCOME_RETRIED, duration_s, None)
+            observer.job_finished(job.kind, OUTCOME_RETRIED, duration_s, None, self.keys.queue)
         await self.record_replay(job, {"status": RECORDED_RETRYING, "attempts": decision.attempts, "error": error})
 
     async def malformed(self, bad: wire.Malformed) -> None:
@@ -257,7 +257,7 @@ class Outcomes:
         if dead_id is not None:
             found: Any = await self.redis.xrange(self.keys.dead, dead_id, dead_id)
             dead = {text(k): text(v) for k, v in (found[0][1] if found else {}).items()}
-            report_dead(self.observers, burial, dead_id, poison_log_line(dead, burial))
+            report_dead(self.observers, self.keys.queue, burial, dead_id, poison_log_line(dead, burial))
         return dead_id
 
     async def dead_letter(self, burial: Burial) -> str | None:
@@ -288,7 +288,7 @@ class Outcomes:
         dead_id = wire.text(buried)
         mark_dead(burial.reason, burial.error, dead_id)
         if line is not None:
-            report_dead(self.observers, burial, dead_id, line)
+            report_dead(self.observers, self.keys.queue, burial, dead_id, line)
         if burial.job is not None:
             await self.record_replay(burial.job, {"status": RECORDED_FAILED, "dead_id": dead_id, "error": burial.error})
         return dead_id
@@ -322,9 +322,12 @@ def outcome_key(keys: Keys, entry_id: str) -> str:
     return f"{keys.queue}/{keys.partition}/{entry_id}"
 
 
-def report_dead(observers: list[Observer], burial: Burial, dead_id: str, line: tuple[str, dict[str, Any]]) -> None:
-    """The dead letter's log line (``line``: its subject and fields) and the observers' report."""
+def report_dead(
+    observers: list[Observer], queue: str, burial: Burial, dead_id: str, line: tuple[str, dict[str, Any]]
+) -> None:
+    """The dead letter's log line (``line``: its subject and fields) and the observers' report (``queue``: the
+    named queue of the entry's partition)."""
     subject, extra = line
     log.error("%s %s and was dead-lettered as %s: %s", subject, burial.happened, dead_id, burial.error, extra=extra)
     for observer in observers:
-        observer.job_finished(extra["kind"] or "?", OUTCOME_DEAD, burial.duration_s, burial.reason)
+        observer.job_finished(extra["kind"] or "?", OUTCOME_DEAD, burial.duration_s, burial.reason, queue)

@@ -57,6 +57,7 @@ from worker.observability.queue_state import QueueState, read_partitions_state_a
 from worker.settings import Settings
 from worker.store.keys import Keys
 from worker.store.partitions import known_queues_async, partition_keys
+from worker.store.queues import DEFAULT_QUEUE
 from worker.store.reconnect import unless_lost
 from worker.store.server_clock import CLOCK
 from worker.store.vocabulary import OUTCOME_DEAD, OUTCOME_RETRIED, OUTCOME_SUCCEEDED, REASONS, REASONS_AFTER_A_RUN
@@ -74,7 +75,8 @@ WAIT_BUCKETS_S = (0.005, 0.025, 0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600)
 
 
 class QueueCollector(Collector):
-    """Exports the last :class:`QueueState` this worker read as the lock holder, or nothing."""
+    """Exports the last :class:`QueueState` of each named queue this worker read as the lock holder (label
+    ``queue``: the queue's name), or nothing."""
 
     #: (metric name after the namespace, help, QueueState field, is a counter), from the fields' declaration.
     SERIES = tuple(
@@ -83,23 +85,31 @@ class QueueCollector(Collector):
         if stat.metadata["metric"]
     )
 
-    def __init__(self, queue: str, namespace: str) -> None:
-        self.queue = queue
+    def __init__(self, namespace: str) -> None:
         self.namespace = namespace
-        self.state: QueueState | None = None
+        self.states: dict[str, QueueState] | None = None
+        """Per named queue, its state summed over its partitions; None: not the holder (or not read)."""
 
     def describe(self) -> Iterable[Metric]:
         return []
 
     def collect(self) -> Iterator[Metric]:
-        state = self.state
-        if state is None:
+        states = self.states
+        if states is None:
             return
         for name, help_text, attr, counter in self.SERIES:
             family = CounterMetricFamily if counter else GaugeMetricFamily
             metric = family(f"{self.namespace}_{name}", help_text, labels=["queue"])
-            metric.add_metric([self.queue], getattr(state, attr))
+            for queue, state in states.items():
+                metric.add_metric([queue], getattr(state, attr))
             yield metric
+
+
+def labelled_queues(settings: Settings, registry: Registry) -> list[str]:
+    """The named queues the queue-state gauges report (a bounded set of label values): the ones this worker
+    serves and the ones its kinds declare, ``default`` first."""
+    names = {served.name for served in settings.queues} | {spec.queue for spec in registry.kinds.values()}
+    return sorted(names, key=lambda name: (name != DEFAULT_QUEUE, name))
 
 
 class CountAtScrape(Collector):
@@ -118,7 +128,8 @@ class CountAtScrape(Collector):
 
 
 class JobCollector(Collector, Observer):
-    """This process's job outcomes per kind, kept as plain numbers and turned into metrics at scrape time.
+    """This process's job outcomes per named queue and kind, kept as plain numbers and turned into metrics at
+    scrape time (label ``queue``: the named queue the job came from, one of those the worker serves).
 
     :meth:`job_finished` runs on the loop's success path, up to 15,000 times a
     second: these dictionary updates cost about 1 µs a job, where prometheus_client's
@@ -126,84 +137,88 @@ class JobCollector(Collector, Observer):
     loop is the only writer; a scrape (another thread) copies the numbers first.
     """
 
-    def __init__(self, queue: str, namespace: str) -> None:
-        self.queue = queue
+    def __init__(self, namespace: str) -> None:
         self.namespace = namespace
-        self.succeeded: dict[str, int] = {}
-        self.retried: dict[str, int] = {}
-        self.dead: dict[tuple[str, str], int] = {}
-        self.buckets: dict[str, list[int]] = {}
-        """Per kind: observations per bucket, not cumulative; the last one is +Inf."""
-        self.duration_sum: dict[str, float] = {}
-        self.last_success: dict[str, float] = {}
-        self.waits: dict[str, list[int]] = {}
-        """Per kind: jobs started per wait bucket, not cumulative; the last one is +Inf."""
-        self.wait_sum: dict[str, float] = {}
+        self.succeeded: dict[tuple[str, str], int] = {}
+        """Per ``(queue, kind)``, as every dictionary here but ``dead`` (``(queue, kind, reason)``)."""
+        self.retried: dict[tuple[str, str], int] = {}
+        self.dead: dict[tuple[str, str, str], int] = {}
+        self.buckets: dict[tuple[str, str], list[int]] = {}
+        """Observations per bucket, not cumulative; the last one is +Inf."""
+        self.duration_sum: dict[tuple[str, str], float] = {}
+        self.last_success: dict[tuple[str, str], float] = {}
+        self.waits: dict[tuple[str, str], list[int]] = {}
+        """Jobs started per wait bucket, not cumulative; the last one is +Inf."""
+        self.wait_sum: dict[tuple[str, str], float] = {}
 
-    def job_started(self, kind: str, wait_s: float) -> None:
+    def job_started(self, kind: str, wait_s: float, queue: str = DEFAULT_QUEUE) -> None:
         """The loop's report of a job about to run (:class:`worker.observability.observer.Observer`): about 0.3 µs."""
-        waits = self.waits.get(kind)
+        key = (queue, kind)
+        waits = self.waits.get(key)
         if waits is None:
-            waits = self.waits[kind] = [0] * (len(WAIT_BUCKETS_S) + 1)
+            waits = self.waits[key] = [0] * (len(WAIT_BUCKETS_S) + 1)
         waits[bisect_left(WAIT_BUCKETS_S, wait_s)] += 1
-        self.wait_sum[kind] = self.wait_sum.get(kind, 0.0) + wait_s
+        self.wait_sum[key] = self.wait_sum.get(key, 0.0) + wait_s
 
-    def job_finished(self, kind: str, outcome: str, duration_s: float, reason: str | None) -> None:
+    def job_finished(
+        self, kind: str, outcome: str, duration_s: float, reason: str | None, queue: str = DEFAULT_QUEUE
+    ) -> None:
         """The loop's report of one retried or dead job (:class:`worker.observability.observer.Observer`)."""
         if outcome == OUTCOME_SUCCEEDED:
-            self.jobs_succeeded((kind,), (duration_s,))
+            self.jobs_succeeded((kind,), (duration_s,), queue)
             return
+        key = (queue, kind)
         if outcome == OUTCOME_DEAD:
-            key = (kind, reason or "")
-            self.dead[key] = self.dead.get(key, 0) + 1
+            dead_key = (queue, kind, reason or "")
+            self.dead[dead_key] = self.dead.get(dead_key, 0) + 1
             if reason not in REASONS_AFTER_A_RUN:
                 return  # never ran: malformed, unknown kind, or poison found by reclaim
-        buckets = self.buckets.get(kind)
+        buckets = self.buckets.get(key)
         if buckets is None:
-            buckets = self.buckets[kind] = [0] * (len(DURATION_BUCKETS_S) + 1)
+            buckets = self.buckets[key] = [0] * (len(DURATION_BUCKETS_S) + 1)
         buckets[bisect_left(DURATION_BUCKETS_S, duration_s)] += 1
-        self.duration_sum[kind] = self.duration_sum.get(kind, 0.0) + duration_s
+        self.duration_sum[key] = self.duration_sum.get(key, 0.0) + duration_s
         if outcome == OUTCOME_RETRIED:
-            self.retried[kind] = self.retried.get(kind, 0) + 1
+            self.retried[key] = self.retried.get(key, 0) + 1
 
-    def jobs_succeeded(self, kinds: Sequence[str], durations_s: Sequence[float]) -> None:
+    def jobs_succeeded(self, kinds: Sequence[str], durations_s: Sequence[float], queue: str = DEFAULT_QUEUE) -> None:
         """The loop's report of the jobs that succeeded since its last read (:class:`worker.loop.observe.Successes`)."""
         now, all_buckets, duration_sum, succeeded = time.time(), self.buckets, self.duration_sum, self.succeeded
         for kind, duration_s in zip(kinds, durations_s, strict=True):
-            buckets = all_buckets.get(kind)
+            key = (queue, kind)
+            buckets = all_buckets.get(key)
             if buckets is None:
-                buckets = all_buckets[kind] = [0] * (len(DURATION_BUCKETS_S) + 1)
+                buckets = all_buckets[key] = [0] * (len(DURATION_BUCKETS_S) + 1)
             buckets[bisect_left(DURATION_BUCKETS_S, duration_s)] += 1
-            duration_sum[kind] = duration_sum.get(kind, 0.0) + duration_s
-            succeeded[kind] = succeeded.get(kind, 0) + 1
-            self.last_success[kind] = now
+            duration_sum[key] = duration_sum.get(key, 0.0) + duration_s
+            succeeded[key] = succeeded.get(key, 0) + 1
+            self.last_success[key] = now
 
     def describe(self) -> Iterable[Metric]:
         return []
 
     def collect(self) -> Iterator[Metric]:
-        q, ns = self.queue, self.namespace
+        ns = self.namespace
         succeeded = CounterMetricFamily(
             f"{ns}_jobs_succeeded", "Jobs whose handler returned.", labels=["queue", "kind"]
         )
-        for kind, n in list(self.succeeded.items()):
-            succeeded.add_metric([q, kind], n)
+        for key, n in list(self.succeeded.items()):
+            succeeded.add_metric(list(key), n)
         retried = CounterMetricFamily(
             f"{ns}_jobs_retried", "Failed attempts put back in delayed for a retry.", labels=["queue", "kind"]
         )
-        for kind, n in list(self.retried.items()):
-            retried.add_metric([q, kind], n)
+        for key, n in list(self.retried.items()):
+            retried.add_metric(list(key), n)
         dead = CounterMetricFamily(
             f"{ns}_jobs_dead",
             "Jobs dead-lettered by this worker, by reason (" + ", ".join(REASONS) + ").",
             labels=["queue", "kind", "reason"],
         )
-        for (kind, reason), n in list(self.dead.items()):
-            dead.add_metric([q, kind, reason], n)
+        for dead_key, n in list(self.dead.items()):
+            dead.add_metric(list(dead_key), n)
         duration = histogram(
             f"{ns}_job_duration_seconds",
             "Time a handler ran, whatever its outcome.",
-            q,
             DURATION_BUCKETS_S,
             self.buckets,
             self.duration_sum,
@@ -211,7 +226,6 @@ class JobCollector(Collector, Observer):
         wait = histogram(
             f"{ns}_job_wait_seconds",
             "Time a job waited on jobs before a worker started it (start time minus the entry id's time).",
-            q,
             WAIT_BUCKETS_S,
             self.waits,
             self.wait_sum,
@@ -222,25 +236,24 @@ class JobCollector(Collector, Observer):
             "the process start until its first success.",
             labels=["queue", "kind"],
         )
-        for kind, at in list(self.last_success.items()):
-            last_success.add_metric([q, kind], at)
+        for key, at in list(self.last_success.items()):
+            last_success.add_metric(list(key), at)
         yield from (succeeded, retried, dead, duration, wait, last_success)
 
 
 def histogram(
     name: str,
     help_text: str,
-    queue: str,
     bounds_s: tuple[float, ...],
-    per_kind: dict[str, list[int]],
-    sums: dict[str, float],
+    per_kind: dict[tuple[str, str], list[int]],
+    sums: dict[tuple[str, str], float],
 ) -> HistogramMetricFamily:
     """A histogram family (labels queue, kind) of per-bucket counts kept as plain lists (last bucket +Inf)."""
     family = HistogramMetricFamily(name, help_text, labels=["queue", "kind"])
     bounds = [*(f"{b:g}" for b in bounds_s), "+Inf"]
-    for kind, counts in list(per_kind.items()):
+    for key, counts in list(per_kind.items()):
         cumulative = list(accumulate(counts))
-        family.add_metric([queue, kind], list(zip(bounds, cumulative, strict=True)), sums.get(kind, 0.0))
+        family.add_metric(list(key), list(zip(bounds, cumulative, strict=True)), sums.get(key, 0.0))
     return family
 
 
@@ -269,11 +282,12 @@ class Metrics(Observer):
         self.registry = CollectorRegistry()
         ProcessCollector(registry=self.registry)
         ns = settings.metrics_namespace
-        self.queue_collector = QueueCollector(self.queue, ns)
+        self.labelled_queues = labelled_queues(settings, registry)
+        self.queue_collector = QueueCollector(ns)
         self.registry.register(self.queue_collector)
         self.backlog = BacklogCollector(ns)
         self.registry.register(self.backlog)
-        self.jobs = JobCollector(self.queue, ns)
+        self.jobs = JobCollector(ns)
         self.registry.register(self.jobs)
         self.archive: ArchiveCollector | None = None
         if archiver is not None:
@@ -306,34 +320,43 @@ class Metrics(Observer):
         self.outcomes_waiting.labels(self.queue).set(0)
         self.handed_back = handed_back_counter(ns, self.registry)
         self.settles_stale = self._network_series(ns)
-        started = time.time()
-        for schedule in registry.schedules.values():
-            self.interval.labels(self.queue, schedule.name, schedule.kind).set(
-                schedule.interval_s(started, settings.schedule_tz)
-            )
-            self.jobs.last_success[schedule.kind] = started
+        self._watch_schedules(registry)
         self._lock = client.lock(
             self.keys.metrics_lock, timeout=3 * settings.metrics_interval_s, blocking=False, thread_local=False
         )
         self._holding = False
         self._server: MetricsEndpoint | None = None
 
+    def _watch_schedules(self, registry: Registry) -> None:
+        """Each schedule's interval, and its kind's last success set to now (until it runs), under the kind's
+        named queue, as its jobs' series."""
+        started = time.time()
+        for schedule in registry.schedules.values():
+            spec = registry.kinds.get(schedule.kind)
+            queue = spec.queue if spec else DEFAULT_QUEUE
+            self.interval.labels(queue, schedule.name, schedule.kind).set(
+                schedule.interval_s(started, self.settings.schedule_tz)
+            )
+            self.jobs.last_success[(queue, schedule.kind)] = started
+
     # ------------------------------------------------------------ observers
 
-    def job_started(self, kind: str, wait_s: float) -> None:
+    def job_started(self, kind: str, wait_s: float, queue: str = DEFAULT_QUEUE) -> None:
         """The loop's report of a job about to run (:class:`worker.observability.observer.Observer`)."""
-        self.jobs.job_started(kind, wait_s)
+        self.jobs.job_started(kind, wait_s, queue)
 
-    def job_finished(self, kind: str, outcome: str, duration_s: float, reason: str | None) -> None:
+    def job_finished(
+        self, kind: str, outcome: str, duration_s: float, reason: str | None, queue: str = DEFAULT_QUEUE
+    ) -> None:
         """The loop's report of one finished job (:class:`worker.observability.observer.Observer`). A kind this worker
         does not declare (an unknown kind, a malformed entry's, poison's) counts under ``kind="other"``, so
         whoever writes to the stream cannot grow the label values without bound."""
-        self.jobs.job_finished(kind if kind in self.declared else OTHER_KIND, outcome, duration_s, reason)
+        self.jobs.job_finished(kind if kind in self.declared else OTHER_KIND, outcome, duration_s, reason, queue)
 
-    def jobs_succeeded(self, kinds: Sequence[str], durations_s: Sequence[float]) -> None:
+    def jobs_succeeded(self, kinds: Sequence[str], durations_s: Sequence[float], queue: str = DEFAULT_QUEUE) -> None:
         """The loop's report of the jobs that succeeded since its last read. Only a declared kind's job
         runs, so no kind here needs ``kind="other"``."""
-        self.jobs.jobs_succeeded(kinds, durations_s)
+        self.jobs.jobs_succeeded(kinds, durations_s, queue)
 
     def job_handed_back(self, kind: str, waiting: bool) -> None:
         """A hand-back (:class:`worker.observability.observer.Observer`); an undeclared kind counts as ``other``."""
@@ -382,9 +405,12 @@ class Metrics(Observer):
         try:
             self._holding = await self._hold_lock()
             if self._holding:
-                self.queue_collector.state = await read_partitions_state_async(
-                    self.redis, partition_keys(self.settings), reclaim_idle_ms=self.settings.reclaim_idle_ms
-                )
+                self.queue_collector.states = {
+                    queue: await read_partitions_state_async(
+                        self.redis, partition_keys(self.settings, queue), reclaim_idle_ms=self.settings.reclaim_idle_ms
+                    )
+                    for queue in self.labelled_queues
+                }
                 queues = await known_queues_async(self.redis, self.settings.prefix)
                 parts = [keys for queue in queues for keys in partition_keys(self.settings, queue)]
                 self.backlog.readings = await read_backlog_async(self.redis, parts, time.time())
@@ -393,11 +419,11 @@ class Metrics(Observer):
                         self.redis, partition_keys(self.settings), time.time()
                     )
             else:
-                self.queue_collector.state = self.backlog.readings = None
+                self.queue_collector.states = self.backlog.readings = None
                 if self.archive is not None:
                     self.archive.backlog = None
         except BaseException:
-            self.queue_collector.state = self.backlog.readings = None
+            self.queue_collector.states = self.backlog.readings = None
             if self.archive is not None:
                 self.archive.backlog = None
             raise

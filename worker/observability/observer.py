@@ -13,18 +13,23 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from worker.store.queues import DEFAULT_QUEUE
+
 
 class Observer:
     """Hooks on a job's life in the loop; each does nothing unless a subclass overrides it."""
 
-    def job_started(self, kind: str, wait_s: float) -> None:
-        """A job's handler is about to run; ``wait_s``: start time minus the entry's time on ``jobs``."""
+    def job_started(self, kind: str, wait_s: float, queue: str = DEFAULT_QUEUE) -> None:
+        """A job's handler is about to run; ``wait_s``: start time minus the entry's time on ``jobs``; ``queue``:
+        the named queue its entry came from (every hook has it: the executor knows the entry's partition)."""
 
-    def job_finished(self, kind: str, outcome: str, duration_s: float, reason: str | None) -> None:
+    def job_finished(
+        self, kind: str, outcome: str, duration_s: float, reason: str | None, queue: str = DEFAULT_QUEUE
+    ) -> None:
         """A job was retried or dead-lettered (successes come in :meth:`jobs_succeeded`)."""
 
-    def jobs_succeeded(self, kinds: Sequence[str], durations_s: Sequence[float]) -> None:
-        """Jobs whose handlers returned since the last report: each one's kind and run time, in step."""
+    def jobs_succeeded(self, kinds: Sequence[str], durations_s: Sequence[float], queue: str = DEFAULT_QUEUE) -> None:
+        """Jobs of ``queue`` whose handlers returned since the last report: each one's kind and run time, in step."""
 
     def job_handed_back(self, kind: str, waiting: bool) -> None:
         """A job this worker cannot run was handed back: for a live worker that runs it, or (``waiting``)
