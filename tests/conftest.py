@@ -15,11 +15,13 @@ import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from urllib.parse import urlparse
 
 import psycopg
 import pytest
 import redis
 
+from tests.faults.helpers_proxy import Proxy
 from tests.helpers import Workers, with_schema
 from worker.embedded.servers import EmbeddedServer, start_postgres, start_redis
 from worker.store.keys import Keys
@@ -149,3 +151,14 @@ def workers(redis_url: str, prefix: str, tmp_path: Path) -> Iterator[Workers]:
     pool = Workers(redis_url, prefix, tmp_path)
     yield pool
     pool.stop_all()
+
+
+@pytest.fixture
+def redis_proxy(redis_url: str) -> Iterator[Proxy]:
+    """A TCP proxy in front of the run's Redis (:class:`tests.faults.helpers_proxy.Proxy`): a test holds,
+    drops or resets what passes through it (replies lost, connections cut)."""
+    port = urlparse(redis_url).port
+    assert port is not None
+    started = Proxy(port)
+    yield started
+    started.stop()

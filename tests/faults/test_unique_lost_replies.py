@@ -4,9 +4,6 @@ entry id, so every job runs once; with a unique key alike."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from urllib.parse import urlparse
-
 import pytest
 import redis
 from redis.backoff import NoBackoff
@@ -22,35 +19,28 @@ from worker.store.unique import script_source
 JOBS = 4
 
 
-@pytest.fixture
-def proxy(redis_url: str) -> Iterator[Proxy]:
-    port = urlparse(redis_url).port
-    assert port is not None
-    started = Proxy(port)
-    yield started
-    started.stop()
-
-
-def lost_then_retried(client: redis.Redis, r: redis.Redis, proxy: Proxy, keys: Keys, guard: dict[str, str]) -> str:
+def lost_then_retried(
+    client: redis.Redis, r: redis.Redis, redis_proxy: Proxy, keys: Keys, guard: dict[str, str]
+) -> str:
     """One enqueue whose reply is lost (delayed past the timeout), then retried once the write is in."""
     client.ping()  # a connection made (its handshake passes) and the script loaded: only the write is delayed
     client.script_load(script_source())
-    proxy.delay_s = 0.6
+    redis_proxy.delay_s = 0.6
     with pytest.raises(redis.exceptions.TimeoutError):
         enqueue(client, "unique_ok", {}, prefix=keys.prefix, **guard)  # type: ignore[arg-type]
-    proxy.delay_s = 0.0
+    redis_proxy.delay_s = 0.0
     mark = keys.enqueued(guard["job_id"]) if "job_id" in guard else keys.unique("unique_ok", guard["unique_key"])
     wait_for(lambda: r.exists(mark), timeout_s=10, what="the first write to reach Redis")
     return enqueue(client, "unique_ok", {}, prefix=keys.prefix, **guard)  # type: ignore[arg-type]
 
 
 def test_retries_after_lost_replies_add_each_job_once(
-    r: redis.Redis, keys: Keys, proxy: Proxy, workers: Workers
+    r: redis.Redis, keys: Keys, redis_proxy: Proxy, workers: Workers
 ) -> None:
-    client = redis.Redis.from_url(proxy.url, socket_timeout=0.3, retry=Retry(NoBackoff(), 0))
+    client = redis.Redis.from_url(redis_proxy.url, socket_timeout=0.3, retry=Retry(NoBackoff(), 0))
     try:
-        refs = [lost_then_retried(client, r, proxy, keys, {"job_id": f"order-{i}"}) for i in range(JOBS)]
-        refs.append(lost_then_retried(client, r, proxy, keys, {"unique_key": "k"}))
+        refs = [lost_then_retried(client, r, redis_proxy, keys, {"job_id": f"order-{i}"}) for i in range(JOBS)]
+        refs.append(lost_then_retried(client, r, redis_proxy, keys, {"unique_key": "k"}))
     finally:
         client.close()
     entries = [entry_id.decode() for entry_id, _ in r.xrange(keys.jobs)]

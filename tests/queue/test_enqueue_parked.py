@@ -8,10 +8,7 @@ import gc
 import os
 import threading
 import weakref
-from collections.abc import Iterator
-from urllib.parse import urlparse
 
-import pytest
 import redis
 import redis.asyncio as aioredis
 
@@ -20,15 +17,6 @@ from tests.helpers import wait_for
 from worker.store import parked
 from worker.store.enqueue import enqueue, enqueue_async
 from worker.store.keys import Keys
-
-
-@pytest.fixture
-def proxy(redis_url: str) -> Iterator[Proxy]:
-    port = urlparse(redis_url).port
-    assert port is not None
-    started = Proxy(port)
-    yield started
-    started.stop()
 
 
 def named(r: redis.Redis, name: str) -> list[int]:
@@ -88,17 +76,17 @@ def test_a_forked_child_enqueues_on_a_connection_of_its_own(redis_url: str, r: r
 
 
 def test_a_connection_lost_mid_call_is_replaced_and_the_job_added_once(
-    r: redis.Redis, prefix: str, proxy: Proxy
+    r: redis.Redis, prefix: str, redis_proxy: Proxy
 ) -> None:
-    client = redis.Redis.from_url(proxy.url, client_name=f"{prefix}lost")
+    client = redis.Redis.from_url(redis_proxy.url, client_name=f"{prefix}lost")
     first = enqueue(client, "noop", {"job_id": "warm"}, prefix=prefix)  # parks a connection (and loads the script)
-    proxy.delay_s = 0.5
+    redis_proxy.delay_s = 0.5
     result: list[str] = []
     call = threading.Thread(target=lambda: result.append(enqueue(client, "noop", {"job_id": "lost"}, prefix=prefix)))
     call.start()
     wait_for(lambda: r.exists(Keys(prefix).enqueued("lost")), timeout_s=10, what="the write to reach Redis")
-    proxy.delay_s = 0.0
-    assert proxy.reset() >= 1  # its reply is still on the way: the call reads a reset connection
+    redis_proxy.delay_s = 0.0
+    assert redis_proxy.reset() >= 1  # its reply is still on the way: the call reads a reset connection
     call.join(timeout=30)
     assert not call.is_alive() and first != result[0]
     assert job_ids(r, prefix) == ["warm", "lost"], "the retry through the client added nothing more"
@@ -161,11 +149,11 @@ def test_async_tasks_of_one_loop_share_no_connection_and_aclose_closes_it(
     wait_for(lambda: not named(r, name), timeout_s=10, what="aclose to close the parked connection")
 
 
-def test_an_async_connection_lost_while_parked_is_replaced(r: redis.Redis, prefix: str, proxy: Proxy) -> None:
+def test_an_async_connection_lost_while_parked_is_replaced(r: redis.Redis, prefix: str, redis_proxy: Proxy) -> None:
     async def main() -> tuple[str, str]:
-        client = aioredis.Redis.from_url(proxy.url)
+        client = aioredis.Redis.from_url(redis_proxy.url)
         first = await enqueue_async(client, "noop", {"n": 1}, prefix=prefix)  # parks a connection
-        assert proxy.reset() >= 1
+        assert redis_proxy.reset() >= 1
         second = await enqueue_async(client, "noop", {"n": 2}, prefix=prefix)
         await client.aclose()
         return first, second
