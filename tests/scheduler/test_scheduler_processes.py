@@ -99,4 +99,7 @@ def test_three_skewed_workers_enqueue_every_tick_once(workers: Workers, tmp_path
     won = {p.log_path.name: won_ticks(p) for p in workers.procs[:3]}  # type: ignore[attr-defined]
     assert sum(len(w) for w in won.values()) == len(epochs)
     last_ahead = max(won["ahead.log"], default=epochs[0])
-    assert max(won["on-time.log"]) > last_ahead + 1, f"nobody took over after the leader stopped: {won}"
+    # Someone took over after the worker that ran ahead stopped: the one on time, or (on a loaded machine, where
+    # the one on time may lose every race) the one behind, whose ticks come 5 s late but still once each.
+    later = [tick for name in ("on-time.log", "behind.log") for tick in won[name] if tick > last_ahead + 1]
+    assert later, f"nobody took over after the leader stopped: {won}"
