@@ -36,7 +36,9 @@ def test_a_second_tenant_behind_20000_on_a_cluster(
     worker.enqueue(cr, "fair_start", {"tenant": "B"}, fair_key="B", prefix=tagged_prefix)
     wait_for(lambda: "B" in starts(cr, tagged_prefix), what="tenant B's job starting")
     behind = starts(cr, tagged_prefix).index("B") - before
-    assert behind <= 2 * SLOTS, f"B started {behind} starts after it was enqueued"
+    # Two slot-counts of dispatch plus starts under way not yet recorded when ``before`` was read (as in
+    # tests/queue/test_fair.py).
+    assert behind <= 3 * SLOTS, f"B started {behind} starts after it was enqueued"
 
 
 def test_three_partitions_on_three_primaries_share_fairly_and_lose_nothing(
