@@ -4,12 +4,18 @@ which queue holds them (real worker processes on a real server)."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+import time
+
 import redis
+import redis.asyncio as aioredis
 
 import opslib
 from tests.deploy.test_health import health
 from tests.helpers import Workers, wait_for
 from tests.queue.test_versions import NEW, OLD, QUICK, declared, ran
+from worker.loop.handback import Fleet
 from worker.store.enqueue import enqueue
 from worker.store.keys import GROUP, Keys
 from worker.store.wire import decode_member
@@ -76,3 +82,30 @@ def test_a_worker_of_another_queue_is_no_one_to_hand_back_to(r: redis.Redis, pre
     wait_for(lambda: len(ran(r, default)) == 3, 30, "a new worker of default running them")
     assert {run["worker"] for run in ran(r, default).values()} == {"new"}
     assert r.xlen(default.dead) == 0 and r.xlen(bulk.dead) == 0
+
+
+def test_the_fleet_reads_versions_per_served_queue_and_a_declaration_without_queues_for_every_queue(
+    r: redis.Redis, redis_url: str, prefix: str
+) -> None:
+    keys = Keys(prefix)
+    declarations = {
+        "w-bulk": {"kinds": {"send_email": {"version": 3}}, "queues": ["bulk"]},
+        "w-both": {"kinds": {"send_email": {"version": 2}, "send_sms": {}}, "queues": ["default", "bulk"]},
+        "w-before-queues": {"kinds": {"send_fax": {"version": 2}}},  # a worker from before named queues
+    }
+    for name, declaration in declarations.items():
+        r.zadd(keys.workers, {name: time.time() + 60})
+        r.set(keys.declared(name), json.dumps(declaration), ex=60)
+
+    async def refreshed() -> Fleet:
+        client = aioredis.Redis.from_url(redis_url)
+        fleet = Fleet(client, keys, grace_s=600)
+        await fleet.refresh()
+        await client.aclose()
+        return fleet
+
+    fleet = asyncio.run(refreshed())
+    assert fleet.versions_in("default") == {"send_email": 2, "send_sms": 1, "send_fax": 2}
+    assert fleet.versions_in("bulk") == {"send_email": 3, "send_sms": 1, "send_fax": 2}
+    assert fleet.versions_in("critical") == {"send_fax": 2}
+    assert fleet.recent("send_email") and not fleet.recent("send_telex")
