@@ -19,8 +19,9 @@ paused_reason (str), throttle_per_s (float64: the rate in force, opslib's
 or the kind's own ``rate_limit``; NaN for none), version (Int64: the highest
 payload version a live worker runs; NA when none declares the kind),
 awaiting (int64: jobs handed back to wait in ``delayed`` because no live
-worker runs their kind or version), awaiting_versions (str: which versions
-they carry, e.g. ``v2: 20``; docs/worker.md, "Changing a kind's payload safely"). The counts are of at most
+worker of their named queue runs their kind or version), awaiting_versions
+(str: which versions they carry, named with their queue unless it is
+``default``, e.g. ``v2: 20, bulk v2: 3``; docs/worker.md, "Changing a kind's payload safely"). The counts are of at most
 :data:`opslib.bounded.CAP` entries of each structure (read in pages, so that no
 call stalls Redis); ``attrs["notes"]`` says which structure was cut short.
 
@@ -169,10 +170,18 @@ def check_known_kind(kind: object, client: Any, keys: Keys, parts: list[Keys]) -
     return check_kind(kind, declared, lambda: known_kinds(client, keys, parts), holder=KNOWN_WHERE)
 
 
-def _counts(client: Any, parts: list[Keys], notes: list[str]) -> dict[str, Counter[str]]:
+def awaiting_key(queue: str, job: dict[str, str]) -> tuple[str, tuple[bool, str]]:
+    """Where a job handed back to wait is counted in ``awaiting_versions``: its kind, then its version named
+    with its queue unless that is ``default`` (``v2``, ``bulk v2``; ``default``'s sort first)."""
+    version = f"v{job.get(VERSION_FIELD, '1')}"
+    named = queue != DEFAULT_QUEUE
+    return job.get("kind", ""), (named, f"{queue} {version}" if named else version)
+
+
+def _counts(client: Any, parts: list[Keys], notes: list[str]) -> dict[str, Counter[Any]]:
     """Per kind: waiting, running, delayed, throttled and dead jobs over every partition (parked apart), each
     structure read in pages up to :data:`~opslib.bounded.CAP` (``notes`` says which were cut short)."""
-    counts: dict[str, Counter[str]] = {name: Counter() for name in (*COUNTS, "awaiting", "awaiting_v")}
+    counts: dict[str, Counter[Any]] = {name: Counter() for name in (*COUNTS, "awaiting", "awaiting_v")}
     for keys in parts:
         last, lag = "0-0", None
         try:
@@ -195,9 +204,9 @@ def _counts(client: Any, parts: list[Keys], notes: list[str]) -> dict[str, Count
                 except ValueError:
                     continue
                 counts[name][job.get("kind", "")] += 1
-                if WAITING_SINCE_FIELD in job:  # handed back: no live worker runs its kind or version
+                if WAITING_SINCE_FIELD in job:  # handed back: no live worker of the queue runs it
                     counts["awaiting"][job.get("kind", "")] += 1
-                    counts["awaiting_v"][f"{job.get('kind', '')} v{job.get(VERSION_FIELD, '1')}"] += 1
+                    counts["awaiting_v"][awaiting_key(keys.queue, job)] += 1
             if scan.capped:
                 notes.append(scan.note(client.zcard(zset)))
     counts["running"] = Counter(read_pending(client, parts)["kind"])
@@ -236,10 +245,8 @@ def kinds(*, client: redis.Redis | None = None, prefix: str | None = None) -> pd
         columns["throttle_per_s"].append(rate)
         columns["version"].append(policy.get("version", pd.NA))
         columns["awaiting"].append(counts["awaiting"][kind])
-        waits = sorted(
-            (key.rpartition(" ")[2], n) for key, n in counts["awaiting_v"].items() if key.startswith(kind + " ")
-        )
-        columns["awaiting_versions"].append(", ".join(f"{version}: {n}" for version, n in waits))
+        waits = sorted((where, n) for (of, where), n in counts["awaiting_v"].items() if of == kind)
+        columns["awaiting_versions"].append(", ".join(f"{where[1]}: {n}" for where, n in waits))
     frame = typed_frame(columns, KIND_COLUMNS, index=pd.Index(names, dtype=TEXT, name="kind"))
     frame.attrs["notes"] = notes
     return frame

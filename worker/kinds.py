@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack
@@ -198,10 +198,11 @@ def import_kind_modules(modules: Iterable[str]) -> None:
             ) from exc
 
 
-def declaration(registry: Registry, last_success: Mapping[str, float] | None = None) -> str:
+def declaration(registry: Registry, last_success: Mapping[str, float] | None = None, queues: Sequence[str] = ()) -> str:
     """What a worker publishes beside its heartbeat (``kinds:<worker>``): each kind it runs with its retry
     policy, timeout and rate limit (and, from ``last_success``, when it last succeeded here: epoch
-    seconds), and the schedules it carries, as JSON (read by ``opslib.kinds()``)."""
+    seconds), the schedules it carries, and the named queues it serves (``queues``: the other workers hand
+    an entry back only for a worker that serves its queue), as JSON (read by ``opslib.kinds()``)."""
     succeeded = last_success or {}
     kinds = {
         spec.name: {
@@ -221,7 +222,7 @@ def declaration(registry: Registry, last_success: Mapping[str, float] | None = N
         name: {"kind": sched.kind, "cron": sched.cron, "every_s": sched.every_s}
         for name, sched in registry.schedules.items()
     }
-    return json.dumps({"kinds": kinds, "schedules": schedules}, sort_keys=True)
+    return json.dumps({"kinds": kinds, "schedules": schedules, "queues": list(queues)}, sort_keys=True)
 
 
 def _checked_upcasters(name: str, version: int, upcast: Mapping[int, Upcaster]) -> dict[int, Upcaster]:

@@ -107,3 +107,17 @@ def test_the_panel_replays_a_selection_with_a_patch(r: redis.Redis, keys: Keys, 
     panel.replay_button.click()
     assert "patch cannot set &#x27;attempts&#x27;" in panel.message.value  # one line, escaped, nothing moved
     assert len(replayed_fields(r, keys)) == 2
+
+
+def test_a_patch_replay_of_a_bulk_dead_letter_goes_back_to_bulk(r: redis.Redis, keys: Keys, at: dict[str, Any]) -> None:
+    bulk = Keys(keys.prefix, queue="bulk")
+    r.sadd(keys.queues, "bulk")  # as a worker serving bulk records it
+    dead_id = bury(r, bulk, {"kind": "send_email", "job_id": "b1", "email": "old@typo.example"}, MAIL_ERROR)
+    plan = opslib.replay([dead_id], patch={"email": "ada@example.org"}, dry_run=True, **at)
+    assert plan["changes"].tolist() == ["email: 'old@typo.example' -> 'ada@example.org'"]
+    done = opslib.replay([dead_id], patch={"email": "ada@example.org"}, reason="typo, INC-2292", **at)
+    assert done["status"].tolist() == ["replayed"]
+    assert replayed_fields(r, bulk)[dead_id]["email"] == "ada@example.org"
+    assert r.xlen(bulk.dead) == 0 and not r.exists(keys.jobs)  # nothing on default's stream
+    [record] = opslib.actions(**at).to_dict("records")
+    assert json.loads(record["detail"]) == {"patch": {"email": "ada@example.org"}}

@@ -207,18 +207,26 @@ def test_a_job_delayed_before_the_deploy_runs_after_it_through_the_upcaster(
     assert r.xlen(keys.dead) == 0
 
 
-def test_hand_backs_are_counted_by_kind_and_where_they_went() -> None:
+def test_hand_backs_are_counted_by_queue_kind_and_where_they_went() -> None:
     registry = Registry()
     job_kind("send_email", registry=registry)(_stamped_handler)
     metrics = Metrics(Settings.from_env({"QUEUE_PREFIX": "m:"}), aioredis.Redis(), registry)
-    for kind, waiting in (("send_email", True), ("send_email", True), ("send_email", False), ("typo", False)):
-        metrics.job_handed_back(kind, waiting)
+    for kind, waiting, queue in (
+        ("send_email", True, "default"),
+        ("send_email", True, "default"),
+        ("send_email", False, "default"),
+        ("send_email", True, "bulk"),
+        ("typo", False, "default"),
+    ):
+        metrics.job_handed_back(kind, waiting, queue)
 
-    def count(kind: str, to: str) -> float | None:
-        labels = {"queue": "m:", "kind": kind, "to": to}
+    def count(queue: str, kind: str, to: str) -> float | None:
+        labels = {"queue": queue, "kind": kind, "to": to}
         return metrics.registry.get_sample_value("worker_jobs_handed_back_total", labels)
 
-    assert (count("send_email", "wait"), count("send_email", "worker"), count("other", "worker")) == (2, 1, 1)
+    assert (count("default", "send_email", "wait"), count("bulk", "send_email", "wait")) == (2, 1)
+    assert (count("default", "send_email", "worker"), count("default", "other", "worker")) == (1, 1)
+    assert count("m:", "send_email", "wait") is None  # the named queue, not QUEUE_PREFIX, as the job series
 
 
 def test_past_unknown_kind_grace_s_a_kind_nobody_declares_is_dead_lettered_as_unknown(

@@ -23,8 +23,8 @@ for a healthy worker two HGETALL (the pauses and the throttles), a ZCARD of each
 line says when this machine's clock is more than 2 s off it) and, per
 partition, one bounded ZRANGEBYSCORE of what is due in ``delayed`` within the
 hand-back's wait: the entries handed back to wait for a worker that runs their
-kind or version (``waiting_since`` set), counted by kind and version as
-``opslib.kinds()`` counts them in ``awaiting``.
+kind or version (``waiting_since`` set), counted by kind and version (and
+named queue, unless ``default``) as ``opslib.kinds()`` counts them in ``awaiting``.
 An empty ``QUEUE_PREFIX`` gets a warning on stderr: the Redis roles need one.
 """
 
@@ -46,7 +46,7 @@ from worker.store.connection import connect, is_cluster
 from worker.store.heartbeats import HEARTBEAT_TTL_S, live_workers
 from worker.store.keys import GROUP, Keys
 from worker.store.partitions import keys_for, recorded_count
-from worker.store.queues import describe_served
+from worker.store.queues import DEFAULT_QUEUE, describe_served
 from worker.store.refusals import describe_refusal, refusal_code
 from worker.store.server_clock import WARN_S
 from worker.store.versions import VERSION_FIELD, WAITING_SINCE_FIELD
@@ -176,7 +176,8 @@ def live_unless_refused(client: Any, keys: Keys, parts: list[Keys]) -> tuple[set
             raise
         return live_workers(client, keys), "", describe_refusal(exc)
     turns = f"; fair: {fair} job(s) waiting for their key's turn" if fair else ""
-    said = held_back(paused, throttles) + awaiting(due) + turns + clock_note(now - (before + time.time()) / 2)
+    waits = awaiting(due, [part.queue for part in parts])
+    said = held_back(paused, throttles) + waits + turns + clock_note(now - (before + time.time()) / 2)
     return {text(name) for name in names}, said, ""
 
 
@@ -191,17 +192,20 @@ def clock_note(offset_s: float) -> str:
     )
 
 
-def awaiting(due: list[list[Any]]) -> str:
-    """ "; waiting for a worker: N kind vV, ..." from the members due soon in each partition's ``delayed``
-    ("" when none waits); "at least" when a partition's read reached :data:`AWAITING_CAP`."""
+def awaiting(due: list[list[Any]], queues: list[str]) -> str:
+    """ "; waiting for a worker: N kind vV, N kind vV in bulk, ..." from the members due soon in each
+    partition's ``delayed`` (``queues``: each partition's named queue, in step; ``default`` goes unnamed; ""
+    when none waits); "at least" when a partition's read reached :data:`AWAITING_CAP`."""
     counts: Counter[str] = Counter()
-    for member in (member for members in due for member in members):
-        try:
-            job = decode_member(member)
-        except ValueError:
-            continue
-        if WAITING_SINCE_FIELD in job:
-            counts[f"{job.get('kind', '')} v{job.get(VERSION_FIELD, '1')}"] += 1
+    for members, queue in zip(due, queues, strict=True):
+        where = "" if queue == DEFAULT_QUEUE else f" in {queue}"
+        for member in members:
+            try:
+                job = decode_member(member)
+            except ValueError:
+                continue
+            if WAITING_SINCE_FIELD in job:
+                counts[f"{job.get('kind', '')} v{job.get(VERSION_FIELD, '1')}{where}"] += 1
     if not counts:
         return ""
     least = "at least " if any(len(members) >= AWAITING_CAP for members in due) else ""

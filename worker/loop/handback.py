@@ -6,10 +6,13 @@ parsing, :meth:`HandBack.fit` decides for each entry (:func:`placement`):
 - a payload of the kind's version runs as it is; an older one runs through the
   kind's upcasters first (:meth:`worker.kinds.KindSpec.upcasted`);
 - a version above the worker's, or a kind it lacks, that another live worker
-  declares (:class:`Fleet`): handed back onto ``jobs`` for that worker;
-- a version no live worker knows yet: handed back into ``delayed`` for
-  :data:`WAIT_S`, to be looked at again; it waits there, never dead;
-- a kind no live worker declares: it waits while a worker declared it within
+  serving the entry's named queue declares (:class:`Fleet`): handed back onto
+  the queue's ``jobs`` for that worker;
+- a version no live worker of the queue runs yet: handed back into the queue's
+  ``delayed`` for :data:`WAIT_S`, to be looked at again; it waits there, never
+  dead;
+- a kind no live worker of the queue declares: it waits while a worker (of any
+  queue) declared it within
   ``UNKNOWN_KIND_GRACE_S`` (a setting; this worker's memory of the fleet), or
   while the job carries ``v`` (enqueued by code that declares the kind: a kind
   added before its first worker is up) and has waited less than the grace;
@@ -63,8 +66,8 @@ def placement(kind: str, version: int, mine: int | None, fleet: dict[str, int], 
     live worker that can, :data:`WAIT` for one, or bury it :data:`DEAD` (a kind nobody declares).
 
     ``mine``: the version this worker runs of the kind (None: it lacks the kind); ``fleet``: the
-    highest version each kind's live workers declare; ``awaited``: a worker able to run a kind this
-    worker lacks is to be waited for (:meth:`HandBack.lacking`).
+    highest version each kind's live workers serving the entry's queue declare; ``awaited``: a worker
+    able to run a kind this worker lacks is to be waited for (:meth:`HandBack.lacking`).
     """
     if mine is not None and version <= mine:
         return RUN
@@ -76,17 +79,22 @@ def placement(kind: str, version: int, mine: int | None, fleet: dict[str, int], 
 
 
 class Fleet:
-    """What the live workers run: the highest payload version of each kind, read from their declarations
-    (``kinds:<worker>``) every heartbeat, and when each kind was last seen declared.
+    """What the live workers run: the highest payload version of each kind in each named queue, read from
+    their declarations (``kinds:<worker>``, with the queues each serves) every heartbeat, and when each
+    kind was last seen declared (by a worker of any queue).
 
-    ``grace_s`` (``UNKNOWN_KIND_GRACE_S``): a kind declared within this long is not dead-lettered as
-    unknown; its entries wait for a worker."""
+    An entry is handed back onto its queue only for a worker that serves that queue (:meth:`versions_in`):
+    a worker of ``bulk`` never reads ``default``'s stream, so a copy handed back there for it would go round
+    the workers of ``default`` instead of waiting. A declaration without ``queues`` (a worker from before
+    named queues) counts for every queue. ``grace_s`` (``UNKNOWN_KIND_GRACE_S``): a kind declared within
+    this long is not dead-lettered as unknown; its entries wait for a worker."""
 
     def __init__(self, redis_client: Any, keys: Keys, grace_s: float) -> None:
         self.redis = redis_client
         self.keys = keys
         self.grace_s = grace_s
-        self.versions: dict[str, int] = {}
+        self.queues: dict[str | None, dict[str, int]] = {}
+        """Queue name (None: every queue) -> kind -> the highest version its live workers there run."""
         self.seen: dict[str, float] = {}
 
     def chore(self) -> Chore:
@@ -95,15 +103,26 @@ class Fleet:
     async def refresh(self) -> None:
         names = sorted(await live_workers_async(self.redis, self.keys))
         declared = [await self.redis.get(self.keys.declared(name)) for name in names]
-        versions: dict[str, int] = {}
+        queues: dict[str | None, dict[str, int]] = {}
         for value in declared:
-            kinds = wire.json_object(value or "{}").get("kinds", {})
-            for kind, policy in kinds.items() if isinstance(kinds, dict) else ():
-                version = policy.get("version", 1) if isinstance(policy, dict) else 1
-                versions[kind] = max(versions.get(kind, 0), version if isinstance(version, int) else 1)
+            declaration = wire.json_object(value or "{}")
+            kinds = declaration.get("kinds", {})
+            served = declaration.get("queues")
+            for queue in served if isinstance(served, list) and served else [None]:
+                versions = queues.setdefault(queue if isinstance(queue, str) else None, {})
+                for kind, policy in kinds.items() if isinstance(kinds, dict) else ():
+                    version = policy.get("version", 1) if isinstance(policy, dict) else 1
+                    versions[kind] = max(versions.get(kind, 0), version if isinstance(version, int) else 1)
         now = time.time()
-        self.seen.update(dict.fromkeys(versions, now))
-        self.versions = versions
+        self.seen.update(dict.fromkeys((kind for versions in queues.values() for kind in versions), now))
+        self.queues = queues
+
+    def versions_in(self, queue: str) -> dict[str, int]:
+        """The highest version of each kind that a live worker serving ``queue`` runs."""
+        versions = dict(self.queues.get(None, {}))
+        for kind, version in self.queues.get(queue, {}).items():
+            versions[kind] = max(versions.get(kind, 0), version)
+        return versions
 
     def recent(self, kind: str) -> bool:
         return time.time() - self.seen.get(kind, float("-inf")) < self.grace_s
@@ -163,7 +182,7 @@ class HandBack:
     ) -> bool:
         """Hand the entry back as :func:`placement` says for ``what`` (kind, version, this worker's version)."""
         kind, version, mine = what
-        versions = self.fleet.versions if self.fleet else {}
+        versions = self.fleet.versions_in(part.keys.queue) if self.fleet else {}
         decision = placement(kind, version, mine, versions, self._awaited(kind, fields))
         if decision == DEAD:
             return False
@@ -178,7 +197,7 @@ class HandBack:
             run_at = time.time() + WAIT_S
         if await part.scripts.hand_back(entry_id, part.consumer, run_at, copy):
             for observer in self.observers:
-                observer.job_handed_back(kind, run_at is not None)
+                observer.job_handed_back(kind, run_at is not None, part.queue_name)
             log.debug(
                 "Job %s %s (version %d) handed back: %s.",
                 kind,

@@ -191,7 +191,8 @@ class Worker:
 
     def chores(self) -> list[Chore]:
         """The worker's own timed chores (:mod:`worker.loop.upkeep`), then the caller's (scheduler, relay, metrics)."""
-        declare = declare_chore(self.redis, self.keys, self.name, self.registry, self.tally)
+        served = [queue.name for queue in self.settings.queues]
+        declare = declare_chore(self.redis, self.keys, self.name, self.registry, self.tally, served)
         cancels = Chore("check-cancels", max(0.05, self.settings.reclaim_idle_ms / 3000), self.cancels.check)
         own = [cancels, self.gate.chore(), declare, self.fleet.chore(), *(f.chore() for f in self.feeders)]
         return [*self.upkeep.chores(), *own, *self.extra_chores]

@@ -258,11 +258,11 @@ def histogram(
 
 
 def handed_back_counter(ns: str, registry: CollectorRegistry) -> Counter:
-    """``<ns>_jobs_handed_back_total{queue, kind, to}`` (:mod:`worker.loop.handback`)."""
+    """``<ns>_jobs_handed_back_total{queue, kind, to}`` (:mod:`worker.loop.handback`); ``queue``: the named queue."""
     return Counter(
         f"{ns}_jobs_handed_back",
-        "Jobs this worker could not run (a newer payload version, a kind it lacks) handed back: to=worker "
-        "for a live worker that runs them, to=wait into delayed while none does.",
+        "Jobs this worker could not run (a newer payload version, a kind it lacks) handed back within their "
+        "named queue: to=worker for a live worker of the queue that runs them, to=wait into delayed while none does.",
         ["queue", "kind", "to"],
         registry=registry,
     )
@@ -358,10 +358,11 @@ class Metrics(Observer):
         runs, so no kind here needs ``kind="other"``."""
         self.jobs.jobs_succeeded(kinds, durations_s, queue)
 
-    def job_handed_back(self, kind: str, waiting: bool) -> None:
-        """A hand-back (:class:`worker.observability.observer.Observer`); an undeclared kind counts as ``other``."""
+    def job_handed_back(self, kind: str, waiting: bool, queue: str = DEFAULT_QUEUE) -> None:
+        """A hand-back (:class:`worker.observability.observer.Observer`), under the entry's named queue (one this
+        worker serves); an undeclared kind counts as ``other``."""
         self.handed_back.labels(
-            self.queue, kind if kind in self.declared else OTHER_KIND, "wait" if waiting else "worker"
+            queue, kind if kind in self.declared else OTHER_KIND, "wait" if waiting else "worker"
         ).inc()
 
     def watch_outcomes(self, waiting: Callable[[], int]) -> None:

@@ -31,9 +31,9 @@ class Observer:
     def jobs_succeeded(self, kinds: Sequence[str], durations_s: Sequence[float], queue: str = DEFAULT_QUEUE) -> None:
         """Jobs of ``queue`` whose handlers returned since the last report: each one's kind and run time, in step."""
 
-    def job_handed_back(self, kind: str, waiting: bool) -> None:
-        """A job this worker cannot run was handed back: for a live worker that runs it, or (``waiting``)
-        into ``delayed`` because none does yet (:mod:`worker.loop.handback`)."""
+    def job_handed_back(self, kind: str, waiting: bool, queue: str = DEFAULT_QUEUE) -> None:
+        """A job of ``queue`` this worker cannot run was handed back, within its queue: for a live worker that
+        runs it, or (``waiting``) into ``delayed`` because none does yet (:mod:`worker.loop.handback`)."""
 
 
 def overrides(observers: Iterable[Observer], hook: str) -> list[Observer]:
