@@ -219,19 +219,22 @@ def test_a_20_mb_error_is_stored_cut_with_its_digest_and_costs_one_read(
     assert error.endswith(f"more characters; sha256 of the whole {hashlib.sha256(whole.encode()).hexdigest()[:16]}]")
     assert f"[{HUGE_CHARS + 12 - len(error.partition('…')[0]):,} more characters" in error
     assert len(huge[b"attempt_log"]) < 1024
-    # The message itself (20 MiB, the handler's) and the digest's one UTF-8 copy of it; nothing else of that
-    # size (before: a copy for the traceback, its UTF-8, the log line, the move's command: 123 MB more).
-    assert peaks["huge"] - peaks["small"] < 2.5 * HUGE_CHARS / 1024, peaks
+    # The message itself (20 MiB, the handler's) and nothing else of that size: the digest encodes it in slices
+    # (before: a copy for the traceback, its UTF-8, the log line, the move's command: 123 MB more).
+    print(f"the burst worker's peak resident size: {peaks['small']:,} KiB (1-character error), {peaks['huge']:,} KiB (20 MiB)")
+    assert peaks["huge"] - peaks["small"] < 1.5 * HUGE_CHARS / 1024, peaks
 
 
 PEAK_RSS = (
-    "import atexit, resource, runpy, sys\n"
-    "atexit.register(lambda: print(f'peak_rss_kb={resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}', "
-    "file=sys.stderr))\n"
+    "import atexit, runpy, sys\n"
+    "hwm = lambda: next(line.split()[1] for line in open('/proc/self/status') if line.startswith('VmHWM:'))\n"
+    "atexit.register(lambda: print(f'peak_rss_kb={hwm()}', file=sys.stderr))\n"
     "sys.argv[1:] = ['--burst']\n"
     "runpy.run_module('worker', run_name='__main__')\n"
 )
-"""``python -m worker --burst`` that says its peak resident size (KiB) as it exits."""
+"""``python -m worker --burst`` that says its peak resident size (KiB) as it exits: the high-water mark of its own
+memory (``VmHWM``), not ``ru_maxrss``, which a process started by another keeps from its parent across the exec
+(here pytest's, larger than the worker's: both errors then read the same)."""
 
 
 def test_a_settings_typo_shows_no_password(
