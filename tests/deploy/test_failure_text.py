@@ -221,7 +221,8 @@ def test_a_20_mb_error_is_stored_cut_with_its_digest_and_costs_one_read(
     assert len(huge[b"attempt_log"]) < 1024
     # The message itself (20 MiB, the handler's) and nothing else of that size: the digest encodes it in slices
     # (before: a copy for the traceback, its UTF-8, the log line, the move's command: 123 MB more).
-    print(f"the burst worker's peak resident size: {peaks['small']:,} KiB (1-character error), {peaks['huge']:,} KiB (20 MiB)")
+    small, huge_peak = f"{peaks['small']:,} KiB", f"{peaks['huge']:,} KiB"
+    print(f"the burst worker's peak resident size: {small} (1-character error), {huge_peak} (20 MiB)")
     assert peaks["huge"] - peaks["small"] < 1.5 * HUGE_CHARS / 1024, peaks
 
 
