@@ -143,6 +143,23 @@ def test_no_secret_of_a_failure_is_readable_anywhere(
     assert leak_group.count == 2 and "Bearer ***" in leak_group.signature
 
 
+def test_a_process_isolated_handlers_secrets_are_hidden_too(
+    r: redis.Redis, keys: Keys, prefix: str, workers: Workers, archive_url: str
+) -> None:
+    """``isolation="process"`` (added after the redaction) sends the child's traceback back as text, the cause
+    of the exception re-raised: it is redacted and bounded with the rest, through a retry and a dead letter."""
+    configured_url = with_password(archive_url, CONFIGURED)
+    enqueue(r, "leak_isolated", {"n": "0"}, prefix=prefix)
+    log = workers.burst(KINDS, ARCHIVE_URL=configured_url, REDACT_PATTERNS=r"ordsecret_[A-Za-z]+").stdout
+    [(_dead_id, dead)] = r.xrange(keys.dead)
+    assert dead[b"reason"] == b"exhausted" and dead[b"attempts"] == b"2", dead
+    traceback = dead[b"traceback"].decode()
+    assert "Traceback (most recent call last)" in traceback and "Bearer ***" in traceback
+    assert dead[b"error"].endswith(b"order key ***") and len(dead[b"error"]) <= ERROR_BYTES  # REDACT_PATTERNS
+    shown = {name: leaks(text) for name, text in (("jobs:dead", repr(dead)), ("log", log)) if leaks(text)}
+    assert not shown, shown
+
+
 def csv_of(link: str) -> str:
     return base64.b64decode(re.search(r"base64,([A-Za-z0-9+/=]+)", link).group(1)).decode()  # type: ignore[union-attr]
 
