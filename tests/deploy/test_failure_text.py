@@ -40,7 +40,7 @@ from worker.observability.logs import MESSAGE_BYTES, TRACEBACK_BYTES
 from worker.printable import UNSAFE
 from worker.redact import capture, redact
 from worker.settings import Settings
-from worker.store.failures import ERROR_BYTES
+from worker.store.failures import ERROR_BYTES, describe_error
 from worker.store.keys import Keys
 
 KINDS = "tests.deploy.kinds_leaky"
@@ -324,6 +324,17 @@ def test_the_configured_secrets_are_hidden_alone_and_the_names_are_not() -> None
     assert redact("refused Zq9vLw2x, Pg7K/x2 and Pg7K%2Fx2 for app on postgres") == (
         "refused ***, *** and *** for app on postgres"
     )
+
+
+def test_a_secret_read_from_a_file_and_its_rotation_are_hidden_in_any_text(tmp_path: Path) -> None:
+    secret_file = tmp_path / "redis_url"
+    secret_file.write_text("redis://worker:Fi1eSecretQ@127.0.0.1:6379/0\n")
+    settings = Settings.from_env({"REDIS_URL_FILE": str(secret_file)})
+    secret_file.write_text("redis://worker:R0tatedSecretW@127.0.0.1:6379/0\n")
+    settings.current("redis_url")  # the worker reads a rotated file again when it reconnects
+    said = "a handler quoted Fi1eSecretQ and R0tatedSecretW in its error"
+    assert redact(said) == "a handler quoted *** and *** in its error"
+    assert describe_error(ValueError(said)) == "ValueError: a handler quoted *** and *** in its error"
 
 
 def test_redact_patterns_hide_the_applications_own_shapes_and_a_bad_one_is_one_line() -> None:
