@@ -49,6 +49,7 @@ run-now or cancel not confirmed (declined, or no terminal and no ``--yes``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -180,8 +181,9 @@ def cmd_runbook(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 def main(argv: Sequence[str] | None = None, *, stdin: TextIO | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
     out, err = printable_stream(sys.stdout), printable_stream(sys.stderr)  # no raw control reaches the terminal
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):  # argparse's errors quote what was typed
+        args = parser.parse_args(argv)
     if args.command in ("replay", "discard"):
         verb = args.command
         if bool(args.ids) == bool(args.kind):

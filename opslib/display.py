@@ -179,19 +179,34 @@ def escape_html(value: object) -> str:
 
 
 def spreadsheet_safe(frame: pd.DataFrame) -> pd.DataFrame:
-    """A copy of ``frame`` for a CSV export: each text cell (and text index) that starts like a formula
-    (:data:`FORMULA_STARTS`) gets a leading ``'``, so a spreadsheet shows it as text."""
-
-    def safe(value: Any) -> Any:
-        return "'" + value if isinstance(value, str) and value.startswith(FORMULA_STARTS) else value
-
+    """A copy of ``frame`` for a CSV export: each text cell, index value (a kind's name in ``kinds()``) and
+    column name (a payload field's) that starts like a formula (:data:`FORMULA_STARTS`) gets a leading ``'``,
+    so a spreadsheet shows it as text."""
     shown = frame.copy()
     for name in shown.columns:
-        if shown[name].dtype == object or shown[name].dtype == "str":
-            shown[name] = shown[name].map(safe)
-    if not isinstance(shown.index, pd.MultiIndex) and shown.index.dtype == object:
-        shown.index = shown.index.map(safe)
+        if _is_text(shown[name].dtype):
+            shown[name] = shown[name].map(_formula_safe)
+    shown.index = _formula_safe_index(shown.index)
+    shown.columns = _formula_safe_index(shown.columns)
     return shown
+
+
+def _is_text(dtype: Any) -> bool:
+    return bool(pd.api.types.is_object_dtype(dtype)) or isinstance(dtype, pd.StringDtype)
+
+
+def _formula_safe(value: Any) -> Any:
+    return "'" + value if isinstance(value, str) and value.startswith(FORMULA_STARTS) else value
+
+
+def _formula_safe_index(index: pd.Index) -> pd.Index:
+    """``index`` (each level of a grouped one) with :func:`_formula_safe` applied to its text values."""
+    if isinstance(index, pd.MultiIndex):
+        levels = [_formula_safe_index(index.get_level_values(n)) for n in range(index.nlevels)]
+        return pd.MultiIndex.from_arrays(levels, names=index.names)
+    if _is_text(index.dtype):
+        return pd.Index([_formula_safe(value) for value in index], dtype=index.dtype, name=index.name)
+    return index
 
 
 def readable(frame: pd.DataFrame) -> pd.DataFrame:

@@ -26,7 +26,7 @@ stray ``@`` may go as well, and a word after ``token:`` in prose.
 
 :func:`capture` is what a failure's text goes through before it is kept: it
 redacts, then cuts to a bound with a marker saying how much was cut and a
-digest of the whole, reading a 20 MB message once.
+digest of the whole, reading a 20 MB message once (in slices: no copy of it).
 """
 
 from __future__ import annotations
@@ -44,6 +44,8 @@ MIN_SECRET_CHARS = 4
 MARGIN_CHARS = 1024
 """:func:`capture` redacts this much beyond the bound before it cuts, so a secret that straddles the cut is
 still recognised; only a secret longer than this could show a part of itself."""
+DIGEST_SLICE_CHARS = 1 << 16
+""":func:`digest` encodes this many characters at a time (a slice, never a copy of the whole)."""
 
 # A URL's scheme and its userinfo up to the last "@" of the word (a word ends at space or a quote).
 _USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*://)(?P<userinfo>[^\s'\"<>]*)@")
@@ -165,8 +167,13 @@ def add_patterns(patterns: Iterable[re.Pattern[str]]) -> None:
 
 
 def digest(text: str) -> str:
-    """The first 16 hex digits of the SHA-256 of ``text`` (UTF-8): the same whole gives the same digest."""
-    return hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()[:16]
+    """The first 16 hex digits of the SHA-256 of ``text`` (UTF-8): the same whole gives the same digest.
+    Encoded a slice of :data:`DIGEST_SLICE_CHARS` at a time, so a 20 MB message is not copied whole again
+    (UTF-8 encodes each character alone: the slices' bytes are the whole's)."""
+    whole = hashlib.sha256()
+    for start in range(0, len(text), DIGEST_SLICE_CHARS):
+        whole.update(text[start : start + DIGEST_SLICE_CHARS].encode("utf-8", "replace"))
+    return whole.hexdigest()[:16]
 
 
 def capture(text: str, limit_bytes: int, *, keep_end: bool = False) -> str:

@@ -6,7 +6,8 @@ paused (since, by whom, why, how many jobs wait) and what is throttled. Pause
 and a throttle need a reason; an empty rate lifts the throttle. Each click is
 one ``opslib.pause``, ``opslib.resume`` or ``opslib.throttle`` call, recorded
 in ``opslib.actions()`` like every other action. Text from the queue is
-HTML-escaped.
+HTML-escaped, and the kinds' labels in the dropdown (plain text) show their
+control and bidi characters as escapes.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from opslib.errors import OpslibError
 from opslib.kinds import kinds
 from opslib.moves.incident import pause, resume, throttle
 from opslib.panel.html import error_html
+from worker.printable import printable
 
 
 def paused_html(known: pd.DataFrame) -> str:
@@ -70,8 +72,8 @@ class PauseControl:
         """Read the kinds again: the dropdown's choices and the paused line."""
         self.known = known = kinds(**self.at)
         chosen = self.kind.value
-        self.kind.options = list(known.index)
-        if chosen in self.kind.options:
+        self.kind.options = [(printable(str(kind)) or "(none)", kind) for kind in known.index]  # labels: plain text
+        if chosen in known.index:
             self.kind.value = chosen
         self.state.value = paused_html(known) + throttled_html(known)
 

@@ -4,7 +4,8 @@
 the token its ``n`` field picks (:data:`TOKENS`) in each shape a handler's error takes, the
 password this worker was configured with (``ARCHIVE_URL``'s), and a value of
 the application's own secret shape (``REDACT_PATTERNS``), its cause holding
-them too. ``hostile`` fails with control, escape, bidi and zero-width
+them too; ``leak_isolated`` does the same in a child process
+(``isolation="process"``). ``hostile`` fails with control, escape, bidi and zero-width
 characters; ``huge`` with a 20 MB message. With ``TRACE_SPANS_FILE`` set, the
 worker traces (:mod:`tests.tracing.helpers_spans`).
 """
@@ -51,6 +52,13 @@ async def leak(job: Job) -> None:
         raise KeyError(told[0])
     except KeyError as cause:
         raise RuntimeError("; ".join(told)) from cause
+
+
+@job_kind("leak_isolated", isolation="process", retry=RetryPolicy(retries=1, base_s=0.01, cap_s=0.01))
+def leak_isolated(job: Job) -> None:
+    """``leak`` in a child process: its traceback comes back as text, the cause of the exception re-raised."""
+    configured = urlsplit(os.environ["ARCHIVE_URL"]).password or ""
+    raise RuntimeError("; ".join(shapes(TOKENS[int(job.fields["n"])], configured)))
 
 
 @job_kind("hostile")

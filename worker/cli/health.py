@@ -6,6 +6,9 @@ supervisor each ``<WORKER_NAME>-<i>``; unnamed, any ``<host>-*``) is fresh.
 One line on stdout says which; the exit code is 0 or 1. A healthy worker's
 line also names the kinds paused (since when, by whom, why) and throttled:
 a worker holding a paused kind's jobs is healthy, and says why they wait.
+Those names and reasons are anyone's text (a job's kind, a pause's reason),
+so the line shows their control and bidi characters as escapes
+(:func:`worker.printable.printable`), as every log line does.
 
 Degraded (exit 0, so that an orchestrator does not restart a worker that
 keeps decided outcomes for Redis): Redis refuses writes (out of memory,
@@ -40,6 +43,7 @@ import redis
 
 from worker.cli.exits import EXIT_FAILED, EXIT_OK
 from worker.loop.handback import WAIT_S
+from worker.printable import printable
 from worker.redact import redact
 from worker.settings import Settings
 from worker.store.connection import connect, is_cluster
@@ -125,7 +129,7 @@ def health(settings: Settings) -> int:
         return EXIT_FAILED
     served_line = f", serving {describe_served(settings.queues)} ({settings.queue_order})"
     queues = "" if len(settings.queues) == 1 else served_line
-    print(f"healthy: {len(beats)} worker heartbeat(s) fresh{queues}{held}")
+    print(printable(f"healthy: {len(beats)} worker heartbeat(s) fresh{queues}{held}"))  # kinds, reasons: anyone's
     return EXIT_OK
 
 

@@ -7,7 +7,7 @@ a marker and a digest of the whole message (the same digest as the
 traceback's exception line), the traceback to
 ``TRACEBACK_BYTES`` (its end kept), and its exception lines carry the bounded
 message, so a 20 MB message is read once (``str(exc)`` returns the message
-without copying it; the digest encodes it once) and never stored, logged or
+without copying it; the digest encodes it a slice at a time) and never stored, logged or
 sent whole.
 """
 
