@@ -149,7 +149,7 @@ def test_cancel_removes_a_job_wherever_it_waits_and_a_mark_alone_stops_a_running
     worker subscribes again through the cluster's node."""
     prefix, at = plain_prefix, {"client": cr, "prefix": plain_prefix}
     monkeypatch.setenv("QUEUE_PARTITIONS", str(PARTS))  # opslib's count until a worker has recorded one
-    held = dict(zip(one_per_partition("c-held"), ("park", "defer")))  # two partitions, a group each
+    held = dict(zip(one_per_partition("c-held")[:2], ("park", "defer"), strict=True))  # a group each
     for job_id in held:
         add(cr, prefix, "quick", job_id)
     for job_id, how in held.items():  # as a worker leaves them: read, then parked (a paused kind) or deferred

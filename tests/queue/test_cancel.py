@@ -4,15 +4,19 @@ pub/sub message through the durable mark (docs/worker.md, "Cancelling a job").""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import statistics
 import time
+from collections.abc import Callable
 
 import pytest
 import redis
 
 import opslib
-from tests.helpers import Workers, wait_for
+from tests.helpers import Workers, registry_of, wait_for
+from worker.cli.assembly import assembled
+from worker.settings import Settings
 from worker.store.cancels import mark_cutoff, new_mark, trim_marks
 from worker.store.enqueue import enqueue
 from worker.store.failures import now_iso
@@ -221,3 +225,39 @@ def test_cancel_reaches_the_jobs_of_a_named_queue(r: redis.Redis, keys: Keys, wo
     assert r.smembers(tkey(keys, "done")) == {b"b-kept"}  # the two removed never ran
     assert r.xpending(bulk.jobs, GROUP)["pending"] == 0 and r.xlen(bulk.dead) == 0 and r.zcard(bulk.delayed) == 0
     assert "sync_long b-plain (entry" in workers.log(proc) and "was cancelled by ana: mark only" in workers.log(proc)
+
+
+def test_an_entry_read_ahead_and_cancelled_never_starts(r: redis.Redis, keys: Keys, workers: Workers) -> None:
+    """One slot held by a running job and one entry read ahead behind it: the entry is cancelled (pending to
+    this worker: status cancelled), then the running job; the slot frees, and the entry read ahead is
+    acknowledged without its handler ever being called (0 runs), never retried nor dead-lettered."""
+    running = job_id_of(r, keys, enqueue(r, "async_long", {"sleep_s": "30"}, prefix=keys.prefix))
+    settings = Settings.from_env(workers.env(KINDS, WORKER_CONCURRENCY="1", **SLOW_REFRESH))
+    at = {"client": r, "prefix": keys.prefix}
+
+    async def main() -> None:
+        async with assembled(settings, settings.redis_url, settings.database_url, registry=registry_of(KINDS)) as w:
+            run = asyncio.create_task(w.run())
+            await until(lambda: r.sismember(tkey(keys, "started"), running))
+            ahead = job_id_of(r, keys, enqueue(r, "quick", {}, prefix=keys.prefix))
+            part = w.parts[0]
+            w.slots.ahead.extend((part, entry, raw, time.monotonic()) for entry, raw in await part.read(1, block=False))
+            assert len(w.slots.ahead) == 1
+            statuses = [opslib.cancel(job_id, reason="INC-2222", **at)["status"][0] for job_id in (ahead, running)]
+            assert statuses == ["cancelled", "cancelled"]
+            await until(lambda: r.xpending(keys.jobs, GROUP)["pending"] == 0)
+            assert not w.slots.ahead and r.scard(tkey(keys, "done")) == 0  # acknowledged, never run
+            w.stop()
+            await run
+
+    asyncio.run(main())
+    assert r.xlen(keys.dead) == 0 and r.zcard(keys.delayed) == 0
+    assert r.smembers(tkey(keys, "stopped")) == {running.encode()}
+
+
+async def until(predicate: Callable[[], object], timeout_s: float = 10) -> None:
+    """Poll ``predicate`` from a coroutine (the worker runs on the same loop) until true, or fail."""
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.02)
