@@ -8,6 +8,7 @@ pub/sub)."""
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 import signal
 import time
@@ -19,6 +20,7 @@ import redis.cluster
 
 import opslib
 from tests.helpers import Workers, wait_for
+from tests.queue.test_stopping import read_ahead_given_back
 from worker.store.cancels import new_mark
 from worker.store.enqueue import enqueue
 from worker.store.failures import now_iso
@@ -192,3 +194,11 @@ def test_cancel_removes_a_job_wherever_it_waits_and_a_mark_alone_stops_a_running
     assert {text(j) for j in cr.smembers(f"{prefix}test:done")} == {"c-kept"}  # none of the six removed ran
     assert all(cr.xpending(keys.jobs, GROUP)["pending"] == 0 for keys in [*parts(prefix), *bulk])
     assert not dead(cr, prefix)
+
+
+def test_entries_read_ahead_are_given_back_from_every_partition_while_hung_handlers_hold_the_slots(
+    cr: redis.cluster.RedisCluster, plain_prefix: str, pool: Workers, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="worker"):
+        read_ahead_given_back(cr, plain_prefix, pool, partitions=PARTS)
+    assert "3 entries read ahead cannot start: every slot is held by a handler" in caplog.text
