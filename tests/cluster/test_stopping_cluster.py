@@ -121,6 +121,7 @@ def test_sigterm_keeps_the_grace_and_gives_back_in_every_partition(
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(30) == 0
     took_s = time.monotonic() - sent
+    print(f"exited {took_s:.2f} s after SIGTERM (SHUTDOWN_GRACE_S=1, STOP_GRACE_S=1)")  # docs/worker.md's figure
     assert took_s < 1 + 1 + 1.5, f"the worker took {took_s:.2f} s to exit"
     assert {text(j) for j in cr.smembers(f"{plain_prefix}test:done")} == set(ids["finishes"])
     assert {text(j) for j in cr.smembers(f"{plain_prefix}test:stopped")} == set(ids["heeds"] + ids["async"])

@@ -151,6 +151,7 @@ def test_sigterm_keeps_the_grace_whatever_the_handlers_do(r: redis.Redis, keys: 
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(30) == 0
     took_s = time.monotonic() - sent
+    print(f"exited {took_s:.2f} s after SIGTERM (SHUTDOWN_GRACE_S=1, STOP_GRACE_S=1)")  # docs/worker.md's figure
     assert took_s < 1 + 1 + 1.5, f"the worker took {took_s:.2f} s to exit"
     assert r.smembers(tkey(keys, "done")) == {ids["finishes"].encode()}
     assert r.smembers(tkey(keys, "stopped")) == {ids["heeds"].encode(), ids["async"].encode()}
