@@ -142,6 +142,10 @@ def test_a_running_job_stops_when_cancelled_and_is_never_retried(
     assert r.xlen(keys.dead) == 0 and r.zcard(keys.delayed) == 0  # neither dead-lettered nor retried
     assert r.xpending(keys.jobs, GROUP)["pending"] == 0
     assert f"{kind} {job_id}" in workers.log(proc) and "was cancelled by ana: sending wrong emails" in workers.log(proc)
+    found = opslib.find(job_id, client=r, prefix=keys.prefix).set_index("where")
+    assert found.loc["cancelled", "status"] == "cancelled by ana"
+    assert found.loc["cancelled", "reason"] == "sending wrong emails"
+    assert list(opslib.actions(client=r, prefix=keys.prefix)["action"]) == ["cancel"]
 
 
 def test_cancel_latency_over_many_cancels_from_another_process(r: redis.Redis, keys: Keys, workers: Workers) -> None:
