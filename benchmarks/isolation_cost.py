@@ -3,20 +3,24 @@ threads and then in a child process each; prints the time a job for both and the
 
     .venv/bin/python -m benchmarks.isolation_cost [N]
 
-Needs a Redis: ``REDIS_URL`` (its keys go under a prefix of their own, deleted after), else the embedded one.
+On ``REDIS_URL`` (its keys go under a prefix of their own, deleted after), else on a valkey-server of its own
+(embedded, stopped after).
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import tempfile
 import threading
 import time
 import uuid
+from pathlib import Path
 
 import redis
 
 from worker import Job, job_kind, run_worker
+from worker.embedded.servers import start_redis
 from worker.kinds import Registry
 from worker.settings import Settings
 from worker.store.enqueue import NewJob, enqueue_many
@@ -44,7 +48,11 @@ def seconds_a_job(settings: Settings, client: redis.Redis, kind: str, count: int
 
 def main(count: int) -> None:
     prefix = f"bench-isolation-{uuid.uuid4().hex[:8]}:"
-    env = {**os.environ, "QUEUE_PREFIX": prefix, "WORKER_CONCURRENCY": "1", "ARCHIVE_URL": "off"}
+    server = (
+        None if os.environ.get("REDIS_URL") else start_redis(Path(tempfile.mkdtemp(prefix="isolation-")) / "valkey")
+    )
+    url = {"REDIS_URL": server.url} if server is not None else {}
+    env = {**os.environ, **url, "QUEUE_PREFIX": prefix, "WORKER_CONCURRENCY": "1", "ARCHIVE_URL": "off"}
     settings = Settings.from_env(env)
     client = redis.Redis.from_url(settings.redis_url)
     try:
@@ -53,6 +61,9 @@ def main(count: int) -> None:
     finally:
         for key in client.scan_iter(match=f"{prefix}*"):
             client.delete(key)
+        client.close()
+        if server is not None:
+            server.stop()
     cost_ms = (process_s - thread_s) * 1000
     print(f"{count} plain no-op jobs, 1 slot: thread {thread_s * 1000:.2f} ms a job, process {process_s * 1000:.2f} ms")
     print(f"isolation='process' costs {cost_ms:.2f} ms an attempt")

@@ -124,7 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
     later.add_argument("--kind")
     for name, helps in (
         ("run-now", "move delayed jobs onto the queue now"),
-        ("cancel", "stop running jobs, remove waiting, delayed, throttled and parked ones (recorded with who and why)"),
+        ("cancel", "stop running jobs; remove waiting, delayed, throttled, parked or fair ones (recorded: who, why)"),
     ):
         move = sub.add_parser(name, help=helps)
         ids = "job ids or entry ids" if name == "cancel" else "job ids (the job_id column of `delayed`)"

@@ -3,7 +3,7 @@
 ``cancel(ids, *, reason, by=None, dry_run=False)``
     ``ids``: job ids or entry ids of ``jobs`` (one, a list, or a frame with
     a ``job_id`` column). For each, every partition's ``jobs`` and
-    ``delayed`` are looked at:
+    ``delayed`` (of every named queue in use) are looked at:
 
     - an entry no worker has read yet is removed (XDEL) and never starts;
     - an entry pending to a worker is marked: the worker running it stops it

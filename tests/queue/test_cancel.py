@@ -4,15 +4,19 @@ pub/sub message through the durable mark (docs/worker.md, "Cancelling a job").""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import statistics
 import time
+from collections.abc import Callable
 
 import pytest
 import redis
 
 import opslib
-from tests.helpers import Workers, wait_for
+from tests.helpers import Workers, registry_of, wait_for
+from worker.cli.assembly import assembled
+from worker.settings import Settings
 from worker.store.cancels import mark_cutoff, new_mark, trim_marks
 from worker.store.enqueue import enqueue
 from worker.store.failures import now_iso
@@ -67,9 +71,14 @@ def test_a_job_cancelled_before_it_starts_never_runs(r: redis.Redis, keys: Keys,
 def test_a_parked_or_throttled_job_cancelled_is_removed_and_never_runs(
     r: redis.Redis, keys: Keys, workers: Workers
 ) -> None:
-    """One job parked (its kind paused) and one deferred by a throttle, as a worker leaves them: each is
-    removed by its own script and never runs, after the pause is lifted and the throttle's turn has come."""
-    parked, deferred = (job_id_of(r, keys, enqueue(r, "quick", {}, prefix=keys.prefix)) for _ in range(2))
+    """One job parked (its kind paused) and one deferred by a throttle, as a worker leaves them, each holding
+    a unique key: each is removed by its own script, its key released, and never runs, after the pause is
+    lifted and the throttle's turn has come."""
+    parked, deferred = (
+        job_id_of(r, keys, enqueue(r, "quick", {}, unique_key=f"k{n}", prefix=keys.prefix)) for n in range(2)
+    )
+    locks = [keys.unique("quick", f"k{n}") for n in range(2)]
+    assert r.exists(*locks) == 2
     kept = job_id_of(r, keys, enqueue(r, "quick", {}, prefix=keys.prefix))
     r.xgroup_create(keys.jobs, GROUP, id="0", mkstream=True)
     (one, _), (two, fields), _third = r.xreadgroup(GROUP, "c1", {keys.jobs: ">"}, count=2)[0][1] + [(None, None)]
@@ -85,6 +94,7 @@ def test_a_parked_or_throttled_job_cancelled_is_removed_and_never_runs(
     done = opslib.cancel([parked, deferred], reason="INC-2218", by="ana", **at)
     assert list(done["status"]) == ["removed", "removed"] and list(done["kind"]) == ["quick", "quick"]
     assert r.zcard(keys.parked) == 0 and r.zcard(keys.throttled) == 0
+    assert r.exists(*locks) == 0  # released in the cancel's own script
     r.hdel(keys.paused, "quick")
     assert scripts.unpark("quick") == 0
     workers.here(KINDS)
@@ -132,6 +142,10 @@ def test_a_running_job_stops_when_cancelled_and_is_never_retried(
     assert r.xlen(keys.dead) == 0 and r.zcard(keys.delayed) == 0  # neither dead-lettered nor retried
     assert r.xpending(keys.jobs, GROUP)["pending"] == 0
     assert f"{kind} {job_id}" in workers.log(proc) and "was cancelled by ana: sending wrong emails" in workers.log(proc)
+    found = opslib.find(job_id, client=r, prefix=keys.prefix).set_index("where")
+    assert found.loc["cancelled", "status"] == "cancelled by ana"
+    assert found.loc["cancelled", "reason"] == "sending wrong emails"
+    assert list(opslib.actions(client=r, prefix=keys.prefix)["action"]) == ["cancel"]
 
 
 def test_cancel_latency_over_many_cancels_from_another_process(r: redis.Redis, keys: Keys, workers: Workers) -> None:
@@ -172,3 +186,82 @@ def test_a_cancel_whose_announcement_is_lost_is_found_at_the_next_claim_refresh(
     proc.terminate()
     assert proc.wait(30) == 0
     assert r.xpending(keys.jobs, GROUP)["pending"] == 0
+
+
+def test_a_running_job_cancelled_releases_its_unique_key_when_its_worker_acknowledges_it(
+    r: redis.Redis, keys: Keys, workers: Workers
+) -> None:
+    """The key is held while the job runs (docs/worker.md, "Unique jobs"), and released by the worker's
+    acknowledgement of the cancel (ack_unique): a new job of the same key can then be enqueued."""
+    first = enqueue(r, "async_long", {"sleep_s": "30"}, unique_key="order:4471", prefix=keys.prefix)
+    job_id, lock = job_id_of(r, keys, first), keys.unique("async_long", "order:4471")
+    proc = workers.start(KINDS, "--burst", **SLOW_REFRESH)
+    wait_for(lambda: r.sismember(tkey(keys, "started"), job_id), what="the job to start")
+    assert enqueue(r, "async_long", {"sleep_s": "30"}, unique_key="order:4471", prefix=keys.prefix) == first
+    assert list(opslib.cancel(job_id, reason="INC-2220", client=r, prefix=keys.prefix)["status"]) == ["cancelled"]
+    assert proc.wait(30) == 0
+    assert r.sismember(tkey(keys, "stopped"), job_id) and not r.exists(lock)
+    assert r.xpending(keys.jobs, GROUP)["pending"] == 0 and r.xlen(keys.dead) == 0
+    assert enqueue(r, "async_long", {"sleep_s": "0"}, unique_key="order:4471", prefix=keys.prefix) != first
+
+
+def test_cancel_reaches_the_jobs_of_a_named_queue(r: redis.Redis, keys: Keys, workers: Workers) -> None:
+    """Jobs of the named queue bulk (under q:bulk:): a waiting and a delayed one are removed and never run;
+    a running async one is stopped through pub/sub alone (claims refreshed every 200 s), a running plain one
+    by its mark in bulk's cancels alone (no announcement; read when the worker subscribes again)."""
+    bulk, at = Keys(keys.prefix, queue="bulk"), {"client": r, "prefix": keys.prefix}
+    enqueue(r, "quick", {"job_id": "b-waits"}, queue="bulk", prefix=keys.prefix)
+    enqueue(r, "quick", {"job_id": "b-later"}, delay_s=0.3, queue="bulk", prefix=keys.prefix)
+    assert list(opslib.cancel(["b-waits", "b-later"], reason="INC-2221", **at)["status"]) == ["removed", "removed"]
+    assert (r.xlen(bulk.jobs), r.zcard(bulk.delayed)) == (0, 0)
+    enqueue(r, "async_long", {"job_id": "b-async", "sleep_s": "30"}, queue="bulk", prefix=keys.prefix)
+    plain = enqueue(r, "sync_long", {"job_id": "b-plain", "sleep_s": "30"}, queue="bulk", prefix=keys.prefix)
+    enqueue(r, "quick", {"job_id": "b-kept"}, queue="bulk", prefix=keys.prefix)
+    proc = workers.start(KINDS, WORKER_QUEUES="default,bulk", **SLOW_REFRESH)
+    wait_for(lambda: r.scard(tkey(keys, "started")) == 2 and r.scard(tkey(keys, "done")) == 1, what="bulk's jobs")
+    assert list(opslib.cancel("b-async", reason="INC-2221", **at)["status"]) == ["cancelled"]
+    wait_for(lambda: r.sismember(tkey(keys, "stopped"), "b-async"), timeout_s=10, what="the async job to stop")
+    assert Scripts(r, bulk).cancel_entry(plain, new_mark("ana", "mark only", now_iso(), "b-2"))[0] == b"cancelled"
+    r.client_kill_filter(_type="pubsub")  # the worker subscribes again and reads the marks of what it runs
+    wait_for(lambda: r.sismember(tkey(keys, "stopped"), "b-plain"), timeout_s=10, what="the plain job to stop")
+    proc.terminate()
+    assert proc.wait(30) == 0
+    assert r.smembers(tkey(keys, "done")) == {b"b-kept"}  # the two removed never ran
+    assert r.xpending(bulk.jobs, GROUP)["pending"] == 0 and r.xlen(bulk.dead) == 0 and r.zcard(bulk.delayed) == 0
+    assert "sync_long b-plain (entry" in workers.log(proc) and "was cancelled by ana: mark only" in workers.log(proc)
+
+
+def test_an_entry_read_ahead_and_cancelled_never_starts(r: redis.Redis, keys: Keys, workers: Workers) -> None:
+    """One slot held by a running job and one entry read ahead behind it: the entry is cancelled (pending to
+    this worker: status cancelled), then the running job; the slot frees, and the entry read ahead is
+    acknowledged without its handler ever being called (0 runs), never retried nor dead-lettered."""
+    running = job_id_of(r, keys, enqueue(r, "async_long", {"sleep_s": "30"}, prefix=keys.prefix))
+    settings = Settings.from_env(workers.env(KINDS, WORKER_CONCURRENCY="1", **SLOW_REFRESH))
+    at = {"client": r, "prefix": keys.prefix}
+
+    async def main() -> None:
+        async with assembled(settings, settings.redis_url, settings.database_url, registry=registry_of(KINDS)) as w:
+            run = asyncio.create_task(w.run())
+            await until(lambda: r.sismember(tkey(keys, "started"), running))
+            ahead = job_id_of(r, keys, enqueue(r, "quick", {}, prefix=keys.prefix))
+            part = w.parts[0]
+            w.slots.ahead.extend((part, entry, raw, time.monotonic()) for entry, raw in await part.read(1, block=False))
+            assert len(w.slots.ahead) == 1
+            statuses = [opslib.cancel(job_id, reason="INC-2222", **at)["status"][0] for job_id in (ahead, running)]
+            assert statuses == ["cancelled", "cancelled"]
+            await until(lambda: r.xpending(keys.jobs, GROUP)["pending"] == 0)
+            assert not w.slots.ahead and r.scard(tkey(keys, "done")) == 0  # acknowledged, never run
+            w.stop()
+            await run
+
+    asyncio.run(main())
+    assert r.xlen(keys.dead) == 0 and r.zcard(keys.delayed) == 0
+    assert r.smembers(tkey(keys, "stopped")) == {running.encode()}
+
+
+async def until(predicate: Callable[[], object], timeout_s: float = 10) -> None:
+    """Poll ``predicate`` from a coroutine (the worker runs on the same loop) until true, or fail."""
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.02)

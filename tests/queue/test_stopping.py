@@ -10,6 +10,7 @@ import logging
 import os
 import signal
 import time
+from typing import Any
 
 import pytest
 import redis
@@ -74,9 +75,10 @@ def test_a_plain_handler_that_heeds_job_stopping_stops_at_its_timeout(
 def test_a_quick_job_after_a_hung_one_runs_and_is_not_charged_its_time(
     r: redis.Redis, keys: Keys, workers: Workers
 ) -> None:
-    """One slot: the quick job starts after the hung handler returned, and its own time starts then."""
+    """One slot: the quick job (timeout_s=1) starts after the hung handler returned (1.2 s), and its own time
+    starts then: it succeeds, though it waited longer than its timeout."""
     hung = job_id_of(r, keys, enqueue(r, "stubborn", {"sleep_s": "1.2"}, prefix=keys.prefix))
-    quick = job_id_of(r, keys, enqueue(r, "quick", {}, prefix=keys.prefix))
+    quick = job_id_of(r, keys, enqueue(r, "quick_timed", {}, prefix=keys.prefix))
     workers.here(KINDS, WORKER_CONCURRENCY="1")
     assert r.smembers(tkey(keys, "done")) == {quick.encode()}
     assert list(dead_by_job(r, keys)) == [hung]
@@ -89,12 +91,21 @@ def test_a_quick_job_after_a_hung_one_runs_and_is_not_charged_its_time(
 def test_entries_read_ahead_are_given_back_while_every_slot_holds_a_hung_handler(
     r: redis.Redis, keys: Keys, workers: Workers, caplog: pytest.LogCaptureFixture
 ) -> None:
+    with caplog.at_level(logging.WARNING, logger="worker"):
+        read_ahead_given_back(r, keys.prefix, workers)
+    assert "3 entries read ahead cannot start: every slot is held by a handler" in caplog.text
+
+
+def read_ahead_given_back(client: Any, prefix: str, workers: Workers, partitions: int = 1) -> None:
     """Two slots held by handlers past their timeout (15 s, ignoring job.stopping) and three entries read
-    ahead: the claim refresher gives those back, and another worker runs them while the hung ones run on."""
-    hung = [enqueue(r, "stubborn", {"sleep_s": "15", "n": i}, prefix=keys.prefix) for i in range(2)]
-    settings = Settings.from_env(
-        workers.env(KINDS, WORKER_CONCURRENCY="2", SHUTDOWN_GRACE_S="0.5", STOP_GRACE_S="0.5", **FAST_RECLAIM)
-    )
+    ahead: the claim refresher gives those back, and another worker runs them while the hung ones run on
+    (also on a cluster's partitions: tests/cluster/test_stopping_cluster.py)."""
+    at: dict[str, Any] = {"prefix": prefix, "partitions": partitions}
+    hung = [enqueue(client, "stubborn", {"sleep_s": "15", "n": i}, **at) for i in range(2)]
+    env = {"QUEUE_PARTITIONS": str(partitions), **FAST_RECLAIM}
+    grace = {"SHUTDOWN_GRACE_S": "0.5", "STOP_GRACE_S": "0.5"}
+    settings = Settings.from_env(workers.env(KINDS, WORKER_CONCURRENCY="2", **grace, **env))
+    done = f"{prefix}test:done"
 
     async def main() -> None:
         async with assembled(settings, settings.redis_url, settings.database_url, registry=registry_of(KINDS)) as w:
@@ -104,23 +115,22 @@ def test_entries_read_ahead_are_given_back_while_every_slot_holds_a_hung_handler
                 await asyncio.sleep(0.02)
             assert w.executor.overdue() == 2
             for i in range(3):
-                enqueue(r, "quick", {"n": i}, prefix=keys.prefix)
-            part = w.parts[0]
-            now = time.monotonic()
-            w.slots.ahead.extend((part, entry_id, raw, now) for entry_id, raw in await part.read(3, block=False))
-            other = workers.start(KINDS, **FAST_RECLAIM)
-            while r.scard(tkey(keys, "done")) < 3 and time.monotonic() < deadline:
+                enqueue(client, "quick", {"n": i}, **at)
+            for part in w.parts:
+                now = time.monotonic()
+                w.slots.ahead.extend((part, entry_id, raw, now) for entry_id, raw in await part.read(3, block=False))
+            assert len(w.slots.ahead) == 3
+            other = workers.start(KINDS, **env)
+            while client.scard(done) < 3 and time.monotonic() < deadline:
                 await asyncio.sleep(0.02)
-            assert r.scard(tkey(keys, "done")) == 3
+            assert client.scard(done) == 3
             assert not w.slots.ahead
             assert sorted(entry for _part, entry in w.executor.running) == sorted(hung)  # still running here
             other.terminate()
             w.stop()
             await run
 
-    with caplog.at_level(logging.WARNING, logger="worker"):
-        asyncio.run(main())
-    assert "3 entries read ahead cannot start: every slot is held by a handler" in caplog.text
+    asyncio.run(main())
 
 
 def test_sigterm_keeps_the_grace_whatever_the_handlers_do(r: redis.Redis, keys: Keys, workers: Workers) -> None:
@@ -142,6 +152,7 @@ def test_sigterm_keeps_the_grace_whatever_the_handlers_do(r: redis.Redis, keys: 
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(30) == 0
     took_s = time.monotonic() - sent
+    print(f"exited {took_s:.2f} s after SIGTERM (SHUTDOWN_GRACE_S=1, STOP_GRACE_S=1)")  # docs/worker.md's figure
     assert took_s < 1 + 1 + 1.5, f"the worker took {took_s:.2f} s to exit"
     assert r.smembers(tkey(keys, "done")) == {ids["finishes"].encode()}
     assert r.smembers(tkey(keys, "stopped")) == {ids["heeds"].encode(), ids["async"].encode()}

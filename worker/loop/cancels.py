@@ -43,6 +43,8 @@ class CancelWatch:
         self.slots = slots
         self.executor = executor
         self.channel = parts[0].keys.cancel_channel
+        self._reconnected = False
+        """redis-py made the subscription's connection again by itself (its retry): the marks are to be read."""
 
     async def listen(self) -> None:
         """Subscribe to the cancel channel and hand each announcement over, until cancelled; a lost
@@ -54,12 +56,17 @@ class CancelWatch:
                 pubsub = client.pubsub()
                 try:
                     await pubsub.subscribe(self.channel)
+                    if pubsub.connection is not None:
+                        pubsub.connection.register_connect_callback(self._connected_again)
                     await self.check()  # what was announced while this worker was not listening
                     backoff = BACKOFF_S
                     while True:
                         message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
                         if message is not None:
                             self.announced(message["data"])
+                        if self._reconnected:  # subscribed again inside get_message: nothing was raised here
+                            self._reconnected = False
+                            await self.check()
                 except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as exc:
                     log.warning("The cancel subscription was lost (%s); marks are read at each claim refresh.", exc)
                     await asyncio.sleep(backoff)
@@ -69,6 +76,12 @@ class CancelWatch:
         finally:
             if own:
                 await client.aclose()
+
+    def _connected_again(self, _connection: Any) -> None:
+        """A connect callback of the subscription's connection (registered once it is connected, so called
+        only when redis-py reconnects it on its own and subscribes again, raising nothing to :meth:`listen`):
+        the marks are read after the message wait it happened in."""
+        self._reconnected = True
 
     def announced(self, data: bytes | str) -> None:
         """One announcement (``{"job_ids": [...], "note": "by: reason"}``): stop those jobs here."""

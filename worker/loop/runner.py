@@ -287,11 +287,12 @@ class Worker:
         _done, left = await asyncio.wait(left, timeout=stop_s)
         inflight = self.slots.inflight
         handling = {inflight[key] for key in self.executor.running if key in inflight}
-        for task in left:
-            if task not in handling:
-                task.cancel()
-        if left:
-            _done, left = await asyncio.wait(left, timeout=0.5)
+        cancelled = left - handling
+        for task in cancelled:
+            task.cancel()
+        if cancelled:  # half a second to unwind; a handler that ignored its stop is not waited for again
+            _done, still = await asyncio.wait(cancelled, timeout=0.5)
+            left = (left & handling) | still
         return left
 
     async def _goodbye(self) -> None:
