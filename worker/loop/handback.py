@@ -29,6 +29,7 @@ worker that can run it.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Iterable
@@ -36,6 +37,7 @@ from typing import Any
 
 from worker.app import Chore
 from worker.kinds import Job, KindSpec
+from worker.loop.outcomes import outcome_key
 from worker.loop.partition_reader import PartitionReader
 from worker.loop.slots import Raw
 from worker.observability.observer import Observer, overrides
@@ -176,7 +178,10 @@ class HandBack:
         if decision == WAIT:
             copy.setdefault(WAITING_SINCE_FIELD, repr(time.time()))
             run_at = time.time() + WAIT_S
-        if await part.scripts.hand_back(entry_id, part.consumer, run_at, copy):
+        move = functools.partial(part.scripts.hand_back, entry_id, part.consumer, run_at, copy)
+        if not await part.outcomes.episode.land(outcome_key(part.keys, entry_id), move):
+            part.outcomes.stale.dropped("hand-back", [entry_id])
+        else:
             for observer in self.observers:
                 observer.job_handed_back(kind, run_at is not None)
             log.debug(

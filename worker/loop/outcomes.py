@@ -226,7 +226,7 @@ class Outcomes:
                 happened=happened,
                 kind=bad.kind,
                 kept=bad.kept,
-                lock=await lock_of_entry(self.redis, self.keys, bad.entry_id),  # an unknown kind's key, too
+                lock=await self._lock_of_entry(bad.entry_id),  # an unknown kind's key, too
             )
         )
 
@@ -251,7 +251,7 @@ class Outcomes:
             happened=happened,
             kind=None,
             min_idle_ms=idle_ms,
-            lock=await lock_of_entry(self.redis, self.keys, entry_id),
+            lock=await self._lock_of_entry(entry_id),
         )
         dead_id = await self.dead_letter(burial)
         if dead_id is not None:
@@ -259,6 +259,13 @@ class Outcomes:
             dead = {text(k): text(v) for k, v in (found[0][1] if found else {}).items()}
             report_dead(self.observers, self.keys.queue, burial, dead_id, poison_log_line(dead, burial))
         return dead_id
+
+    async def _lock_of_entry(self, entry_id: str) -> str | None:
+        """The unique lock named in an entry never parsed here, read as a kept outcome's move is: a lost
+        connection waits in the episode instead of leaving the entry pending."""
+        return await self.episode.land(
+            outcome_key(self.keys, entry_id), lambda: lock_of_entry(self.redis, self.keys, entry_id)
+        )
 
     async def dead_letter(self, burial: Burial) -> str | None:
         """Move the entry to ``jobs:dead`` (bury script: XADD dead + XACK), log it, tell the observers.

@@ -17,9 +17,10 @@ move runs whole on one Redis Cluster node (Redis >= 7.0 for the ``#!lua`` line).
 Pieces two moves share live once, in ``lua/includes/`` (as BullMQ's
 ``includes/`` do): a line ``--- @include "name"`` is replaced by
 ``includes/name.lua`` when the source is loaded. ``owned`` is the fence of
-every settle (ack, retry, bury) and of the claim refresh: the entry is still
-the settling consumer's (a worker whose claim was taken over changes
-nothing; ``consumer=""`` settles whoever owns it). ``delayed_entry`` turns a
+every settle (ack, ack_unique, retry, bury, park, hand_back, a throttle's
+deferral) and of the claim refresh: the entry is still the settling
+consumer's (a worker whose claim was taken over changes nothing;
+``consumer=""`` settles whoever owns it). ``delayed_entry`` turns a
 delayed member into XADD's fields (promote, run_now); ``group_frontier``
 finds the oldest id a consumer group may still need (trim, trim_dead).
 """
@@ -124,9 +125,10 @@ class Scripts:
         keys = [source, self.keys.jobs, self.keys.paused, self.keys.parked]
         return self._call("promote", keys, ["time" if now is None else repr(now), batch], client)
 
-    def park(self, entry_id: str, kind: str, client: Any = None) -> Any:
+    def park(self, entry_id: str, kind: str, client: Any = None, *, consumer: str = "") -> Any:
+        """``consumer``: the park lands only while the entry is still its own ("" = whoever owns it)."""
         keys = [self.keys.jobs, self.keys.paused, self.keys.parked]
-        return self._call("park", keys, [GROUP, entry_id, kind], client)
+        return self._call("park", keys, [GROUP, entry_id, kind, consumer], client)
 
     def hand_back(self, entry_id: str, consumer: str, run_at: float | None, fields: dict[str, str]) -> Any:
         """Give an entry back: onto ``jobs`` now (``run_at`` None) or into ``delayed`` until ``run_at``."""
