@@ -30,12 +30,14 @@ from worker.loop.gate import Gate
 from worker.loop.handback import HandBack
 from worker.loop.outcomes import Outcomes
 from worker.loop.partition_reader import PartitionReader
+from worker.observability.metrics import Metrics
 from worker.retry import RetryPolicy
 from worker.settings import Settings
 from worker.store import wire
 from worker.store.enqueue import enqueue
 from worker.store.keys import GROUP, Keys
 from worker.store.scripts import Scripts
+from worker.store.server_clock import CLOCK
 from worker.store.unique import lock_of
 
 REGISTRY = Registry()
@@ -303,3 +305,31 @@ def test_a_park_whose_connection_is_lost_waits_and_lands(redis_url: str, r: redi
         asyncio.run(scenario())
     finally:
         proxy.stop()
+
+
+def test_the_stale_settles_and_the_clock_s_offset_are_metrics(
+    redis_url: str, r: redis.Redis, keys: Keys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``<ns>_settles_stale_total`` counts the settles the fence dropped, ``<ns>_clock_offset_seconds`` is
+    Redis's clock minus this machine's as last measured (here a machine 130 s ahead)."""
+
+    async def scenario(client: aioredis.Redis) -> None:
+        metrics = Metrics(Settings.from_env({"QUEUE_PREFIX": keys.prefix}), client, REGISTRY)
+        a, job = await taken_over(r, keys, client, "flaky")
+        metrics.watch_stale(lambda: a.outcomes.stale.count)
+        a.outcomes.succeeded(job, 0.01)
+        await a.outcomes.flush_kept(job.entry_id)
+        real = time.time
+        monkeypatch.setattr(time, "time", lambda: real() + 130)
+        try:
+            await CLOCK.measure(client)
+            sample = metrics.registry.get_sample_value
+            labels = {"queue": keys.prefix}  # a worker-wide series: QUEUE_PREFIX is its queue label
+            assert sample("worker_settles_stale_total", labels) == 1
+            offset = sample("worker_clock_offset_seconds", labels)
+            assert offset is not None and -131 < offset < -129
+        finally:
+            monkeypatch.undo()
+            CLOCK.offset_s = 0.0
+
+    run(redis_url, scenario)
