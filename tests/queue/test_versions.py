@@ -139,7 +139,6 @@ def test_a_hand_back_is_one_owner_checked_move_and_no_delivery(r: redis.Redis, k
     assert r.xlen(keys.jobs) == 0 and r.zcard(keys.delayed) == 1
 
 
-
 def test_a_waiting_hand_back_is_due_by_redis_s_clock(
     redis_url: str, r: redis.Redis, keys: Keys, monkeypatch: pytest.MonkeyPatch
 ) -> None:
