@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from worker.app import Chore
 from worker.kinds import Job, Registry
-from worker.loop.outcomes import outcome_key
+from worker.loop.episode import outcome_key
 from worker.store.keys import Keys
 from worker.store.server_clock import CLOCK
 from worker.store.wire import encode_member, json_object, text

@@ -37,7 +37,7 @@ from typing import Any
 
 from worker.app import Chore
 from worker.kinds import Job, KindSpec
-from worker.loop.outcomes import outcome_key
+from worker.loop.episode import outcome_key
 from worker.loop.partition_reader import PartitionReader
 from worker.loop.slots import Raw
 from worker.observability.observer import Observer, overrides
