@@ -333,3 +333,22 @@ def test_the_stale_settles_and_the_clock_s_offset_are_metrics(
             CLOCK.offset_s = 0.0
 
     run(redis_url, scenario)
+
+
+def test_a_give_back_leaves_an_entry_another_worker_took_over(redis_url: str, r: redis.Redis, keys: Keys) -> None:
+    """Entries given back (a stop, a scale-down) are made idle for the reclaim loop only while still this
+    worker's: one that B took over stays B's, not idle, so it is not taken from B and run again."""
+
+    async def scenario(client: aioredis.Redis) -> None:
+        r.xgroup_create(keys.jobs, GROUP, id="0", mkstream=True)
+        ids = [r.xadd(keys.jobs, {"kind": "flaky", "job_id": f"g{i}", "attempts": "0"}).decode() for i in range(2)]
+        a = Consumer(client, keys, "worker-a")
+        assert len(await a.reader.read(2, block=False)) == 2
+        r.xclaim(keys.jobs, GROUP, "worker-b", 0, [ids[1]], justid=True)
+        await a.reader.give_back(ids, idle_ms=600_000)
+        mine, taken = (r.xpending_range(keys.jobs, GROUP, i, i, 1)[0] for i in ids)
+        assert mine["consumer"] == b"worker-a" and mine["time_since_delivered"] >= 600_000
+        assert taken["consumer"] == b"worker-b" and taken["time_since_delivered"] < 60_000
+        assert taken["times_delivered"] == 1  # a give-back counts no delivery
+
+    run(redis_url, scenario)
