@@ -3,6 +3,7 @@ and new workers side by side (real worker processes on a real server)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 
@@ -14,12 +15,16 @@ import opslib
 from tests.helpers import Workers, wait_for
 from worker.job import Job
 from worker.kinds import Registry, job_kind
-from worker.loop.handback import DEAD, HAND_BACK, RUN, WAIT, placement
+from worker.loop.handback import DEAD, HAND_BACK, RUN, WAIT, WAIT_S, HandBack, placement
+from worker.loop.outcomes import Outcomes
+from worker.loop.partition_reader import PartitionReader
 from worker.observability.metrics import Metrics
 from worker.settings import Settings
+from worker.store import wire
 from worker.store.enqueue import NewJob, enqueue, enqueue_many
 from worker.store.keys import GROUP, Keys
 from worker.store.scripts import Scripts
+from worker.store.server_clock import CLOCK
 from worker.store.wire import decode_member
 
 OLD, NEW = "tests.queue.kinds_versions_old", "tests.queue.kinds_versions_new"
@@ -132,6 +137,41 @@ def test_a_hand_back_is_one_owner_checked_move_and_no_delivery(r: redis.Redis, k
     assert pending["times_delivered"] == 1  # the copy's first delivery: the hand-back counted none
     assert scripts.hand_back(copy, "new-1", time.time() + 60, fields) == 1  # waiting: into delayed
     assert r.xlen(keys.jobs) == 0 and r.zcard(keys.delayed) == 1
+
+
+def test_a_waiting_hand_back_is_due_by_redis_s_clock(
+    redis_url: str, r: redis.Redis, keys: Keys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A payload no live worker can run waits WAIT_S in ``delayed``, counted on Redis's clock (the one promote
+    compares with): a worker whose machine is 130 s ahead does not leave it there for 135 s."""
+    registry = Registry()
+    job_kind("versions_clock", registry=registry)(_stamped_handler)
+    r.xgroup_create(keys.jobs, GROUP, id="0", mkstream=True)
+    entry_id = r.xadd(keys.jobs, {"kind": "versions_clock", "job_id": "c1", "attempts": "0", "v": "2"}).decode()
+
+    async def scenario() -> None:
+        client = aioredis.Redis.from_url(redis_url)
+        settings = Settings.from_env({"QUEUE_PREFIX": keys.prefix, "WORKER_NAME": "ahead"})
+        outcomes = Outcomes(client, Scripts(client, keys), settings, (), promote_soon=lambda _s: None)
+        reader = PartitionReader(client, outcomes, "ahead", block_ms=10)
+        try:
+            [(_got, raw)] = await reader.read(1, block=False)
+            job = wire.parse_entry(entry_id, raw, registry.kinds, 1 << 20, 1 << 20)
+            assert isinstance(job, wire.Job)
+            real = time.time
+            monkeypatch.setattr(time, "time", lambda: real() + 130)  # this machine's clock, 130 s ahead
+            assert await CLOCK.measure(client) < -129  # as the heartbeat measures it
+            assert await HandBack(None).fit(reader, registry.kinds["versions_clock"], job, raw) is None
+        finally:
+            monkeypatch.undo()
+            CLOCK.offset_s = 0.0
+            await client.aclose()
+
+    asyncio.run(scenario())
+    seconds, micros = r.time()
+    [(member, due)] = r.zrange(keys.delayed, 0, -1, withscores=True)
+    assert abs(due - (seconds + micros / 1e6 + WAIT_S)) < 2, "the hand-back's wait followed this machine's clock"
+    assert abs(float(decode_member(member)["waiting_since"]) - (seconds + micros / 1e6)) < 2
 
 
 def ran(r: redis.Redis, keys: Keys) -> dict[str, dict[str, str]]:

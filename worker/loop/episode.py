@@ -25,6 +25,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
+from worker.store.keys import Keys
 from worker.store.reconnect import backoff_s
 from worker.store.refusals import describe_refusal, passes
 
@@ -130,3 +131,8 @@ class Episode:
             raise
         finally:
             self.waiting -= 1
+
+
+def outcome_key(keys: Keys, entry_id: str) -> str:
+    """An outcome's name in the episode (:meth:`Episode.land`'s ``key``): queue, partition and entry."""
+    return f"{keys.queue}/{keys.partition}/{entry_id}"

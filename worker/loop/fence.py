@@ -1,10 +1,12 @@
 """Settles that came too late: a worker whose claim was taken over changes nothing, and says so once.
 
 Every settle (the batched ack, a retry, a dead letter, the ack of an entry
-run alone, and each of them kept by the episode until it lands) carries the
-settling consumer's name into its script, which checks that the entry is
-still pending and still this consumer's (``lua/includes/owned.lua``) in the
-same call, so the fence costs no round trip. When the check fails (this
+run alone or of a job holding a unique key, a paused kind's park, a
+throttled job's deferral, a hand-back, and each of them kept by the episode
+until it lands) carries the settling consumer's name into its script, which
+checks that the entry is still pending and still this consumer's
+(``lua/includes/owned.lua``) in the same call, so the fence costs no round
+trip. When the check fails (this
 worker's claim went idle past ``RECLAIM_IDLE_MS``, through a blocked loop or
 a partition, and another worker's reclaim took the entry), the move changes
 nothing: :class:`StaleSettles` counts it (the ``<ns>_settles_stale_total``
@@ -40,8 +42,8 @@ class StaleSettles:
             self.dropped("ack", [text(entry_id) for entry_id in stale])
 
     def dropped(self, settle: str, entry_ids: Sequence[str], job: Job | None = None) -> None:
-        """``settle`` ("ack", "retry", "dead letter") of ``entry_ids`` (of ``job``) did not land: the entries
-        are no longer this worker's. One line for the lot."""
+        """``settle`` ("ack", "retry", "dead letter", "park", "deferral", "hand-back") of ``entry_ids`` (of
+        ``job``) did not land: the entries are no longer this worker's. One line for the lot."""
         if not entry_ids:
             return
         self.count += len(entry_ids)

@@ -29,6 +29,7 @@ one set lookup.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import math
 from collections.abc import Callable
@@ -36,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from worker.app import Chore
 from worker.kinds import Job, Registry
+from worker.loop.episode import outcome_key
 from worker.store.keys import Keys
 from worker.store.server_clock import CLOCK
 from worker.store.wire import encode_member, json_object, text
@@ -106,10 +108,16 @@ class Gate:
 
     async def admit(self, part: PartitionReader, job: Job) -> bool:
         """True: run ``job`` now. False: it was parked or deferred (its entry acknowledged by the move),
-        or another worker took it."""
-        scripts = part.scripts
+        or another worker took it (the fence: the move changed nothing, counted and said once).
+
+        Each call waits out a lost connection or a refusal as a decided outcome does
+        (:meth:`worker.loop.episode.Episode.land`): the entry keeps its slot, and its claim stays fresh."""
+        scripts, outcomes = part.scripts, part.outcomes
         if job.kind in self.paused:
-            parked = await scripts.park(job.entry_id, job.kind)
+            move = functools.partial(scripts.park, job.entry_id, job.kind, consumer=part.consumer)
+            parked = await outcomes.episode.land(outcome_key(part.keys, job.entry_id), move)
+            if parked == -1:
+                outcomes.stale.dropped("park", [job.entry_id], job)
             if parked != 0:
                 return False
         if job.kind not in self.rates:
@@ -118,13 +126,18 @@ class Gate:
 
     async def _take_turn(self, part: PartitionReader, job: Job) -> bool:
         """Start ``job`` at its turn: now, after a short hold in the slot, or deferred (False) until it."""
-        ticket = job.field(TICKET)
-        reply = await part.scripts.take_token(job.kind, self.defaults.get(job.kind), ticket, HOLD_S)
+        ticket, land, key = job.field(TICKET), part.outcomes.episode.land, outcome_key(part.keys, job.entry_id)
+        ask = functools.partial(part.scripts.take_token, job.kind, self.defaults.get(job.kind), ticket, HOLD_S)
+        reply = await land(key, ask)
         wait_s, turn = float(reply[0]), text(reply[1])
         if wait_s > HOLD_S:
             fields = {**job.fields, TICKET: turn}
             due = float(turn.partition(":")[2])
-            await part.scripts.defer(job.entry_id, due, encode_member(fields), consumer=part.consumer)
+            member = encode_member(fields)
+            defer = functools.partial(part.scripts.defer, job.entry_id, due, member, consumer=part.consumer)
+            if not await land(key, defer):
+                part.outcomes.stale.dropped("deferral", [job.entry_id], job)
+                return False
             self._wake_at(part, due)
             return False
         if wait_s > 0:

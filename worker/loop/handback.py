@@ -32,6 +32,7 @@ worker that can run it.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Iterable
@@ -39,12 +40,14 @@ from typing import Any
 
 from worker.app import Chore
 from worker.kinds import Job, KindSpec
+from worker.loop.episode import outcome_key
 from worker.loop.partition_reader import PartitionReader
 from worker.loop.slots import Raw
 from worker.observability.observer import Observer, overrides
 from worker.store import wire
 from worker.store.heartbeats import HEARTBEAT_INTERVAL_S, live_workers_async
 from worker.store.keys import Keys
+from worker.store.server_clock import CLOCK
 from worker.store.versions import HANDED_BACK_FIELD, VERSION_FIELD, WAITING_SINCE_FIELD, version_of
 from worker.store.vocabulary import REASON_MALFORMED
 
@@ -172,10 +175,10 @@ class HandBack:
         if VERSION_FIELD not in fields:
             return False
         try:
-            since = float(fields.get(WAITING_SINCE_FIELD) or time.time())
+            since = float(fields.get(WAITING_SINCE_FIELD) or CLOCK.now())
         except ValueError:
             return False
-        return time.time() - since < self.fleet.grace_s
+        return CLOCK.now() - since < self.fleet.grace_s
 
     async def _give_back(
         self, part: PartitionReader, entry_id: str, what: tuple[str, int, int | None], fields: dict[str, str]
@@ -193,9 +196,12 @@ class HandBack:
         if decision == HAND_BACK and before:
             part.read_after = time.monotonic() + min(REST_S * before, WAIT_S)
         if decision == WAIT:
-            copy.setdefault(WAITING_SINCE_FIELD, repr(time.time()))
-            run_at = time.time() + WAIT_S
-        if await part.scripts.hand_back(entry_id, part.consumer, run_at, copy):
+            copy.setdefault(WAITING_SINCE_FIELD, repr(CLOCK.now()))
+            run_at = CLOCK.now() + WAIT_S  # Redis's time, which promote compares with: a wrong clock waits 5 s too
+        move = functools.partial(part.scripts.hand_back, entry_id, part.consumer, run_at, copy)
+        if not await part.outcomes.episode.land(outcome_key(part.keys, entry_id), move):
+            part.outcomes.stale.dropped("hand-back", [entry_id])
+        else:
             for observer in self.observers:
                 observer.job_handed_back(kind, run_at is not None, part.queue_name)
             log.debug(

@@ -38,7 +38,7 @@ import redis.asyncio as aioredis
 from worker.archive.dead_log import outcome_record
 from worker.kinds import Job, KindSpec
 from worker.loop.burial import Burial, dead_fields, dead_log_line, log_fields, poison_log_line, retry_member
-from worker.loop.episode import Episode
+from worker.loop.episode import Episode, outcome_key
 from worker.loop.fence import StaleSettles
 from worker.loop.observe import Successes
 from worker.loop.tracing import link_field, mark_dead, retrying
@@ -48,7 +48,7 @@ from worker.retry import Retry, decide
 from worker.settings import Settings
 from worker.store import wire
 from worker.store.failures import bounded_traceback, describe_error, now_iso
-from worker.store.keys import REPLAY_OUTCOME_TTL_S, Keys
+from worker.store.keys import REPLAY_OUTCOME_TTL_S
 from worker.store.scripts import Scripts
 from worker.store.server_clock import CLOCK
 from worker.store.unique import lock_of
@@ -226,7 +226,7 @@ class Outcomes:
                 happened=happened,
                 kind=bad.kind,
                 kept=bad.kept,
-                lock=await lock_of_entry(self.redis, self.keys, bad.entry_id),  # an unknown kind's key, too
+                lock=await lock_of_entry(self.redis, self.keys, bad.entry_id, self.episode),  # an unknown kind's too
             )
         )
 
@@ -251,7 +251,7 @@ class Outcomes:
             happened=happened,
             kind=None,
             min_idle_ms=idle_ms,
-            lock=await lock_of_entry(self.redis, self.keys, entry_id),
+            lock=await lock_of_entry(self.redis, self.keys, entry_id, self.episode),
         )
         dead_id = await self.dead_letter(burial)
         if dead_id is not None:
@@ -315,11 +315,6 @@ class Outcomes:
             await pipe.execute()
 
         await self.episode.land(outcome_key(self.keys, job.entry_id), write)
-
-
-def outcome_key(keys: Keys, entry_id: str) -> str:
-    """An outcome's name in the episode: queue, partition and entry."""
-    return f"{keys.queue}/{keys.partition}/{entry_id}"
 
 
 def report_dead(

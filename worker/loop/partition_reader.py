@@ -138,16 +138,17 @@ class PartitionReader:
 
     async def give_back(self, entry_ids: list[str], idle_ms: int | None = None) -> None:
         """Entries this worker will not start (or run no more): their idle time set to
-        RECLAIM_IDLE_MS (XCLAIM ... IDLE ... JUSTID, which leaves the delivery count alone), so that another
-        worker's reclaim takes them at once instead of after RECLAIM_IDLE_MS (``idle_ms``: another idle time,
-        for a later reclaim)."""
+        RECLAIM_IDLE_MS (``give_back.lua``: XCLAIM ... IDLE ... JUSTID, which leaves the delivery count alone),
+        so that another worker's reclaim takes them at once instead of after RECLAIM_IDLE_MS (``idle_ms``:
+        another idle time, for a later reclaim). Fenced as the settles are: an entry another worker took over
+        meanwhile stays that worker's."""
         if not entry_ids:
             return
-        ids: list[Any] = list(entry_ids)
+        ids = list(entry_ids)
         if idle_ms is None:
             idle_ms = self.outcomes.settings.reclaim_idle_ms
         try:
-            await self.outcomes.redis.xclaim(self.stream, GROUP, self.consumer, 0, ids, idle=idle_ms, justid=True)
+            await self.scripts.give_back(self.consumer, ids, idle_ms)
         except Exception as exc:  # away, or refusing writes
             if not (lost_connection(exc) or isinstance(exc, redis.exceptions.RedisError)):
                 raise

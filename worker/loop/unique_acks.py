@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from worker.kinds import Job
+from worker.loop.episode import Episode, outcome_key
 from worker.loop.fence import StaleSettles
 from worker.store.keys import Keys
 from worker.store.scripts import Scripts
@@ -50,8 +51,14 @@ class UniqueAcks:
                 stale.dropped("ack", [entry_id])
 
 
-async def lock_of_entry(redis: Any, keys: Keys, entry_id: str) -> str | None:
-    """The unique lock of an entry never parsed here (poison), from its ``unique_key`` field; None without."""
-    found: Any = await redis.xrange(keys.jobs, entry_id, entry_id)
-    fields = {text(k): text(v) for k, v in (found[0][1] if found else {}).items()}
-    return lock_of(keys, fields) if "kind" in fields else None
+async def lock_of_entry(redis: Any, keys: Keys, entry_id: str, episode: Episode) -> str | None:
+    """The unique lock of an entry never parsed here (poison), from its ``unique_key`` field; None without.
+    Read as a kept outcome's move is (``episode``): a lost connection waits instead of leaving the entry
+    pending."""
+
+    async def read() -> str | None:
+        found: Any = await redis.xrange(keys.jobs, entry_id, entry_id)
+        fields = {text(k): text(v) for k, v in (found[0][1] if found else {}).items()}
+        return lock_of(keys, fields) if "kind" in fields else None
+
+    return await episode.land(outcome_key(keys, entry_id), read)

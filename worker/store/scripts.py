@@ -7,7 +7,8 @@ moves the same way: schedule_tick, promote, ack, retry, bury, replay, discard,
 replay_archived, trim, trim_dead, refresh_claims, forget_consumers, run_now,
 cancel_delayed, cancel_entry, trim_cancels, the incident desk's park, unpark and take_token,
 hand_back (an entry of a payload version or kind this worker cannot run, back for one that can), and
-the fair keys' fair_enqueue and fair_dispatch (:mod:`worker.store.fair`).
+the fair keys' fair_enqueue and fair_dispatch (:mod:`worker.store.fair`), and give_back (entries this
+worker will not run, idle for the reclaim loop).
 
 Every script starts with ``#!lua``, so that the server refuses a key the
 script did not declare, and every key it touches is passed in ``KEYS`` (none
@@ -17,9 +18,10 @@ move runs whole on one Redis Cluster node (Redis >= 7.0 for the ``#!lua`` line).
 Pieces two moves share live once, in ``lua/includes/`` (as BullMQ's
 ``includes/`` do): a line ``--- @include "name"`` is replaced by
 ``includes/name.lua`` when the source is loaded. ``owned`` is the fence of
-every settle (ack, retry, bury) and of the claim refresh: the entry is still
-the settling consumer's (a worker whose claim was taken over changes
-nothing; ``consumer=""`` settles whoever owns it). ``delayed_entry`` turns a
+every settle (ack, ack_unique, retry, bury, park, hand_back, a throttle's
+deferral), of the claim refresh and of a give-back: the entry is still the settling
+consumer's (a worker whose claim was taken over changes nothing;
+``consumer=""`` settles whoever owns it). ``delayed_entry`` turns a
 delayed member into XADD's fields (promote, run_now); ``group_frontier``
 finds the oldest id a consumer group may still need (trim, trim_dead).
 """
@@ -69,6 +71,7 @@ NAMES = (
     "fair_enqueue",
     "fair_dispatch",
     "ack_unique",
+    "give_back",
 )
 
 
@@ -124,9 +127,10 @@ class Scripts:
         keys = [source, self.keys.jobs, self.keys.paused, self.keys.parked]
         return self._call("promote", keys, ["time" if now is None else repr(now), batch], client)
 
-    def park(self, entry_id: str, kind: str, client: Any = None) -> Any:
+    def park(self, entry_id: str, kind: str, client: Any = None, *, consumer: str = "") -> Any:
+        """``consumer``: the park lands only while the entry is still its own ("" = whoever owns it)."""
         keys = [self.keys.jobs, self.keys.paused, self.keys.parked]
-        return self._call("park", keys, [GROUP, entry_id, kind], client)
+        return self._call("park", keys, [GROUP, entry_id, kind, consumer], client)
 
     def hand_back(self, entry_id: str, consumer: str, run_at: float | None, fields: dict[str, str]) -> Any:
         """Give an entry back: onto ``jobs`` now (``run_at`` None) or into ``delayed`` until ``run_at``."""
@@ -156,6 +160,11 @@ class Scripts:
         keys = [self.keys.bucket(kind), self.keys.throttles, self.keys.throttle_starts(kind)]
         rate = "" if default is None else repr(default)
         return self._call("take_token", keys, [kind, rate, ticket, repr(hold_s)])
+
+    def give_back(self, consumer: str, entry_ids: Iterable[str], idle_ms: int) -> Any:
+        """Set the idle time of the ``entry_ids`` still ``consumer``'s to ``idle_ms`` (for the reclaim loop);
+        returns how many were."""
+        return self._call("give_back", [self.keys.jobs], [GROUP, consumer, idle_ms, *entry_ids])
 
     def ack(self, consumer: str, entry_ids: Iterable[str], client: Any = None) -> Any:
         """Acknowledge the ``entry_ids`` still ``consumer``'s; returns the stale ids, left alone."""

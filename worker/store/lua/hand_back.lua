@@ -5,7 +5,7 @@ KEYS[1]  jobs      stream
 KEYS[2]  delayed   sorted set
 ARGV[1]  group     consumer group name
 ARGV[2]  entry_id  the delivered entry (a payload version above the worker's, or a kind it lacks)
-ARGV[3]  consumer  the worker handing it back (it must still own the entry)
+ARGV[3]  consumer  the worker handing it back (it must still own the entry: includes/owned.lua)
 ARGV[4]  run_at    "0": back on `jobs` now (a live worker can run it); else the `delayed`
                    score, epoch seconds, when it is looked at again (no live worker can yet)
 ARGV[5..] the job's fields with `handed_back` + 1: name, value pairs for `jobs`; for `delayed`,
@@ -19,8 +19,8 @@ Effects: XACK and XDEL the delivered entry, and XADD its copy to `jobs` or ZADD 
 fresh entry, delivered 0 times, so a hand-back never counts toward MAX_DELIVERIES (the
 poison limit) and never writes a dead letter.
 ]]
-local owner = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1, ARGV[3])
-if #owner == 0 then
+--- @include "owned"
+if not owned(KEYS[1], ARGV[1], ARGV[3], ARGV[2]) then
   return 0
 end
 redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
