@@ -18,6 +18,7 @@ from worker.kinds import Registry
 from worker.loop.runner import Worker
 from worker.settings import Settings
 from worker.store.enqueue import enqueue
+from worker.store.heartbeats import live_workers
 from worker.store.keys import GROUP, Keys
 
 KINDS = "tests.queue.kinds_basic"
@@ -153,8 +154,10 @@ def test_a_long_job_is_not_stolen_from_a_live_worker(r: redis.Redis, keys: Keys,
     job_id = r.xrange(keys.jobs, entry, entry)[0][1][b"job_id"].decode()
     first = workers.start(KINDS, "--burst", **FAST_RECLAIM)
     wait_for(lambda: r.get(tkey(keys, f"runs:{job_id}")), what="the long job to start")
-    second = workers.start(KINDS, **FAST_RECLAIM)
+    second = workers.start(KINDS, WORKER_NAME="second-worker", **FAST_RECLAIM)
     assert first.wait(30) == 0
+    # Its heartbeat starts after its signal handlers are set: a SIGTERM sooner would end it with -15.
+    wait_for(lambda: "second-worker" in live_workers(r, keys), what="the second worker's heartbeat")
     second.send_signal(signal.SIGTERM)
     assert second.wait(30) == 0
     assert int(r.get(tkey(keys, f"runs:{job_id}"))) == 1
