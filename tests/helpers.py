@@ -9,6 +9,7 @@ import json
 import logging
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -132,6 +133,18 @@ def registry_of(module: str) -> Registry:
         schedules={name: declared for name, declared in REGISTRY.schedules.items() if declared.kind in kinds},
         lifespans=[managed for managed in REGISTRY.lifespans if mine(managed)],
     )
+
+
+def exits_within_grace(proc: subprocess.Popen[str]) -> float:
+    """SIGTERM ``proc`` (a worker with SHUTDOWN_GRACE_S=1 and STOP_GRACE_S=1) and check that it exits 0
+    within both graces and a second and a half; the time it took is printed (docs/worker.md's figure)."""
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(30) == 0
+    took_s = time.monotonic() - sent
+    print(f"exited {took_s:.2f} s after SIGTERM (SHUTDOWN_GRACE_S=1, STOP_GRACE_S=1)")
+    assert took_s < 1 + 1 + 1.5, f"the worker took {took_s:.2f} s to exit"
+    return took_s
 
 
 def wait_for(predicate: Callable[[], object], timeout_s: float = 30, what: str = "condition") -> object:
