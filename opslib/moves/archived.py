@@ -27,6 +27,7 @@ import pandas as pd
 import psycopg
 import redis
 
+from opslib.bounded import every_entry
 from opslib.connection import archive_url, connect_postgres, partitions, redis_session, settings
 from opslib.errors import OpslibError
 from opslib.times import parse_since
@@ -246,9 +247,10 @@ def discard_from_archive(
 
 
 def moving(client: Any, keys: Keys) -> set[str]:
-    """Dead ids of ``keys``' partition whose replay or discard is in its log and not yet in the archive."""
+    """Dead ids of ``keys``' partition whose replay or discard is in its log and not yet in the archive (the log
+    read a page a command)."""
     moved: set[str] = set()
-    for _record_id, fields in client.xrange(keys.dead_log):
+    for _record_id, fields in every_entry(client, keys.dead_log):
         if text(fields.get(b"event", b"")) in (EVENT_REPLAYED, EVENT_DISCARDED):
             moved.add(text(fields.get(b"dead_id", b"")))
     return moved
