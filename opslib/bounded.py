@@ -11,6 +11,12 @@ how many were read and how many there are.
 Pages of a sorted set are taken by rank: a member moved between two pages
 (promoted, added) may be missed or seen twice; counts are of the moment each
 page was read, which a busy queue changes anyway.
+
+A move looking for given jobs (cancel, run-now, a replay's check of its log)
+must find them however long the set is, so it reads the whole structure, but
+still a page a command: :func:`every_member` by ``ZSCAN`` (which returns every
+member present from the first page to the last, where pages by rank could
+skip one promoted meanwhile) and :func:`every_entry` by ``XRANGE`` pages.
 """
 
 from __future__ import annotations
@@ -66,3 +72,23 @@ def zset_members(client: Any, key: str, scan: Scan, *, withscores: bool = False)
         if len(page) < count:
             return
     scan.capped = client.zcard(key) > scan.read
+
+
+def every_member(client: Any, key: str) -> Iterator[bytes]:
+    """Every member of ``key``, about :data:`PAGE` a command (``ZSCAN``; a member may come twice), uncapped:
+    for a move that must find given jobs wherever they are in the set."""
+    cursor = None
+    while cursor != 0:
+        cursor, page = client.zscan(key, cursor or 0, count=PAGE)
+        yield from (member for member, _score in page)
+
+
+def every_entry(client: Any, stream: str) -> Iterator[tuple[Any, Any]]:
+    """Every entry of ``stream``, :data:`PAGE` a command, uncapped (see :func:`every_member`)."""
+    low = "-"
+    while True:
+        page = client.xrange(stream, low, "+", count=PAGE)
+        yield from page
+        if len(page) < PAGE:
+            return
+        low = f"({text(page[-1][0])}"

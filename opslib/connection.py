@@ -222,7 +222,8 @@ def redis_session(
         except (SettingsError, ClusterStateError) as exc:
             raise OpslibError(str(exc)) from None
         except redis.exceptions.NoPermissionError as exc:
-            raise OpslibError(refused(exc, "analyst", f"connect to {action}")) from None
+            role = "operator" if needs else "analyst"  # a move's user needs the operator's rights from the start
+            raise OpslibError(refused(exc, role, f"connect to {action}")) from None
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
             raise OpslibError(f"cannot reach Redis at {redact(url)} to {action} ({exc}); {HOW_TO_CONNECT}") from None
     try:

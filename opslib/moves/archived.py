@@ -27,6 +27,7 @@ import pandas as pd
 import psycopg
 import redis
 
+from opslib.bounded import every_entry
 from opslib.connection import archive_url, connect_postgres, partitions, redis_session, settings
 from opslib.errors import OpslibError
 from opslib.times import parse_since
@@ -52,9 +53,10 @@ TAKE_FOR_DISCARD = (
     f" discard_reason = %s, discard_batch = %s WHERE {_WHERE_DEAD} RETURNING dead_id"
 )
 STILL_DEAD = f"SELECT dead_id FROM {TABLE} WHERE {_WHERE_DEAD}"
-#: Where the archive holds ids as ``dead``, whatever their partition: (dead_id, partition) rows.
+#: Where the archive holds ids as ``dead``, whatever their queue and partition: (dead_id, queue, partition) rows.
 DEAD_ANYWHERE = (
-    f"SELECT dead_id, partition FROM {TABLE} WHERE queue = %s AND dead_id = ANY(%s) AND status = '{STATUS_DEAD}'"
+    f"SELECT dead_id, queue, partition FROM {TABLE} "
+    f"WHERE queue = ANY(%s) AND dead_id = ANY(%s) AND status = '{STATUS_DEAD}'"
 )
 
 
@@ -246,9 +248,10 @@ def discard_from_archive(
 
 
 def moving(client: Any, keys: Keys) -> set[str]:
-    """Dead ids of ``keys``' partition whose replay or discard is in its log and not yet in the archive."""
+    """Dead ids of ``keys``' partition whose replay or discard is in its log and not yet in the archive (the log
+    read a page a command)."""
     moved: set[str] = set()
-    for _record_id, fields in client.xrange(keys.dead_log):
+    for _record_id, fields in every_entry(client, keys.dead_log):
         if text(fields.get(b"event", b"")) in (EVENT_REPLAYED, EVENT_DISCARDED):
             moved.add(text(fields.get(b"dead_id", b"")))
     return moved
@@ -291,10 +294,14 @@ def archived_dead(
     return [(row[0], int(row[1])) for row in conn.execute(query, params).fetchall()]
 
 
-def dead_anywhere(conn: psycopg.Connection[Any], keys: Keys, dead_ids: list[str]) -> dict[str, list[int]]:
-    """For each of ``dead_ids`` the archive holds as ``dead``: the partitions holding it (reads only)."""
+def dead_anywhere(conn: psycopg.Connection[Any], parts: list[Keys], dead_ids: list[str]) -> dict[str, list[int]]:
+    """For each of ``dead_ids`` the archive holds as ``dead`` in one of ``parts`` (the partitions of every
+    queue): the positions in ``parts`` holding it (reads only)."""
+    position = {(keys.queue_prefix, keys.partition): n for n, keys in enumerate(parts)}
     found: dict[str, list[int]] = {}
     if dead_ids:
-        for dead_id, partition in conn.execute(DEAD_ANYWHERE, (keys.prefix, dead_ids)).fetchall():
-            found.setdefault(dead_id, []).append(int(partition))
+        queues = sorted({keys.queue_prefix for keys in parts})
+        for dead_id, queue, partition in conn.execute(DEAD_ANYWHERE, (queues, dead_ids)).fetchall():
+            if (queue, int(partition)) in position:
+                found.setdefault(dead_id, []).append(position[queue, int(partition)])
     return found

@@ -49,6 +49,7 @@ import pandas as pd
 import redis
 
 from opslib.actions import Action
+from opslib.bounded import every_member
 from opslib.columns import TEXT, typed_frame
 from opslib.connection import settings
 from opslib.find import on_jobs
@@ -134,10 +135,10 @@ def _cancel_one(session: Session, value: str, mark: str, operator: Operator, dry
 def held_members(client: Any, keys: Keys, job_id: str) -> list[tuple[str, bytes, dict[str, str]]]:
     """(set, member, fields) of ``job_id``'s members that wait in ``keys``' ``delayed``, ``throttled``,
     ``fair:queue`` (same members) and ``parked`` (kind NUL order NUL fields as a JSON array), each set read
-    whole."""
+    whole, a page a command."""
     found: list[tuple[str, bytes, dict[str, str]]] = []
     for source in (keys.delayed, keys.throttled, keys.fair_queue, keys.parked):
-        for member in client.zrange(source, 0, -1):
+        for member in every_member(client, source):
             try:
                 fields = parked_fields(member) if source == keys.parked else decode_member(member)
             except ValueError:

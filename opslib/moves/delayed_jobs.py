@@ -43,6 +43,7 @@ import pandas as pd
 import redis
 
 from opslib.actions import Action, kind_of
+from opslib.bounded import every_member
 from opslib.columns import TEXT, typed_frame
 from opslib.connection import settings
 from opslib.errors import OpslibError
@@ -91,11 +92,11 @@ def job_ids_of(ids: object) -> list[str]:
 
 def members_by_job(client: Any, parts: Sequence[Keys], job_ids: Sequence[str]) -> dict[str, list[tuple[int, bytes]]]:
     """Each asked job id's members of ``delayed``, with their partition (each partition's set read once,
-    whole: ``delayed`` holds retries and later jobs)."""
+    whole, a page a command: ``delayed`` holds retries and later jobs)."""
     wanted = set(job_ids)
     found: dict[str, list[tuple[int, bytes]]] = {job_id: [] for job_id in job_ids}
     for keys in parts:
-        for member in client.zrange(keys.delayed, 0, -1):
+        for member in every_member(client, keys.delayed):
             try:
                 job_id = job_id_of(decode_member(member))
             except ValueError:

@@ -130,7 +130,7 @@ def locate(client: Any, parts: list[Keys], targets: list[Target], archive: Archi
     gone = [n for n in range(len(targets)) if n not in hits]
     pg = archive.connection() if archive.enabled and gone else None  # before anything changes
     if pg is not None:
-        held = dead_anywhere(pg, parts[0], [dead_ids[n] for n in gone])
+        held = dead_anywhere(pg, parts, [dead_ids[n] for n in gone])
         asked: dict[int, list[int]] = {}
         for n in gone:
             for p in held.get(dead_ids[n], []):

@@ -223,3 +223,22 @@ def test_an_analyst_reads_everything_and_is_refused_a_move_in_one_line(
     assert log.splitlines()[-1].startswith("error: Redis refused the '"), log
     assert "this user needs the worker role" in log
     assert time.monotonic() - started < 60
+
+
+def test_a_user_refused_at_connect_is_told_the_role_of_what_it_was_doing(
+    r: redis.Redis, redis_url: str, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A user that may not even run the connect-time probe: a read names the analyst role, a move the operator."""
+    name, password = f"test-bare-{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
+    r.execute_command("ACL", "SETUSER", name, "on", f">{password}", "+ping", "+hello", "+auth", "+client")
+    try:
+        monkeypatch.setenv("REDIS_URL", with_user(redis_url, name, password))
+        monkeypatch.setenv("QUEUE_PREFIX", prefix)
+        with pytest.raises(opslib.OpslibError, match="needs the analyst role") as read:
+            opslib.dead_letters()
+        with pytest.raises(opslib.OpslibError, match="needs the operator role") as move:
+            opslib.replay(["1-0"])
+    finally:
+        r.acl_deluser(name)
+    for refusal in (read, move):
+        assert "\n" not in str(refusal.value) and password not in str(refusal.value)

@@ -21,7 +21,7 @@ from worker.store.wire import encode_member
 
 
 class Recording(redis.Redis):
-    """A client that keeps the COUNT / range of every XRANGE and ZRANGE it sends."""
+    """A client that keeps the COUNT / range of every XRANGE, ZRANGE and ZSCAN it sends."""
 
     reads: list[tuple[str, int]]
 
@@ -32,6 +32,10 @@ class Recording(redis.Redis):
     def zrange(self, name: Any, start: Any, end: Any, *args: Any, **kwargs: Any) -> Any:
         self.reads.append(("zrange", -1 if end == -1 else end - start + 1))
         return super().zrange(name, start, end, *args, **kwargs)
+
+    def zscan(self, name: Any, cursor: Any = 0, match: Any = None, count: Any = None, **kwargs: Any) -> Any:
+        self.reads.append(("zscan", -1 if count is None else count))
+        return super().zscan(name, cursor, match, count, **kwargs)
 
 
 @pytest.fixture
@@ -116,4 +120,30 @@ def test_find_searches_the_first_entries_of_a_backlog_and_says_how_many_of_how_m
         f"jobs ({keys.jobs}): searched the first 1,000 of 1,200 (opslib reads at most 1,000 per structure)"
         in beyond.attrs["notes"]
     )
+    assert all(0 < n <= 100 for _, n in recording.reads), recording.reads
+
+
+def test_moves_find_their_jobs_at_the_end_of_a_long_set_reading_a_page_a_command(
+    r: redis.Redis, keys: Keys, prefix: str, recording: Any, small_cap: None
+) -> None:
+    """cancel, run_now and cancel_delayed look for given jobs in the whole of ``delayed`` (not capped: a move
+    must find its job), a page a command; the jobs they look for are past the cap."""
+    fill(r, keys, waiting=0, delayed=1500)
+    assert opslib.run_now(["d1499"], client=recording, prefix=prefix)["status"].tolist() == ["queued"]
+    assert opslib.cancel_delayed(["d1498"], reason="test", client=recording, prefix=prefix)["status"].tolist() == [
+        "cancelled"
+    ]
+    assert opslib.cancel(["d1497"], reason="test", client=recording, prefix=prefix)["status"].tolist() == ["removed"]
+    assert r.zcard(keys.delayed) == 1497
+    scans = [n for what, n in recording.reads if what == "zscan"]
+    assert scans and all(0 < n <= 100 for _, n in recording.reads), recording.reads
+
+
+def test_every_entry_reads_a_whole_log_a_page_a_command(
+    r: redis.Redis, keys: Keys, recording: Any, small_cap: None
+) -> None:
+    """A replay's or discard's check of the dead letters' log (``moving``) reads all of it, a page a command."""
+    for i in range(1250):
+        r.xadd(keys.dead_log, {"event": "replayed", "dead_id": f"0-{i}"})
+    assert len(list(bounded.every_entry(recording, keys.dead_log))) == 1250
     assert all(0 < n <= 100 for _, n in recording.reads), recording.reads

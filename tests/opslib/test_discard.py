@@ -32,7 +32,7 @@ def archive_only(r: redis.Redis, keys: Keys, archive_url: str, fields: dict[str,
     [(_, wire)] = r.xrange(keys.dead, dead_id, dead_id)
     with psycopg.connect(archive_url, autocommit=True) as conn:
         migrate(conn)
-        conn.execute(INSERT_ROW, dead_row(keys.prefix, keys.partition, dead_id, list(wire.items())))
+        conn.execute(INSERT_ROW, dead_row(keys.queue_prefix, keys.partition, dead_id, list(wire.items())))
     r.xdel(keys.dead, dead_id)
     return dead_id
 
@@ -131,6 +131,19 @@ def test_replay_re_adds_an_entry_only_the_archive_holds_once(
     assert opslib.discard([dead_id], reason="late", **at)["status"].tolist() == ["missing"]
     assert r.xlen(keys.jobs) == 1
     assert row(archive_url, keys, dead_id, "status") == ("replayed",)
+
+
+def test_a_bare_id_only_the_archive_holds_is_found_in_a_named_queue(
+    r: redis.Redis, keys: Keys, at: dict[str, Any], archive_url: str
+) -> None:
+    """The archive is searched in every queue in use, not only ``default``'s rows."""
+    bulk = Keys(keys.prefix, queue="bulk")
+    r.sadd(keys.queues, "bulk")
+    dead_id = archive_only(r, bulk, archive_url, {"kind": "seat_label", "seat": "3-C", "job_id": "b3"})
+    assert opslib.replay(dead_id, dry_run=True, **at)["status"].tolist() == ["would replay"]
+    done = opslib.replay([dead_id], **at)
+    assert done["status"].tolist() == ["replayed"]
+    assert [f[b"job_id"] for _, f in r.xrange(bulk.jobs)] == [b"b3"] and r.xlen(keys.jobs) == 0
 
 
 def test_a_move_from_the_archive_applies_the_log_first(
