@@ -23,7 +23,7 @@ import os
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pandas as pd
@@ -97,14 +97,16 @@ def run(database_url: str, rows: int) -> None:
             )
             size = (Path(folder) / manifest["file"]).stat().st_size  # type: ignore[index]
             print(f"  rows: {manifest['rows']:,}, {size / 1e6:.0f} MB")  # type: ignore[index]
-        # The age that leaves the month wholly past, taken at the prune (the export took time): 1 s to spare.
-        age_s = int((datetime.now(UTC) - month_start(oldest, 1)).total_seconds()) - 1
+        # The age that leaves the month wholly past and not one row of the next: the chore runs at the instant
+        # ``at``, whole seconds after the month's end (an age of whole seconds), so its cut-off is that end.
+        age_s = int((datetime.now(UTC) - month_start(oldest, 1)).total_seconds())
+        at = month_start(oldest, 1) + timedelta(seconds=age_s)
         ages = ",".join(f"{status}={age_s}s" for status in ("dead", "replayed", "discarded"))
         chore = Retention(Settings.from_env({"QUEUE_PREFIX": "", "ARCHIVE_RETENTION": ages}), lambda: url)
         kept_before = conn.execute(
             "SELECT count(*) FROM dead_letters WHERE dead_at >= %s", (month_start(oldest, 1),)
         ).fetchone()
-        timed(f"prune {oldest:%Y-%m} (archive-months chore, one run)", lambda: asyncio.run(chore.run()))
+        timed(f"prune {oldest:%Y-%m} (archive-months chore, one run)", lambda: asyncio.run(chore.run(now=at)))
         kept_after = conn.execute("SELECT count(*) FROM dead_letters").fetchone()
         conn.execute("SELECT pg_stat_force_next_flush()")
         print(
