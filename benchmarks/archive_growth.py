@@ -1,11 +1,11 @@
 """The archive as it grows: converting an unpartitioned ``dead_letters`` by migrate, the readers, a month pruned.
 
-    .venv/bin/python benchmarks/archive_growth.py [--rows 1000000]
+    .venv/bin/python benchmarks/archive_growth.py [--rows 1000000] [--days 60]
 
 In a schema of its own (dropped after) on ``DATABASE_URL`` (default: the
 machine's PostgreSQL on 127.0.0.1:5432, database ``test``): the table as the
 previous release made it (unpartitioned, :data:`PREVIOUS_DDL`) filled with
-``--rows`` dead letters over the last 60 days (the rows of
+``--rows`` dead letters over the last ``--days`` days (the rows of
 ``benchmarks/archive_reads.py``: 5 kinds, 2 KB tracebacks, a tenth replayed, a
 twentieth discarded); then ``python -m worker migrate``'s conversion, timed;
 one day of ``opslib.archive()``, 30 days of ``opslib.history()``; the
@@ -13,6 +13,11 @@ oldest month exported to Parquet and verified (``python -m opslib export``);
 the ``archive-months`` chore with a retention that leaves that month wholly
 past (the month is dropped), timed, and the dead tuples left in the kept
 partitions. Prints one line per figure.
+
+An archive that grows over the years keeps its rate: ``--rows 10000000 --days
+600`` is 20 months at the 1,000,000-in-60-days rate (about 16,700 a day), so
+that one day's ``archive()`` and 30 days' ``history()`` read what they read at
+1,000,000 rows, in a table ten times the size.
 """
 
 from __future__ import annotations
@@ -38,8 +43,6 @@ from worker.archive.months import month_start
 from worker.archive.retention import Retention
 from worker.archive.table import COLUMNS, migrate
 from worker.settings import Settings
-
-DAYS = 60
 
 #: ``dead_letters`` and ``operator_actions`` as the release before the partitioned archive made them.
 PREVIOUS_DDL = (
@@ -70,10 +73,10 @@ def timed(label: str, call: object) -> object:
     return result
 
 
-def run(database_url: str, rows: int) -> None:
+def run(database_url: str, rows: int, days: int) -> None:
     with own_schema(database_url) as url, psycopg.connect(url, autocommit=True) as conn:
         conn.execute(PREVIOUS_DDL)
-        spacing = pd.Timedelta(days=DAYS).to_pytimedelta() / rows
+        spacing = pd.Timedelta(days=days).to_pytimedelta() / rows
         params = {"traceback": TRACEBACK, "spacing": spacing, "kinds": list(KINDS), "rows": rows}
         timed(f"fill {rows:,} rows, unpartitioned (INSERT ... SELECT)", lambda: conn.execute(FILL, params))
         conn.execute("VACUUM ANALYZE dead_letters")
@@ -89,7 +92,7 @@ def run(database_url: str, rows: int) -> None:
             lambda: opslib.history(freq="1h", since="30d", conn=conn, prefix=""),
         )
         now = datetime.now(UTC)
-        oldest = month_start(now, -2)  # the month the 60 days begin in, wholly past once the next one began
+        oldest = month_start(now - timedelta(days=days))  # the month the days begin in, wholly past
         with tempfile.TemporaryDirectory() as folder:
             manifest = timed(
                 f"export {oldest:%Y-%m} to Parquet, verified",
@@ -119,8 +122,11 @@ def run(database_url: str, rows: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--days", type=int, default=60, help="the days the rows span, ending now (at least 32)")
     args = parser.parse_args()
-    run(os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test"), args.rows)
+    if args.days < 32:
+        parser.error(f"--days {args.days}: the rows must span at least 32 days, so that a month is wholly past")
+    run(os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test"), args.rows, args.days)
 
 
 if __name__ == "__main__":
