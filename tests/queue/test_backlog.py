@@ -1,5 +1,6 @@
 """The backlog gauge (``<ns>_backlog``, :mod:`worker.observability.backlog`) on a single server: equal to
-the ground truth after XDEL, XTRIM, pause, delayed due and throttle, page by page too, and exported by a
+the ground truth after XDEL, XTRIM, pause, delayed due, throttle and the fair feeder's moves, with fair-key jobs
+waiting, on ``default`` and on ``bulk``, page by page too, and exported by a
 worker's metrics with its ``queue`` and ``partition`` labels."""
 
 from __future__ import annotations
@@ -20,12 +21,13 @@ from worker.store.keys import GROUP, Keys
 from worker.store.partitions import partition_keys
 
 
+@pytest.mark.parametrize("queue", ["default", "bulk"])
 @pytest.mark.parametrize("page", [backlog.BACKLOG_PAGE, 2])
 def test_the_gauge_equals_the_ground_truth_after_every_change(
-    r: redis.Redis, keys: Keys, page: int, monkeypatch: pytest.MonkeyPatch
+    r: redis.Redis, prefix: str, queue: str, page: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(backlog, "BACKLOG_PAGE", page)  # 2: every count takes several pages on each side
-    backlog_scenario.run(r, keys)
+    backlog_scenario.run(r, Keys(prefix, queue=queue))
 
 
 def test_past_the_limit_on_both_sides_the_count_says_it_is_not_exact(
