@@ -12,7 +12,7 @@ export UV_PROJECT_ENVIRONMENT := $(VENV)
 export UV_COMPILE_BYTECODE := 1
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: run test lint typecheck bench profile lab clean venv container-test compose-test chromium audit fault-episode-60 k8s-check \
+.PHONY: run test lint typecheck bench profile lab clean venv container-test compose-test chromium audit fault-episode-60 k8s-check k8s-queues \
 	test-redis-floor fault-network-90 faketime
 
 $(UV):
@@ -38,9 +38,13 @@ test: venv chromium faketime k8s-check
 
 # deploy/k8s/ validated offline: Kubernetes' kinds against kubernetes-validate's schemas (strict), each
 # ScaledObject against KEDA's CRD schema kept in deploy/k8s/schemas/ (check-jsonschema), the kustomization
-# against the folder (docs/operations.md, "On Kubernetes").
+# against the folder, the per-queue files against their templates (docs/operations.md, "On Kubernetes").
 k8s-check: venv
 	$(PY) scripts/k8s_check.py
+
+# Each queue's worker Deployment and ScaledObject written from deploy/k8s/templates/ (after editing one).
+k8s-queues: venv
+	$(PY) scripts/k8s_queues.py
 
 # Debian's chromium for the panel's browser test, where this can install it (root with apt-get);
 # elsewhere that test skips and says why (under CI=true it fails instead).

@@ -3,7 +3,8 @@
 Kubernetes' own kinds against the schemas the PyPI package kubernetes-validate ships (strict: a field the
 API does not know is an error), each ScaledObject by check-jsonschema against KEDA's CRD schema kept in
 deploy/k8s/schemas/ (scripts/keda_schema.py), and the kustomization against the folder: every file it
-lists exists, and every manifest but the Secrets' example is listed. Prints one line per document;
+lists exists, and every manifest but the Secrets' example is listed; and the per-queue files are what
+scripts/k8s_queues.py writes from deploy/k8s/templates/ (none edited by hand, none stale). Prints one line per document;
 exits 1 on the first folder's worth of failures, each said in one line.
 """
 
@@ -16,6 +17,9 @@ from typing import Any
 
 import kubernetes_validate
 import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import k8s_queues  # scripts/ is no package: found on the path above
 
 ROOT = Path(__file__).resolve().parents[1]
 FOLDER = ROOT / "deploy" / "k8s"
@@ -72,6 +76,13 @@ def main() -> int:
             name = f"{path.relative_to(ROOT)}: {kind} {doc.get('metadata', {}).get('name', '')}".rstrip()
             print(f"{'FAIL' if problem else 'ok  '} {name}" + (f": {problem}" if problem else ""))
             failures += problem is not None
+    stale = k8s_queues.stale()
+    print(
+        f"FAIL per-queue files differ from their templates: {stale} (run `make k8s-queues`)"
+        if stale
+        else "ok   per-queue files as scripts/k8s_queues.py writes them"
+    )
+    failures += bool(stale)
     print(
         f"{failures} manifests failed"
         if failures

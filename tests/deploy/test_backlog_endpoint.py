@@ -1,5 +1,6 @@
 """``python -m worker metrics``: the backlog gauges without job kinds or a worker, what the scaler reads
-(also at zero replicas), stopped by SIGTERM with exit 0; without a port or Redis, one line and exit 2."""
+(also at zero replicas), a 0 for each queue WORKER_QUEUES names though unused, stopped by SIGTERM with
+exit 0; without a port or Redis, one line and exit 2."""
 
 from __future__ import annotations
 
@@ -40,11 +41,14 @@ def test_the_endpoint_serves_the_backlog_with_no_worker_running(
     r.xreadgroup(GROUP, "gone-worker", {keys.jobs: ">"}, count=2)
     port = free_port()
     env = {"REDIS_URL": redis_url, "QUEUE_PREFIX": keys.prefix, "METRICS_PORT": str(port), "METRICS_NAMESPACE": "sd"}
+    env["WORKER_QUEUES"] = "critical,default"  # critical never used: its 0 must be there for its scaler
     proc = start(env, tmp_path / "metrics.log")
     try:
         samples = wait_for(partial(scrape, port), timeout_s=30, what="python -m worker metrics to answer")
         assert sample(samples, "sd_backlog", queue="default", partition="0") == 3  # type: ignore[arg-type]
         assert sample(samples, "sd_running", queue="default", partition="0") == 2  # type: ignore[arg-type]
+        assert sample(samples, "sd_backlog", queue="critical", partition="0") == 0  # type: ignore[arg-type]
+        assert sample(samples, "sd_running", queue="critical", partition="0") == 0  # type: ignore[arg-type]
         r.xadd(keys.jobs, {"kind": "greet", "job_id": "j5", "attempts": "0"})
         assert sample(scrape(port), "sd_backlog", queue="default", partition="0") == 4  # read at each scrape
     finally:

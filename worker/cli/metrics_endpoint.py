@@ -5,7 +5,9 @@ worker exports anything, and a scaler that reads nothing must not take that for
 an empty queue. This process needs no job kinds and no PostgreSQL: it serves
 ``<ns>_backlog`` and ``<ns>_running`` (:mod:`worker.observability.backlog`) on
 ``METRICS_HOST:METRICS_PORT``, read from Redis at each scrape, for every
-partition of the count recorded on the queue. A scrape while Redis does not
+partition of the count recorded on the queue, of every queue in use and every
+queue ``WORKER_QUEUES`` names (a 0 for one never used: a scaler must read 0,
+not an absent series, to scale its deployment to zero). A scrape while Redis does not
 answer gets no backlog series (never a 0) and one warning line.
 """
 
@@ -30,7 +32,7 @@ from worker.observability.endpoint import MetricsEndpoint
 from worker.redact import one_line, redact
 from worker.settings import Settings
 from worker.store.connection import connect
-from worker.store.partitions import keys_for, known_queues, recorded_count
+from worker.store.partitions import keys_for, known_queues, queue_names, recorded_count
 
 log = logging.getLogger("worker.metrics")
 
@@ -49,7 +51,9 @@ class LiveBacklog(Collector):
         prefix = self.settings.prefix
         try:
             count = recorded_count(self.client, prefix) or self.settings.partitions
-            parts = [keys for queue in known_queues(self.client, prefix) for keys in keys_for(prefix, count, queue)]
+            named = [served.name for served in self.settings.queues]  # a series (0 too) for each, in use or not
+            queues = queue_names([*named, *known_queues(self.client, prefix)])
+            parts = [keys for queue in queues for keys in keys_for(prefix, count, queue)]
             readings = read_backlog(self.client, parts, time.time())
         except (redis.exceptions.RedisError, OSError) as exc:
             log.warning("Could not read the backlog from Redis: %s", redact(one_line(exc)))

@@ -56,7 +56,7 @@ from worker.observability.observer import Observer
 from worker.observability.queue_state import QueueState, read_partitions_state_async, stat_fields
 from worker.settings import Settings
 from worker.store.keys import Keys
-from worker.store.partitions import known_queues_async, partition_keys
+from worker.store.partitions import known_queues_async, partition_keys, queue_names
 from worker.store.queues import DEFAULT_QUEUE
 from worker.store.reconnect import unless_lost
 from worker.store.server_clock import CLOCK
@@ -412,7 +412,10 @@ class Metrics(Observer):
                     )
                     for queue in self.labelled_queues
                 }
-                queues = await known_queues_async(self.redis, self.settings.prefix)
+                # Every queue served or declared, in use or not: a scaler needs its 0, not an absent series.
+                queues = queue_names(
+                    [*self.labelled_queues, *await known_queues_async(self.redis, self.settings.prefix)]
+                )
                 parts = [keys for queue in queues for keys in partition_keys(self.settings, queue)]
                 self.backlog.readings = await read_backlog_async(self.redis, parts, time.time())
                 if self.archive is not None:
