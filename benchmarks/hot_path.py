@@ -73,7 +73,7 @@ async def one_run(jobs: int, metrics: bool, flow: bool = False, tracing: bool = 
     if flow:
         observers.append(FlowCounter(client, Keys(), registry.kinds, retention_days=8))
     worker = Worker(client, settings, registry, observers=observers)
-    assert worker._traced is tracing, "the worker should trace with an SDK, and only then"
+    assert worker.traced is tracing, "the worker should trace with an SDK, and only then"
     part, slots = worker.parts[0], worker.slots
     todo = entries(jobs)
     started = time.perf_counter()

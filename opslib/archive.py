@@ -51,11 +51,9 @@ Example::
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
-import psycopg
 
 from opslib.archive_frames import (
     ARCHIVE_SELECT,
@@ -67,8 +65,9 @@ from opslib.archive_frames import (
     parse_freq,
     period_of,
 )
+from opslib.archive_query import read_archive
 from opslib.checks import check_kind, check_limit
-from opslib.connection import pg_session, queue_keys, readable_archive_url
+from opslib.connection import queue_keys
 from opslib.errors import OpslibError
 from opslib.export import ArchiveSources, merged, with_exported
 from opslib.kinds import archived_or_declared
@@ -88,26 +87,6 @@ def check_status(status: object) -> str | None:
     if status is None or (isinstance(status, str) and status in STATUSES):
         return status
     raise OpslibError(f"status must be one of {', '.join(map(repr, STATUSES))} or None (every row), got {status!r}")
-
-
-def read_archive(conn: Any, query: str, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
-    """The rows of a query on the archive; its errors become an :class:`OpslibError` saying what to do."""
-    try:
-        with pg_session(conn, readable_archive_url, "ARCHIVE_URL") as connection:
-            return connection.execute(query, params).fetchall()
-    except psycopg.errors.UndefinedTable:
-        raise OpslibError(
-            f"the archive's table {TABLE} is not in this database; the workers create it when they start "
-            "with the archive on (or run `python -m worker migrate`). Check ARCHIVE_URL / DATABASE_URL, or conn="
-        ) from None
-    except psycopg.Error as exc:
-        raise OpslibError(f"reading the archive failed: {str(exc).strip()}") from None
-
-
-def archive_kinds(conn: Any, queue: str) -> set[str]:
-    """The kinds the archive holds for ``queue`` (an error path: it reads the kind index whole)."""
-    rows = read_archive(conn, f"SELECT DISTINCT kind FROM {TABLE} WHERE queue = %(queue)s", {"queue": queue})
-    return {kind for (kind,) in rows}
 
 
 def where_clause(

@@ -45,6 +45,7 @@ import pandas as pd
 import psycopg
 import redis
 
+from opslib.archive_query import archive_kinds
 from opslib.bounded import Scan, stream_entries, zset_members
 from opslib.checks import check_kind, queue_kinds
 from opslib.columns import COUNT, FLAG, TEXT, TIME, typed_frame
@@ -129,8 +130,6 @@ def archived_or_declared(conn: Any, queue: str, client: Any, prefix: str | None)
     """The kinds the archive holds for ``queue`` and those the live workers declare: a kind nothing of
     which was archived yet is known (``archive --kind send_email`` is empty, not a typo). Redis away: the
     archive's alone."""
-    from opslib.archive import archive_kinds
-
     try:
         with redis_session(client, prefix, "read the kinds the workers declare") as (redis_client, keys):
             declared = set(declared_kinds(redis_client, keys))
@@ -141,8 +140,6 @@ def archived_or_declared(conn: Any, queue: str, client: Any, prefix: str | None)
 
 def archive_kinds_if_any(queue: str) -> set[str]:
     """The kinds the archive has seen, or none when it is off or away (the other sources still count)."""
-    from opslib.archive import archive_kinds
-
     try:
         url = archive_url()
         if url is None:

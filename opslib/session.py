@@ -128,6 +128,8 @@ def _unpacked(function: Callable[..., Any]) -> list[inspect.Parameter]:
         return []
     options = function.__globals__[unpacked[1]].__annotations__
     return [
-        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=shown)
+        inspect.Parameter(
+            name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=getattr(shown, "__forward_arg__", shown)
+        )
         for name, shown in options.items()
     ]

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Unpack
 
 import pandas as pd
 
@@ -37,7 +37,7 @@ from opslib.frames import discard_to_frame
 from opslib.moves.archived import discard_from_archive
 from opslib.moves.dead_moves import Batch, DeadMove, move_dead
 from opslib.moves.locate import Located, Progress
-from opslib.moves.selection import Selection
+from opslib.moves.selection import Filters, Selection
 from opslib.operator import Operator
 from opslib.session import Servers, Session, with_servers
 from worker.store.keys import Keys
@@ -100,12 +100,10 @@ def discard_kind(
     kind: str,
     *,
     reason: str,
-    signature: str | None = None,
-    error_contains: str | None = None,
-    since: object = None,
     by: str | None = None,
     dry_run: bool = False,
     servers: Servers,
+    **filters: Unpack[Filters],
 ) -> pd.DataFrame:
     """Discard every dead letter of ``kind`` that matches the filters (as ``replay_kind`` selects them).
 
@@ -113,5 +111,5 @@ def discard_kind(
     ``would discard`` and writes nothing.
     """
     move = Discard(Operator.acting("discard", by=by, reason=reason))
-    selection = Selection(kind, signature=signature, error_contains=error_contains, since=since)
+    selection = Selection(kind, **filters)
     return move_dead(move, selection, servers, dry_run=dry_run)

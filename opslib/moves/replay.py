@@ -56,7 +56,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, TypedDict, Unpack
+from typing import Any, Unpack
 
 import pandas as pd
 import redis
@@ -77,7 +77,7 @@ from opslib.moves.batches import BATCH_TIME
 from opslib.moves.dead_moves import Batch, DeadMove, move_dead
 from opslib.moves.locate import Located, Progress
 from opslib.moves.patch import checked_patch, with_changes
-from opslib.moves.selection import Selection
+from opslib.moves.selection import Filters, Selection
 from opslib.operator import Operator
 from opslib.queries import entry_floor
 from opslib.session import Servers, Session, with_servers
@@ -167,14 +167,6 @@ def replay(
 def _shown(move: Replay, frame: pd.DataFrame, servers: Servers) -> pd.DataFrame:
     """A patched replay's frame with each entry's ``changes`` in a dry run (the entries are there still)."""
     return with_changes(frame, move.patch, servers) if move.patch and not frame["batch"].any() else frame
-
-
-class Filters(TypedDict, total=False):
-    """Which of a kind's dead letters ``replay_kind`` takes (each None or absent: no filter)."""
-
-    signature: str | None
-    error_contains: str | None
-    since: object
 
 
 @with_servers

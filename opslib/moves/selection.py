@@ -11,6 +11,7 @@ inside the move's session (:func:`opslib.moves.dead_moves.move_dead`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypedDict
 
 import pandas as pd
 
@@ -20,6 +21,15 @@ from opslib.moves.archived import archived_dead
 from opslib.moves.locate import NOWHERE, Target
 from opslib.queries import dead_letters
 from opslib.session import Session
+
+
+class Filters(TypedDict, total=False):
+    """The keywords ``replay_kind`` and ``discard_kind`` take to narrow a kind's dead letters (each None or
+    absent: no filter): a :class:`Selection`'s fields beside its kind."""
+
+    signature: str | None
+    error_contains: str | None
+    since: object
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,8 @@ The settings tables are generated (:mod:`tests.docs.settings_tables`). Here:
 the metrics table of ``docs/operations.md`` names exactly the series a
 worker exports, each with its type and labels, read from a worker's own
 registry (its collectors, the archive's and the queue-state gauges declared
-by ``worker/observability/queue_state.py``); and the list of moves in
+by ``worker/observability/queue_state.py``), and which of them carry the
+prefix rather than the named queue as their ``queue`` label; and the list of moves in
 ``docs/architecture.md`` names exactly the Lua scripts of ``worker/store/lua/``.
 The descriptions stay the docs' own words.
 """
@@ -22,11 +23,14 @@ from worker.kinds import Registry
 from worker.observability.backlog import PartitionBacklog
 from worker.observability.metrics import Metrics
 from worker.observability.queue_state import QueueState, stat_fields
+from worker.schedules import schedule
 from worker.settings import Settings
 from worker.store.vocabulary import OUTCOME_DEAD, OUTCOME_RETRIED
 
 DOCS = ROOT / "docs"
 NAMESPACE = "stagedoor"  # the table's names are Stagedoor's (METRICS_NAMESPACE of its image)
+PREFIX = "{tenant}:"  # unlike any queue's name, so a series' ``queue`` label tells which of the two it is
+QUEUE = "default"
 TABLE_ROW = re.compile(r"^\| `(stagedoor_\w+)` \| (\w+) \| ([\w, ]+) \| .+ \|$", re.MULTILINE)
 
 
@@ -39,18 +43,27 @@ def documented_metrics() -> dict[str, tuple[str, tuple[str, ...]]]:
     }
 
 
-def exported_metrics() -> dict[str, tuple[str, tuple[str, ...] | None]]:
-    """name -> (type, labels) of every series of a worker with the archive on, holding the metrics lock,
-    after one job of each outcome and a scheduler tick of each kind (labels None: no sample to read
-    them from). prometheus_client's own ``process_*`` series are left out."""
-    settings = Settings.from_env({"METRICS_NAMESPACE": NAMESPACE, "ARCHIVE_URL": "off"})
+def prefix_labelled() -> set[str]:
+    """The series ``docs/operations.md`` says keep ``QUEUE_PREFIX`` as their ``queue`` label."""
+    page = (DOCS / "operations.md").read_text()
+    listed = re.search(r"keep `QUEUE_PREFIX` as their `queue` label:\s(.+?)\.\n", page, re.DOTALL)
+    assert listed, "docs/operations.md has no sentence `... keep `QUEUE_PREFIX` as their `queue` label: `a`, ...`"
+    return set(re.findall(r"`(stagedoor_\w+)`", listed[1]))
+
+
+def exported_metrics() -> dict[str, tuple[str, tuple[str, ...] | None, set[str]]]:
+    """name -> (type, labels, values of its ``queue`` label) of every series of a worker with the archive on,
+    holding the metrics lock, with one schedule, after one job of each outcome, a hand-back and a scheduler
+    tick of each kind (labels None: no sample to read them from). prometheus_client's own ``process_*``
+    series are left out."""
+    settings = Settings.from_env({"METRICS_NAMESPACE": NAMESPACE, "ARCHIVE_URL": "off", "QUEUE_PREFIX": PREFIX})
     client = aioredis.Redis()  # never connected: nothing here talks to Redis
     archiver = Archiver(client, settings, lambda: "")
-    metrics = Metrics(settings, client, Registry(), archiver)
+    registry = Registry()
+    schedule("nightly", "k", every_s=60, registry=registry)
+    metrics = Metrics(settings, client, registry, archiver)
     metrics.queue_collector.states = {
-        "default": QueueState(
-            **{stat.name: () if stat.metadata["combine"] == "consumers" else 0 for stat in stat_fields()}
-        )
+        QUEUE: QueueState(**{stat.name: () if stat.metadata["combine"] == "consumers" else 0 for stat in stat_fields()})
     }
     metrics.backlog.readings = [PartitionBacklog(partition=0, undelivered=0, delayed_due=0, throttled=0, running=0)]
     assert metrics.archive is not None
@@ -59,15 +72,17 @@ def exported_metrics() -> dict[str, tuple[str, tuple[str, ...] | None]]:
     metrics.jobs_succeeded(["k"], [0.1])
     metrics.job_finished("k", OUTCOME_RETRIED, 0.1, None)
     metrics.job_finished("k", OUTCOME_DEAD, 0.1, "exhausted")
+    metrics.job_handed_back("k", waiting=True)
     metrics.tick_enqueued("s")
     metrics.tick_skipped("s")
-    found: dict[str, tuple[str, tuple[str, ...] | None]] = {}
+    found: dict[str, tuple[str, tuple[str, ...] | None, set[str]]] = {}
     for family in metrics.registry.collect():
         if family.name.startswith("process_"):
             continue
         name = f"{family.name}_total" if family.type == "counter" else family.name
         labels = [tuple(n for n in sample.labels if n != "le") for sample in family.samples]
-        found[name] = (family.type, labels[0] if labels else None)
+        queues = {sample.labels["queue"] for sample in family.samples if "queue" in sample.labels}
+        found[name] = (family.type, labels[0] if labels else None, queues)
     asyncio.run(client.aclose())
     return found
 
@@ -80,10 +95,29 @@ def test_the_metrics_table_names_every_series_a_worker_exports() -> None:
     )
     gone = sorted(set(documented) - set(exported))
     assert not gone, f"docs/operations.md's metrics table names series no worker exports: {gone}"
-    for name, (kind, labels) in exported.items():
+    for name, (kind, labels, _) in exported.items():
         assert documented[name][0] == kind, f"docs/operations.md: {name} is a {kind}, not a {documented[name][0]}"
         if labels is not None:
             assert documented[name][1] == labels, f"docs/operations.md: {name}'s labels are {', '.join(labels)}"
+
+
+def test_the_metrics_page_names_the_series_whose_queue_label_is_the_prefix() -> None:
+    """The ``queue`` label is the named queue on the job and queue series, the prefix on worker-wide ones."""
+    exported = exported_metrics()
+    odd = {name: queues for name, (_, _, queues) in exported.items() if queues - {QUEUE, PREFIX}}
+    assert not odd, f"these series' queue label is neither the named queue nor the prefix: {odd}"
+    by_prefix = {name for name, (_, _, queues) in exported.items() if queues == {PREFIX}}
+    by_queue = {name for name, (_, _, queues) in exported.items() if queues == {QUEUE}}
+    documented = prefix_labelled()
+    assert not by_prefix - documented, (
+        f"docs/operations.md ('Who exports what') lacks {sorted(by_prefix - documented)} among the series "
+        "that keep QUEUE_PREFIX as their queue label"
+    )
+    assert not documented & by_queue, (
+        f"docs/operations.md says {sorted(documented & by_queue)} keep QUEUE_PREFIX, but their queue label is "
+        "the named queue"
+    )
+    assert not documented - set(exported), f"docs/operations.md names series no worker exports: {documented}"
 
 
 def test_the_store_contract_lists_every_lua_move() -> None:

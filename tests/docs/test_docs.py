@@ -1,5 +1,6 @@
 """The docs cannot drift from the code: their settings tables are the declaration's, every
-```python block runs, and every relative link leads to a file that exists.
+```python block runs, every relative link leads to a file that exists, and every link to a
+heading (``page.md#anchor``) finds that heading, so a renamed section cannot strand a link.
 
 A block runs in a process of its own, in a temp folder, against the test's real servers:
 ``REDIS_URL``, ``QUEUE_PREFIX`` (a prefix of the test's own) and ``DATABASE_URL`` (a
@@ -36,6 +37,8 @@ from worker.store.keys import Keys
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 FENCE = re.compile(r"^```([^\n`]*)\n(.*?)^```\s*$", re.DOTALL | re.MULTILINE)
 LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+ANCHORED = re.compile(r"\]\(([^)#\s]*)#([^)\s]+)\)")
+HEADING = re.compile(r"^#{1,6} (.+)$", re.MULTILINE)
 README_MAX_LINES = 200
 
 
@@ -120,6 +123,32 @@ def test_relative_links_lead_to_files(page: Path) -> None:
         if "://" in target or target.startswith("mailto:"):
             continue
         assert (page.parent / target).exists(), f"{page.name} links to {target}, which does not exist"
+
+
+def anchors(page: Path) -> set[str]:
+    """The anchors of ``page``'s headings as GitHub makes them: lower case, punctuation dropped, spaces to
+    hyphens, a repeated one numbered; headings inside fenced blocks are not headings."""
+    found: set[str] = set()
+    seen: dict[str, int] = {}
+    for heading in HEADING.findall(FENCE.sub("", page.read_text())):
+        slug = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        found.add(f"{slug}-{seen[slug]}" if slug in seen else slug)
+        seen[slug] = seen.get(slug, 0) + 1
+    return found
+
+
+@pytest.mark.parametrize(
+    "page", [*PAGES, *sorted((ROOT / "docs" / "history").glob("*.md"))], ids=lambda p: str(p.relative_to(ROOT))
+)
+def test_links_to_a_heading_find_it(page: Path) -> None:
+    for target, anchor in ANCHORED.findall(page.read_text()):
+        if "://" in target:
+            continue
+        linked = (page.parent / target).resolve() if target else page
+        if linked.suffix != ".md":
+            continue
+        assert linked.exists(), f"{page.name} links to {target}, which does not exist"
+        assert anchor in anchors(linked), f"{page.name} links to {target}#{anchor}: {linked.name} has no such heading"
 
 
 @pytest.mark.parametrize("block", BLOCKS, ids=[b.name for b in BLOCKS])

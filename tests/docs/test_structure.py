@@ -1,9 +1,12 @@
 """The house rules that a reader relies on, checked on the source with ``ast``.
 
 No class over 250 lines, no function over 60 and no function taking more than 8
-parameters in ``worker/``, ``opslib/`` and ``stagedoor/``; no application named in the core; benchmarks import no
-test code; the shared modules under ``tests/`` named one way (``kinds_*`` for
-modules that declare job kinds, the module name ``helpers`` for shared code).
+parameters in ``worker/``, ``opslib/`` and ``stagedoor/`` (250 bounds a class, not
+a module: a module may be longer); no import circle among their modules, even
+through an import inside a function; no application named in the core;
+benchmarks import no test code; the shared modules under ``tests/`` named one way
+(``kinds_*`` for modules that declare job kinds, the module name ``helpers`` for
+shared code).
 """
 
 from __future__ import annotations
@@ -76,6 +79,56 @@ def test_no_function_takes_more_than_8_parameters() -> None:
         if count > MAX_PARAMETERS
     }
     assert not found, f"these take more than {MAX_PARAMETERS} parameters; gather them in a record: {found}"
+
+
+def module_name(path: Path) -> str:
+    return ".".join(path.relative_to(ROOT).with_suffix("").parts)
+
+
+def runtime_imports(path: Path, modules: set[str]) -> set[str]:
+    """The modules of ``modules`` that ``path`` imports when it runs, wherever the import stands (a
+    function's too), those under ``if TYPE_CHECKING:`` left out; ``from a import b`` counts ``a.b`` when it
+    is a module."""
+    tree = ast.parse(path.read_text())
+    typing_only = {
+        id(inner)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+        for inner in ast.walk(node)
+    }
+    found = set()
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found |= {f"{node.module}.{alias.name}" for alias in node.names} | {node.module}
+    return found & modules
+
+
+def test_no_import_circle() -> None:
+    """A package's ``__init__`` is left out: importing any module of a package runs it first, so every module
+    would seem to stand in a circle with the face that names it."""
+    paths = [path for path in sources("worker", "opslib", "stagedoor") if path.name != "__init__.py"]
+    modules = {module_name(path) for path in paths}
+    graph = {module_name(path): runtime_imports(path, modules) for path in paths}
+    circles: list[list[str]] = []
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+
+    def visit(module: str, trail: list[str]) -> None:
+        state[module] = 1
+        for imported_module in sorted(graph[module]):
+            if state.get(imported_module) == 1:
+                circles.append([*trail[trail.index(imported_module) :], imported_module])
+            elif imported_module not in state:
+                visit(imported_module, [*trail, imported_module])
+        state[module] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])
+    assert not circles, "these modules import each other: " + "; ".join(" -> ".join(c) for c in circles)
 
 
 def test_the_core_names_no_application() -> None:

@@ -21,6 +21,18 @@ def test_the_signature_shown_is_the_public_one(function: object) -> None:
     assert all(shown.parameters[name].default is None for name in ("client", "prefix", "conn"))
 
 
+def test_replay_kind_and_discard_kind_take_one_selections_filters() -> None:
+    """The two ``_kind`` forms narrow a kind's dead letters by the same keywords, shown as ``help()`` shows
+    a keyword of the function's own."""
+    for function in (opslib.replay_kind, opslib.discard_kind):
+        shown = inspect.signature(function).parameters
+        assert {name: str(shown[name].annotation) for name in ("signature", "error_contains", "since")} == {
+            "signature": "str | None",
+            "error_contains": "str | None",
+            "since": "object",
+        }, function.__name__
+
+
 def test_an_unknown_keyword_is_refused_by_name() -> None:
     with pytest.raises(TypeError, match="on_progres"):
         opslib.replay("1-0", on_progres=print)

@@ -105,7 +105,7 @@ class Worker:
             stop_grace_s=settings.stop_grace_s,
             fleet=self.fleet,
         )
-        self._traced, run = traced(self.executor.run, self.keys.jobs)  # with an OpenTelemetry SDK, each in its span
+        self.traced, run = traced(self.executor.run, self.keys.jobs)  # with an OpenTelemetry SDK, each in its span
         self.slots = Slots(settings.concurrency, run, self.episode.troubles, self.stopping)
         self.feeders = [FairFeeder(redis_client, part.keys, self.slots) for part in self.parts]
         for part, feeder in zip(self.parts, self.feeders, strict=True):

@@ -17,7 +17,7 @@ Two kinds of numbers, collected two ways:
   token lock held by the worker's name, renewed every ``METRICS_INTERVAL_S``
   and expiring after three intervals). Only the holder exports those series;
   the others export none, so there is no N-fold copy. Each series carries a
-  ``queue`` label (``QUEUE_PREFIX``), and after a hand-over (the holder died:
+  ``queue`` label (the named queue), and after a hand-over (the holder died:
   a new one takes over within three intervals) the series comes from another
   ``instance``: aggregate with ``max by (queue)``, as ``deploy/alerts.yml``
   does. A holder that cannot read Redis drops its numbers rather than export
@@ -28,7 +28,11 @@ application's deployment may set its own, e.g. ``myapp``). Each series, its
 type, labels and meaning is in the metrics table of ``docs/operations.md``
 ("Metrics"), which ``tests/docs/test_catalogues.py`` checks against what this
 registry exports, so a gauge declared on ``QueueState`` is one row in the
-table and nothing here. Plus prometheus_client's ``process_*`` series (CPU, memory, start time).
+table and nothing here. The ``queue`` label is the named queue on the job
+and queue series and ``QUEUE_PREFIX`` on the worker-wide ones (the archive's,
+the scheduler's ticks, ...): the page lists the latter ("Who exports what"),
+checked by the same test. Plus prometheus_client's ``process_*`` series (CPU,
+memory, start time).
 """
 
 from __future__ import annotations
