@@ -317,7 +317,7 @@ class _Queue:
                 return await packed.send_or_async(redis, command, lambda: plan.send(redis, self.parts[part]))
             if plan.due is None and not plan.fair:
                 command = xadd_command(self.heads[part], plan.job)
-                return await packed.send_async(redis, command, self.parts[part].jobs, plan.job)
+                return await packed.send_or_async(redis, command, lambda: redis.xadd(self.parts[part].jobs, plan.job))
         return await plan.send(redis, self.parts[part])
 
     def evalsha(self, redis: Any, plan: _Plan, part: int) -> bytes:
