@@ -1,5 +1,5 @@
 """enqueue_async's own round trip (worker.store.async_round_trip): the socket timeout through one watch a
-connection, error replies, RESP3 pushes, and a script the server lost."""
+connection, error replies, RESP3 pushes, and a script the server lost (a guarded and a fair enqueue's)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,11 @@ import redis
 import redis.asyncio as aioredis
 
 from worker.store.async_round_trip import round_trip
-from worker.store.enqueue import enqueue_async
+from worker.store.enqueue import enqueue, enqueue_async
+from worker.store.fair import FAIR_FIELD
 from worker.store.keys import Keys
 from worker.store.packed import command
+from worker.store.wire import decode_member
 
 
 async def connection(client: aioredis.Redis) -> object:
@@ -118,3 +120,23 @@ def test_a_guarded_async_enqueue_after_script_flush_loads_the_script_again(
     stored = r.xrange(Keys(prefix).jobs)
     assert [fields[b"job_id"] for _, fields in stored] == [b"before", b"after"]
     assert [entry_id.decode() for entry_id, _ in stored] == [first, second] and again == second
+
+
+def test_a_fair_enqueue_after_script_flush_loads_the_script_again(redis_url: str, r: redis.Redis, prefix: str) -> None:
+    """A fair job's packed EVALSHA (worker.store.fair.fair_evalsha), sync and asyncio, on a server that lost it."""
+    client = redis.Redis.from_url(redis_url)
+    first = enqueue(client, "noop", {"n": 1}, prefix=prefix, fair_key="org-1")
+    r.script_flush()
+    second = enqueue(client, "noop", {"n": 2}, prefix=prefix, fair_key="org-2")
+    client.close()
+
+    async def main() -> str:
+        async_client = aioredis.Redis.from_url(redis_url)
+        await async_client.script_flush()
+        third = await enqueue_async(async_client, "noop", {"n": 3}, prefix=prefix, fair_key="org-3")
+        await async_client.aclose()
+        return third
+
+    third = asyncio.run(main())
+    waiting = {decode_member(m)["job_id"]: decode_member(m)[FAIR_FIELD] for m in r.zrange(Keys(prefix).fair_queue, 0, -1)}
+    assert waiting == {first: "org-1", second: "org-2", third: "org-3"}
