@@ -6,8 +6,9 @@ Run by ``benchmarks/producer_bench.py`` with each system's own interpreter: the 
 ``benchmarks/.venv/<peer>``, this worker's (``ours-*``) from the project's venv. Every job carries the
 same three small fields (:data:`FIELDS`); connecting and a warm-up of :data:`WARM_UP` calls stay
 outside the clock. ``ours-key`` and ``ours-id`` give each job a unique key or a job id of its own (the guarded
-enqueue, one script call); ``ours-fair`` a fair key, :data:`TENANTS` tenants in turn (one script call). ``ours-many`` sends batches of :data:`BATCH` jobs a call (its latencies are per
-batch). No worker runs: the jobs stay in the benchmark's own server.
+enqueue, one script call); ``ours-fair`` a fair key, :data:`TENANTS` tenants in turn (one script call).
+``ours-many`` sends batches of :data:`BATCH` jobs a call (its latencies are per batch). No worker runs:
+the jobs stay in the benchmark's own server.
 """
 
 from __future__ import annotations

@@ -138,5 +138,7 @@ def test_a_fair_enqueue_after_script_flush_loads_the_script_again(redis_url: str
         return third
 
     third = asyncio.run(main())
-    waiting = {decode_member(m)["job_id"]: decode_member(m)[FAIR_FIELD] for m in r.zrange(Keys(prefix).fair_queue, 0, -1)}
+    waiting = {
+        decode_member(m)["job_id"]: decode_member(m)[FAIR_FIELD] for m in r.zrange(Keys(prefix).fair_queue, 0, -1)
+    }
     assert waiting == {first: "org-1", second: "org-2", third: "org-3"}
