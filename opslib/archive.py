@@ -163,8 +163,7 @@ def archive(
         check_signature(signature)
     if kind is not None:
         check_kind(kind, [kind])  # a non-empty string; the name is checked when nothing matches it
-    conn = servers.conn
-    apply_pending_log(conn, client=servers.client, prefix=servers.prefix)  # read your own writes: the moves just made
+    apply_pending_log(servers.conn, client=servers.client, prefix=servers.prefix)  # read your own writes
     queue = queue_keys(servers.prefix).prefix
     where, params = where_clause(queue, kind, died_from=start, died_before=end)
     if wanted is not None:
@@ -183,11 +182,11 @@ def archive(
         f"ORDER BY dead_at DESC, length(dead_id) DESC, dead_id DESC{' LIMIT %(limit)s' if last else ''}"
     )
     with collector_paused():  # a day is some 17,000 rows of a dozen columns (opslib.gc_pause says why)
-        rows = read_archive(conn, query, {**params, "limit": last})
+        rows = read_archive(servers.conn, query, {**params, "limit": last})
         if servers.exported is not None:
             return archive_to_frame(merged(rows, servers.exported, queue, {**params, "kind": kind}, last))
         if kind is not None and not rows:
-            known = functools.partial(archived_or_declared, conn, queue, servers.client, servers.prefix)
+            known = functools.partial(archived_or_declared, servers.conn, queue, servers.client, servers.prefix)
             check_kind(kind, [], known, holder=ARCHIVE_HOLDER)
         return archive_to_frame(reversed(rows))
 
