@@ -34,6 +34,7 @@ SYSTEMS: dict[str, tuple[str, ...]] = {
     "stagedoor enqueue": (sys.executable, PRODUCE, "ours-sync"),
     "stagedoor enqueue unique_key= (a key each)": (sys.executable, PRODUCE, "ours-key"),
     "stagedoor enqueue job_id= (an id each)": (sys.executable, PRODUCE, "ours-id"),
+    "stagedoor enqueue fair_key= (100 tenants)": (sys.executable, PRODUCE, "ours-fair"),
     "stagedoor enqueue_async": (sys.executable, PRODUCE, "ours-async"),
     "stagedoor enqueue_many (1,000 a call)": (sys.executable, PRODUCE, "ours-many"),
     "BullMQ 6.7 add (awaited)": (*BULLMQ, "add"),

@@ -70,6 +70,7 @@ from opslib.checks import check_kind, check_limit
 from opslib.connection import queue_keys
 from opslib.errors import OpslibError
 from opslib.export import ArchiveSources, merged, with_exported
+from opslib.gc_pause import collector_paused
 from opslib.kinds import archived_or_declared
 from opslib.moves.archived import apply_pending_log
 from opslib.search import ARCHIVE_SEARCH, check_search
@@ -141,8 +142,7 @@ def archive(
         check_signature(signature)
     if kind is not None:
         check_kind(kind, [kind])  # a non-empty string; the name is checked when nothing matches it
-    conn = servers.conn
-    apply_pending_log(conn, client=servers.client, prefix=servers.prefix)  # read your own writes: the moves just made
+    apply_pending_log(servers.conn, client=servers.client, prefix=servers.prefix)  # read your own writes
     queue = queue_keys(servers.prefix).prefix
     where, params = where_clause(queue, kind, died_from=start, died_before=end)
     if wanted is not None:
@@ -160,13 +160,14 @@ def archive(
         f"SELECT {', '.join(ARCHIVE_SELECT)} FROM {TABLE} WHERE {where} "
         f"ORDER BY dead_at DESC, length(dead_id) DESC, dead_id DESC{' LIMIT %(limit)s' if last else ''}"
     )
-    rows = read_archive(conn, query, {**params, "limit": last})
-    if servers.exported is not None:
-        return archive_to_frame(merged(rows, servers.exported, queue, {**params, "kind": kind}, last))
-    if kind is not None and not rows:
-        known = functools.partial(archived_or_declared, conn, queue, servers.client, servers.prefix)
-        check_kind(kind, [], known, holder=ARCHIVE_HOLDER)
-    return archive_to_frame(reversed(rows))
+    with collector_paused():  # a day is some 17,000 rows of a dozen columns (opslib.gc_pause says why)
+        rows = read_archive(servers.conn, query, {**params, "limit": last})
+        if servers.exported is not None:
+            return archive_to_frame(merged(rows, servers.exported, queue, {**params, "kind": kind}, last))
+        if kind is not None and not rows:
+            known = functools.partial(archived_or_declared, servers.conn, queue, servers.client, servers.prefix)
+            check_kind(kind, [], known, holder=ARCHIVE_HOLDER)
+        return archive_to_frame(reversed(rows))
 
 
 #: One scan of the table: rows grouped by kind and by the periods of their three times (a few thousand

@@ -6,8 +6,9 @@ Run by ``benchmarks/producer_bench.py`` with each system's own interpreter: the 
 ``benchmarks/.venv/<peer>``, this worker's (``ours-*``) from the project's venv. Every job carries the
 same three small fields (:data:`FIELDS`); connecting and a warm-up of :data:`WARM_UP` calls stay
 outside the clock. ``ours-key`` and ``ours-id`` give each job a unique key or a job id of its own (the guarded
-enqueue, one script call). ``ours-many`` sends batches of :data:`BATCH` jobs a call (its latencies are per
-batch). No worker runs: the jobs stay in the benchmark's own server.
+enqueue, one script call); ``ours-fair`` a fair key, :data:`TENANTS` tenants in turn (one script call).
+``ours-many`` sends batches of :data:`BATCH` jobs a call (its latencies are per batch). No worker runs:
+the jobs stay in the benchmark's own server.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from collections.abc import Awaitable, Callable
 FIELDS = {"order_id": "1042", "email": "ada@example.com", "seat": "12C"}
 WARM_UP = 200
 BATCH = 1000
+TENANTS = 100
 URL = os.environ["REDIS_URL"]
 
 Call = Callable[[], object]
@@ -84,6 +86,10 @@ def ours(mode: str, count: int) -> None:
         numbers = itertools.count()
         option = "unique_key" if mode == "key" else "job_id"
         timed(lambda: enqueue(client, "noop", FIELDS, **{option: f"order-{next(numbers)}"}), count)
+    elif mode == "fair":  # a fair job (worker/store/fair.py): one script call, TENANTS keys in turn
+        client = redis.Redis.from_url(URL)
+        tenants = itertools.cycle([f"org-{n}" for n in range(TENANTS)])
+        timed(lambda: enqueue(client, "noop", FIELDS, fair_key=next(tenants)), count)
     elif mode == "many":
         client = redis.Redis.from_url(URL)
         batch = [NewJob("noop", FIELDS)] * BATCH

@@ -7,6 +7,7 @@ PostgreSQL, in a schema of the test's own with rows written straight into
 
 from __future__ import annotations
 
+import gc
 import json
 import sys
 import time
@@ -442,3 +443,36 @@ def test_a_kind_a_live_worker_declares_is_known_to_the_archive_without_a_row(
     assert opslib.archive("send_reminder", **at).empty and opslib.history(kind="send_reminder", **at)["died"].sum() == 0
     with pytest.raises(opslib.OpslibError, match=r"unknown kind 'send_remider'; did you mean 'send_reminder'\?"):
         opslib.archive("send_remider", **at)
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_archive_reads_with_the_collector_paused_and_leaves_it_as_it_was(
+    conn: psycopg.Connection[Any], enabled: bool
+) -> None:
+    """opslib.gc_pause: no collection while archive() reads and converts its rows (even with a threshold
+    that would collect at every allocation), and the collector on or off after as it was before."""
+    passes: list[str] = []
+
+    def seen(phase: str, info: dict[str, int]) -> None:
+        frame = sys._getframe(1)
+        while frame is not None:
+            if frame.f_code.co_name in ("read_archive", "archive_to_frame"):
+                passes.append(f"{phase} in {frame.f_code.co_name}")
+                return
+            frame = frame.f_back
+
+    threshold = gc.get_threshold()
+    was = gc.isenabled()
+    gc.callbacks.append(seen)
+    gc.set_threshold(1)
+    if not enabled:
+        gc.disable()
+    try:
+        frame = opslib.archive(conn=conn, prefix="")
+        after = gc.isenabled()
+    finally:
+        gc.callbacks.remove(seen)
+        gc.set_threshold(*threshold)
+        if was:
+            gc.enable()
+    assert len(frame) == 6 and passes == [] and after is enabled

@@ -42,7 +42,7 @@ from worker.settings_framework import declared
 from worker.store import packed, unique
 from worker.store.connection import is_cluster
 from worker.store.durable import WAIT_TIMEOUT_MS, write_and_wait, write_and_wait_async
-from worker.store.fair import FAIR_FIELD, checked_fair_key, fair_command, load_fair, send_fair
+from worker.store.fair import FAIR_FIELD, checked_fair_key, fair_command, fair_evalsha, load_fair, send_fair
 from worker.store.keys import Keys, partition_of, queue_partitions
 from worker.store.packed import packs_for, xadd_command, xadd_head
 from worker.store.queues import DEFAULT_QUEUE, queue_for
@@ -296,11 +296,11 @@ class _Queue:
 
     def send(self, redis: Any, plan: _Plan) -> Any:
         """One job's write and its reply: on a plain client a job for now as an XADD packed here, a guarded
-        job as the EVALSHA of ``enqueue_once`` packed here (:mod:`worker.store.packed`); anything else
+        or a fair job as its script's EVALSHA packed here (:mod:`worker.store.packed`); anything else
         through the client's own command."""
         part = self.part_of(plan)
         if packs_for(redis):
-            if plan.guard is not None:
+            if plan.guard is not None or plan.fair:
                 return packed.send_or(
                     redis, self.evalsha(redis, plan, part), lambda: plan.send(redis, self.parts[part])
                 )
@@ -312,16 +312,18 @@ class _Queue:
         """:meth:`send` on a ``redis.asyncio`` client."""
         part = self.part_of(plan)
         if packs_for(redis):
-            if plan.guard is not None:
+            if plan.guard is not None or plan.fair:
                 command = self.evalsha(redis, plan, part)
                 return await packed.send_or_async(redis, command, lambda: plan.send(redis, self.parts[part]))
             if plan.due is None and not plan.fair:
                 command = xadd_command(self.heads[part], plan.job)
-                return await packed.send_async(redis, command, self.parts[part].jobs, plan.job)
+                return await packed.send_or_async(redis, command, lambda: redis.xadd(self.parts[part].jobs, plan.job))
         return await plan.send(redis, self.parts[part])
 
     def evalsha(self, redis: Any, plan: _Plan, part: int) -> bytes:
-        """A guarded job's ``enqueue_once`` call as a packed EVALSHA (``plan.guard`` is set)."""
+        """A guarded job's ``enqueue_once`` call, or a fair job's enqueue, as a packed EVALSHA."""
+        if plan.guard is None:
+            return packed.command(*fair_evalsha(self.parts[part], plan.job))
         names, args = plan.once(self.parts[part])
         sha = unique.script(redis).sha
         return packed.command("EVALSHA", sha, str(len(names)), *names, *map(str, args))

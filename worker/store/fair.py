@@ -67,6 +67,13 @@ def send_fair(target: Any, keys: Keys, job: dict[str, str]) -> Any:
     return script(keys=args[:4], args=args[4:])
 
 
+def fair_evalsha(keys: Keys, job: dict[str, str]) -> tuple[str, ...]:
+    """The enqueue as the parts of an EVALSHA, for a call packed by :mod:`worker.store.packed` (a client's
+    script call hashes the source and goes through redis-py's command layer: 230 against 120 µs of CPU an
+    enqueue beside a guarded one, packed; on NOSCRIPT the caller falls back to :func:`send_fair`)."""
+    return ("EVALSHA", ENQUEUE_SHA, "4", *map(str, _enqueue_args(keys, job)))
+
+
 def fair_command(keys: Keys, job: dict[str, str]) -> tuple[Any, ...]:
     """The same enqueue as a raw EVAL, for :mod:`worker.store.durable` (``WAIT_REPLICAS``)."""
     return ("EVAL", ENQUEUE, 4, *_enqueue_args(keys, job))

@@ -18,7 +18,6 @@ before (and, as before, a write whose reply was lost may be written again; handl
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -26,6 +25,7 @@ import redis
 import redis.asyncio
 
 from worker.store import parked
+from worker.store.async_round_trip import round_trip
 from worker.store.reconnect import lost_connection
 
 #: What a lost connection raises while a connection is taken: the command goes through the client's own
@@ -94,21 +94,18 @@ def send_or(client: Any, command: bytes, fallback: Callable[[], Any]) -> Any:
     return fallback()
 
 
-async def send_async(client: Any, command: bytes, stream: str, fields: Mapping[str, str]) -> Any:
-    """:func:`send` for a ``redis.asyncio`` client."""
-    return await send_or_async(client, command, lambda: client.xadd(stream, fields))
-
-
 async def send_or_async(client: Any, command: bytes, fallback: Callable[[], Awaitable[Any]]) -> Any:
-    """:func:`send_or` for a ``redis.asyncio`` client."""
+    """:func:`send_or` for a ``redis.asyncio`` client, its round trip that of
+    :func:`worker.store.async_round_trip.round_trip`."""
     pool = client.connection_pool
+    conn = parked.take_parked_async(pool)
+    if conn is None:
+        try:
+            conn = await parked.take_async(pool)
+        except LOST:
+            return await fallback()
     try:
-        conn = await parked.take_async(pool)
-    except LOST:
-        return await fallback()
-    try:
-        await write_async(conn, command)
-        return await conn.read_response()
+        return await round_trip(conn, command)
     except redis.exceptions.NoScriptError:
         pass  # the reply was read whole: the connection stays usable
     except Exception as exc:
@@ -116,31 +113,6 @@ async def send_or_async(client: Any, command: bytes, fallback: Callable[[], Awai
             raise
         await conn.disconnect()
     finally:
-        await parked.give_back_async(pool, conn)
+        if not parked.park_async(pool, conn):
+            await pool.release(conn)
     return await fallback()
-
-
-async def write_async(conn: Any, command: bytes) -> None:
-    """Write a packed command on an asyncio connection: what ``send_packed_command`` does, without its
-    ``asyncio.wait_for`` around a write that is done at once.
-
-    ``send_packed_command`` runs every write under ``wait_for(..., socket_timeout)``, which in Python 3.11
-    makes a task and two more turns of the loop: 15 of an ``enqueue_async``'s 45 µs. A command of a few
-    hundred bytes is taken by the socket at once, so it is written on the connection's stream and waited
-    for (``drain``, under the socket timeout) only when the transport kept some of it. A connection that
-    is not open, or a redis-py without the stream attribute, goes through ``send_packed_command``
-    (connecting first); the health check (a PING once ``health_check_interval`` has passed) runs as there.
-    A failed write shows as a lost connection at the read; interrupted midway, the connection is closed,
-    so no later command reads a reply that is not its own."""
-    if not conn.is_connected or getattr(conn, "_writer", None) is None:
-        await conn.send_packed_command(command)
-        return
-    await conn.check_health()
-    writer = conn._writer  # after the health check, which may have connected again
-    try:
-        writer.write(command)
-        if writer.transport.get_write_buffer_size():
-            await asyncio.wait_for(writer.drain(), conn.socket_timeout)
-    except BaseException:
-        await conn.disconnect(nowait=True)
-        raise

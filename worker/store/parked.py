@@ -69,8 +69,24 @@ def give_back(pool: Any, conn: Any) -> None:
         pool.release(conn)
 
 
+def take_parked_async(pool: Any) -> Any:
+    """:func:`take` for a ``redis.asyncio`` pool, without waiting: the connection parked from the running
+    loop, taken out of its slot; None when there is none (then :func:`take_async`). A plain function, not a
+    coroutine: on every ``enqueue_async`` a coroutine's creation and await cost more than the lookup."""
+    if not parks(pool):
+        return None
+    parked = _PARKED.get(pool)
+    if parked is None or parked[0] is not asyncio.get_running_loop():
+        return None
+    conn = parked[1]()
+    if conn is None or _PARKED.pop(pool, None) is not parked:
+        return None
+    return conn
+
+
 async def take_async(pool: Any) -> Any:
-    """:func:`take` for a ``redis.asyncio`` pool: the connection parked from the running loop."""
+    """A connection checked out of a ``redis.asyncio`` pool, when :func:`take_parked_async` had none; one
+    parked from another loop is handed back to the pool first."""
     parked = _PARKED.pop(pool, None) if parks(pool) else None
     if parked is not None:
         loop, kept = parked
@@ -82,8 +98,8 @@ async def take_async(pool: Any) -> Any:
     return await pool.get_connection()
 
 
-async def give_back_async(pool: Any, conn: Any) -> None:
-    """:func:`give_back` for a ``redis.asyncio`` pool."""
+def park_async(pool: Any, conn: Any) -> bool:
+    """:func:`give_back` for a ``redis.asyncio`` pool, without waiting: whether ``conn`` is parked again;
+    False when the pool takes it back (``await pool.release(conn)``)."""
     parked = (asyncio.get_running_loop(), weakref.ref(conn))
-    if not parks(pool) or _PARKED.setdefault(pool, parked) is not parked:
-        await pool.release(conn)
+    return parks(pool) and _PARKED.setdefault(pool, parked) is parked

@@ -11,8 +11,7 @@ loop keeps a decided outcome and retries it (:mod:`worker.loop.episode`);
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from types import TracebackType
 
 import redis.exceptions
 
@@ -65,17 +64,28 @@ def passes(exc: BaseException) -> bool:
     return refusal_code(exc) is not None or lost_connection(exc)
 
 
-@contextmanager
-def refused_as_queue_refused(what: str) -> Iterator[None]:
+class refused_as_queue_refused:
     """Turn a refusal inside the block into :class:`~worker.errors.QueueRefused`: "Redis refuses writes
     (OOM: out of memory ...); ``what``", one line naming the reason (for a missing permission, the command
-    and the role that has it). Other errors pass unchanged."""
-    try:
-        yield
-    except redis.exceptions.ResponseError as exc:
+    and the role that has it). Other errors pass unchanged.
+
+    A class rather than a ``@contextmanager`` generator: every enqueue enters it, and a generator's
+    context manager costs 2.5 µs a call against 0.4 µs."""
+
+    __slots__ = ("what",)
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        if not isinstance(exc, redis.exceptions.ResponseError):
+            return
         code = refusal_code(exc)
         if code is None:
-            raise
+            return
         if isinstance(exc, redis.exceptions.NoPermissionError):  # a missing permission: say which role has it
-            raise QueueRefused(code, f"{refused(exc, 'worker')}; {what}") from exc
-        raise QueueRefused(code, f"Redis refuses writes ({code}: {REASONS[code]}); {what}") from exc
+            raise QueueRefused(code, f"{refused(exc, 'worker')}; {self.what}") from exc
+        raise QueueRefused(code, f"Redis refuses writes ({code}: {REASONS[code]}); {self.what}") from exc
