@@ -173,29 +173,33 @@ def archive(
 #: One scan of the table: rows grouped by kind and by the periods of their three times (a few thousand
 #: groups for a million rows), then each group's events moved to their own period and summed.
 HISTORY_QUERY = """
-WITH grouped AS (
-    SELECT kind,
-           date_bin(%(stride)s, dead_at, %(origin)s) AS died_in,
-           date_bin(%(stride)s, replayed_at, %(origin)s) AS replayed_in,
-           date_bin(%(stride)s, discarded_at, %(origin)s) AS discarded_in,
-           replay_outcome IS NOT DISTINCT FROM %(succeeded)s AS succeeded,
-           count(*) AS n
-    FROM {table}
-    WHERE {where}
-    GROUP BY 1, 2, 3, 4, 5
-), events AS (
-    SELECT died_in AS period, kind, n AS died, 0 AS replayed, 0 AS discarded, 0 AS succeeded FROM grouped
+WITH events AS (
+    SELECT date_bin(%(stride)s, dead_at, %(origin)s) AS period, kind,
+           count(*) AS died, 0 AS replayed, 0 AS discarded, 0 AS succeeded
+    FROM {table} WHERE {where} AND {died} GROUP BY 1, 2
     UNION ALL
-    SELECT replayed_in, kind, 0, n, 0, CASE WHEN succeeded THEN n ELSE 0 END FROM grouped WHERE replayed_in IS NOT NULL
+    SELECT date_bin(%(stride)s, replayed_at, %(origin)s), kind, 0, count(*), 0,
+           count(*) FILTER (WHERE replay_outcome IS NOT DISTINCT FROM %(succeeded)s)
+    FROM {table} WHERE {where} AND replayed_at IS NOT NULL AND {replayed} GROUP BY 1, 2
     UNION ALL
-    SELECT discarded_in, kind, 0, 0, n, 0 FROM grouped WHERE discarded_in IS NOT NULL
+    SELECT date_bin(%(stride)s, discarded_at, %(origin)s), kind, 0, 0, count(*), 0
+    FROM {table} WHERE {where} AND discarded_at IS NOT NULL AND {discarded} GROUP BY 1, 2
 )
 SELECT period, kind, sum(died)::bigint, sum(replayed)::bigint, sum(discarded)::bigint, sum(succeeded)::bigint
 FROM events
-WHERE {window}
 GROUP BY period, kind
 ORDER BY period, kind
 """
+
+
+#: The events :func:`history` counts, by the column that holds each one's time.
+HISTORY_EVENTS = {"died": "dead_at", "replayed": "replayed_at", "discarded": "discarded_at"}
+
+
+def _in_window(column: str, first: pd.Timestamp | None, after: pd.Timestamp | None) -> str:
+    """The condition that ``column`` falls in the window ``[first, after)`` (either end may be open)."""
+    bounds = [f"{column} >= %(first)s" if first is not None else "", f"{column} < %(died_before)s" if after else ""]
+    return " AND ".join(bound for bound in bounds if bound) or "TRUE"
 
 
 def history(
@@ -232,17 +236,14 @@ def history(
     if end is None and start is not None:
         end = pd.Timestamp.now(tz="UTC")
     after = period_of(end - pd.Timedelta(microseconds=1), stride) + stride if end is not None else None
-    # A row is read when one of its events may fall in the window: it died before the window's end and
-    # it died, was replayed or was discarded in or after its first period (greatest() skips NULLs).
+    # Each event is counted from the rows whose event falls in the window, by its own column: a death by
+    # ``dead_at`` (the partitions of the window only), a replay or a discard by its time (an index each), so
+    # the read stays the window's whatever the archive's age; rows died before the window's end only.
     where, params = where_clause(queue, kind, died_before=after)
-    window = ["TRUE"]
     if first is not None:
-        where += " AND greatest(dead_at, replayed_at, discarded_at) >= %(first)s"
-        window.append("period >= %(first)s")
         params["first"] = first.to_pydatetime()
-    if after is not None:
-        window.append("period < %(died_before)s")
-    query = HISTORY_QUERY.format(table=TABLE, where=where, window=" AND ".join(window))
+    windows = {event: _in_window(column, first, after) for event, column in HISTORY_EVENTS.items()}
+    query = HISTORY_QUERY.format(table=TABLE, where=where, **windows)
     params |= {"stride": stride.to_pytimedelta(), "origin": PERIOD_ORIGIN.to_pydatetime()}
     params["succeeded"] = OUTCOME_SUCCEEDED
     rows = read_archive(conn, query, params)

@@ -143,9 +143,14 @@ CREATE TABLE IF NOT EXISTS {TABLE}_default PARTITION OF {TABLE} DEFAULT;
 )
 #: The readers' indexes, made after a conversion's copy (one build per partition, not a row at a time).
 INDEX_DDL = f"""CREATE INDEX IF NOT EXISTS {TABLE}_kind_dead_at ON {TABLE} (queue, kind, dead_at);
--- Covers opslib.history(): an index-only scan reads ~60 bytes a row, not the heap's tracebacks.
+-- Covers opslib.history()'s deaths: an index-only scan reads ~60 bytes a row, not the heap's tracebacks.
 CREATE INDEX IF NOT EXISTS {TABLE}_dead_at ON {TABLE} (queue, dead_at)
     INCLUDE (kind, replayed_at, discarded_at, replay_outcome);
+-- opslib.history()'s replays and discards in a window, whatever the age of the deaths they follow (index-only).
+CREATE INDEX IF NOT EXISTS {TABLE}_replayed_at ON {TABLE} (queue, replayed_at)
+    INCLUDE (kind, replay_outcome, dead_at) WHERE replayed_at IS NOT NULL;
+CREATE INDEX IF NOT EXISTS {TABLE}_discarded_at ON {TABLE} (queue, discarded_at)
+    INCLUDE (kind, dead_at) WHERE discarded_at IS NOT NULL;
 CREATE INDEX IF NOT EXISTS {TABLE}_signature ON {TABLE} (queue, signature);
 CREATE INDEX IF NOT EXISTS {TABLE}_replay_batch ON {TABLE} (replay_batch) WHERE replay_batch IS NOT NULL;
 -- Retention's batches: the rows of one status past its age, without reading the others.
