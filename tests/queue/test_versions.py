@@ -12,7 +12,9 @@ import redis
 import redis.asyncio as aioredis
 
 import opslib
+from tests.deploy.test_metrics import scrape
 from tests.helpers import Workers, wait_for
+from worker.embedded.servers import free_port
 from worker.job import Job
 from worker.kinds import Registry, job_kind
 from worker.loop.handback import DEAD, HAND_BACK, RUN, WAIT, WAIT_S, HandBack, placement
@@ -210,10 +212,24 @@ def test_a_rollout_with_old_and_new_workers_half_and_half_fails_nothing(
     wait_for(lambda: r.xpending(keys.jobs, GROUP)["pending"] == 0, 10, "every entry acknowledged")
 
 
+def awaiting_series(port: int) -> dict[tuple[str, str, str], float] | None:
+    """The worker's ``worker_jobs_awaiting_worker`` series, (queue, kind, version) -> jobs; None before the
+    worker reads the queue as the metrics-lock holder (its ``_capped`` series comes with every reading)."""
+    samples = scrape(port) or {}
+    if not any(name == "worker_jobs_awaiting_worker_capped" for name, _labels in samples):
+        return None
+    return {
+        (labels["queue"], labels["kind"], labels["version"]): value
+        for (name, pairs), value in samples.items()
+        if name == "worker_jobs_awaiting_worker" and (labels := dict(pairs))
+    }
+
+
 def test_with_only_old_workers_new_payloads_and_kinds_wait_then_run_when_a_new_worker_comes(
     r: redis.Redis, keys: Keys, workers: Workers
 ) -> None:
-    workers.start(OLD, **QUICK)
+    port = free_port()
+    workers.start(OLD, METRICS_PORT=str(port), METRICS_HOST="127.0.0.1", METRICS_INTERVAL_S="0.2", **QUICK)
     wait_for(lambda: declared(r, keys, 1), 30, "the old worker declaring its kinds")
     ids = [f"n{i}" for i in range(20)]
     for job_id in ids:
@@ -230,10 +246,14 @@ def test_with_only_old_workers_new_payloads_and_kinds_wait_then_run_when_a_new_w
     table = opslib.kinds(client=r, prefix=keys.prefix)
     assert table.loc["send_email", ["version", "awaiting", "awaiting_versions"]].tolist() == [1, 20, "v2: 20"]
     assert table.loc["send_sms", ["workers", "awaiting", "awaiting_versions"]].tolist() == [0, 1, "v1: 1"]
+    # The old worker holds the metrics lock: a kind it lacks is "other" there (bounded label values).
+    waits = {("default", "send_email", "2"): 20.0, ("default", "other", "1"): 1.0}
+    wait_for(lambda: awaiting_series(port) == waits, 30, f"the gauge saying {waits}")
     workers.start(NEW, **QUICK)
     wait_for(lambda: len(ran(r, keys)) == len(ids), 30, "the new worker running them")
     assert {record["worker"] for record in ran(r, keys).values()} == {"new"}
     assert r.xlen(keys.dead) == 0
+    wait_for(lambda: awaiting_series(port) == {}, 30, "the gauge's series gone with the jobs")
 
 
 def test_a_job_delayed_before_the_deploy_runs_after_it_through_the_upcaster(

@@ -54,6 +54,7 @@ from prometheus_client.registry import Collector
 from worker.app import Chore
 from worker.archive.archiver import ArchiveCollector, Archiver, read_partitions_backlog
 from worker.kinds import Registry
+from worker.observability.awaiting_gauge import AwaitingCollector, read_awaiting_async
 from worker.observability.backlog import BacklogCollector, read_backlog_async
 from worker.observability.endpoint import MetricsEndpoint
 from worker.observability.observer import Observer
@@ -291,6 +292,8 @@ class Metrics(Observer):
         self.registry.register(self.queue_collector)
         self.backlog = BacklogCollector(ns)
         self.registry.register(self.backlog)
+        self.awaiting = AwaitingCollector(ns, self.declared)
+        self.registry.register(self.awaiting)
         self.jobs = JobCollector(ns)
         self.registry.register(self.jobs)
         self.archive: ArchiveCollector | None = None
@@ -422,19 +425,22 @@ class Metrics(Observer):
                 )
                 parts = [keys for queue in queues for keys in partition_keys(self.settings, queue)]
                 self.backlog.readings = await read_backlog_async(self.redis, parts, time.time())
+                self.awaiting.reading = await read_awaiting_async(self.redis, parts, CLOCK.now())
                 if self.archive is not None:
                     self.archive.backlog = await read_partitions_backlog(
                         self.redis, partition_keys(self.settings), time.time()
                     )
             else:
-                self.queue_collector.states = self.backlog.readings = None
-                if self.archive is not None:
-                    self.archive.backlog = None
+                self._drop_queue_readings()
         except BaseException:
-            self.queue_collector.states = self.backlog.readings = None
-            if self.archive is not None:
-                self.archive.backlog = None
+            self._drop_queue_readings()
             raise
+
+    def _drop_queue_readings(self) -> None:
+        """Export no queue-wide series: not the lock holder, or the reading failed (never stale numbers)."""
+        self.queue_collector.states = self.backlog.readings = self.awaiting.reading = None
+        if self.archive is not None:
+            self.archive.backlog = None
 
     async def _hold_lock(self) -> bool:
         if self._holding:
