@@ -14,7 +14,8 @@ import redis.asyncio as aioredis
 import opslib
 from tests.deploy.test_health import health
 from tests.helpers import Workers, wait_for
-from tests.queue.test_versions import NEW, OLD, QUICK, declared, ran
+from tests.queue.test_versions import NEW, OLD, QUICK, awaiting_series, declared, ran
+from worker.embedded.servers import free_port
 from worker.loop.handback import Fleet
 from worker.store.enqueue import enqueue
 from worker.store.keys import GROUP, Keys
@@ -31,7 +32,9 @@ def test_a_bulk_job_handed_back_waits_and_runs_in_bulk_and_keeps_its_unique_key(
     r: redis.Redis, prefix: str, workers: Workers, redis_url: str
 ) -> None:
     bulk, default = Keys(prefix, queue="bulk"), Keys(prefix)
-    workers.start(OLD, WORKER_QUEUES="bulk", WORKER_NAME="old-bulk", **QUICK)
+    port = free_port()
+    metrics = {"METRICS_PORT": str(port), "METRICS_HOST": "127.0.0.1", "METRICS_INTERVAL_S": "0.2"}
+    workers.start(OLD, WORKER_QUEUES="bulk", WORKER_NAME="old-bulk", **metrics, **QUICK)
     wait_for(lambda: declared(r, bulk, 1), 30, "the old worker declaring its kinds")
     ids = [f"b{i}" for i in range(20)]
     for job_id in ids:
@@ -51,8 +54,11 @@ def test_a_bulk_job_handed_back_waits_and_runs_in_bulk_and_keeps_its_unique_key(
         return health(redis_url, prefix, WORKER_NAME="old-bulk", WORKER_QUEUES="bulk").stdout.strip() == line
 
     wait_for(says_it, 30, f"health saying {line!r}")
+    waits = {("bulk", "send_email", "2"): 21.0}
+    wait_for(lambda: awaiting_series(port) == waits, 30, f"the gauge saying {waits}")
     workers.start(NEW, WORKER_QUEUES="bulk", **QUICK)
     wait_for(lambda: len(ran(r, bulk)) == len(ids), 30, "the new worker running them")
+    wait_for(lambda: awaiting_series(port) == {}, 30, "the gauge's series gone with the jobs")
     done = ran(r, bulk)
     assert set(done) == set(ids) and {run["worker"] for run in done.values()} == {"new"}  # u2 was a duplicate
     assert all(int(run["handed_back"]) >= 1 for run in done.values())

@@ -20,8 +20,9 @@ Two kinds of numbers, collected two ways:
   ``queue`` label (the named queue), and after a hand-over (the holder died:
   a new one takes over within three intervals) the series comes from another
   ``instance``: aggregate with ``max by (queue)``, as ``deploy/alerts.yml``
-  does. A holder that cannot read Redis drops its numbers rather than export
-  stale ones.
+  does. The holder also exports the backlog (:mod:`worker.observability.backlog`)
+  and the jobs waiting for a worker (:mod:`worker.observability.awaiting_gauge`).
+  A holder that cannot read Redis drops its numbers rather than export stale ones.
 
 Every name starts with ``METRICS_NAMESPACE`` (``worker`` by default; an
 application's deployment may set its own, e.g. ``myapp``). Each series, its
