@@ -115,3 +115,30 @@ def test_the_fleet_reads_versions_per_served_queue_and_a_declaration_without_que
     assert fleet.versions_in("bulk") == {"send_email": 3, "send_sms": 1, "send_fax": 2}
     assert fleet.versions_in("critical") == {"send_fax": 2}
     assert fleet.recent("send_email") and not fleet.recent("send_telex")
+
+
+def test_a_fair_job_handed_back_waits_in_delayed_not_for_another_turn_and_keeps_its_key(
+    r: redis.Redis, keys: Keys, workers: Workers
+) -> None:
+    """A fair job had its key's turn before a worker read it: handed back, it waits in ``delayed`` (and goes
+    back onto ``jobs``) with its ``fair_key``, never into ``fair:queue`` again."""
+    workers.start(OLD, **QUICK)
+    wait_for(lambda: declared(r, keys, 1), 30, "the old worker declaring its kinds")
+    ids = [f"f{i}" for i in range(10)]
+    for i, job_id in enumerate(ids):
+        enqueue(
+            r,
+            "send_email",
+            {"to": f"{job_id}@x", "job_id": job_id},
+            version=2,
+            prefix=keys.prefix,
+            fair_key=f"venue-{i % 2}",
+        )
+    wait_for(lambda: set(waiting_in(r, keys)) == set(ids), 30, "every fair job handed back to wait")
+    assert {m["fair_key"] for m in waiting_in(r, keys).values()} == {"venue-0", "venue-1"}
+    assert r.zcard(keys.fair_queue) == 0
+    table = opslib.kinds(client=r, prefix=keys.prefix)
+    assert table.loc["send_email", ["waiting", "awaiting", "awaiting_versions"]].tolist() == [0, 10, "v2: 10"]
+    workers.start(NEW, **QUICK)
+    wait_for(lambda: set(ran(r, keys)) == set(ids), 30, "the new worker running them")
+    assert r.zcard(keys.fair_queue) == 0 and r.xlen(keys.dead) == 0
