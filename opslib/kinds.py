@@ -201,7 +201,7 @@ def _counts(client: Any, parts: list[Keys], notes: list[str]) -> dict[str, Count
                 except ValueError:
                     continue
                 counts[name][job.get("kind", "")] += 1
-                waits = awaited(job)
+                waits = awaited(job) if zset == keys.delayed else None  # a throttled one waits for its turn
                 if waits is not None:  # handed back: no live worker of the queue runs it
                     counts["awaiting"][waits[0]] += 1
                     counts["awaiting_v"][awaiting_key(keys.queue, *waits)] += 1

@@ -11,6 +11,7 @@ import redis
 import redis.asyncio as aioredis
 from prometheus_client import CollectorRegistry
 
+import opslib
 from worker.cli.health import awaiting
 from worker.observability.awaiting_gauge import AWAITING_SERIES, AwaitingCollector, bounded_labels, read_awaiting_async
 from worker.store.awaiting import AWAITING_CAP, Awaiting, read_due_soon
@@ -45,6 +46,7 @@ def test_the_waiting_jobs_are_counted_by_queue_kind_and_version_and_nothing_else
     r.zadd(default.delayed, {waiting("send_sms"): now + 5, encode_member({"kind": "send_email"}): now + 1})
     r.zadd(default.delayed, {waiting("send_email", "3"): now + 3600, "not json": now})  # a day's wait: no hand-back
     r.zadd(bulk.delayed, {waiting("send_email", "2"): now + 5})
+    r.zadd(default.throttled, {waiting("send_email", "2"): now})  # promoted, then throttled: waits for its turn
     found = read(redis_url, [default, bulk], now)
     assert found.counts == Counter(
         {("default", "send_email", "2"): 2, ("default", "send_sms", "1"): 1, ("bulk", "send_email", "2"): 1}
@@ -53,6 +55,8 @@ def test_the_waiting_jobs_are_counted_by_queue_kind_and_version_and_nothing_else
     line = "; waiting for a worker: 2 send_email v2, 1 send_email v2 in bulk, 1 send_sms v1"
     due = [read_due_soon(r, part.delayed, now) for part in (default, bulk)]  # health's read on a cluster
     assert awaiting(due, ["default", "bulk"]) == line
+    table = opslib.kinds(client=r, prefix=prefix)  # all of delayed (the day's wait too), of the queues in use
+    assert table.loc["send_email", ["throttled", "awaiting", "awaiting_versions"]].tolist() == [1, 3, "v2: 2, v3: 1"]
 
 
 def test_past_the_cap_the_count_is_at_least_and_the_capped_series_says_so(

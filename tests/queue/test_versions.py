@@ -16,13 +16,15 @@ from tests.deploy.test_metrics import scrape
 from tests.helpers import Workers, wait_for
 from worker.embedded.servers import free_port
 from worker.job import Job
-from worker.kinds import Registry, job_kind
+from worker.kinds import Registry, RetryPolicy, job_kind
 from worker.loop.handback import DEAD, HAND_BACK, RUN, WAIT, WAIT_S, HandBack, placement
 from worker.loop.outcomes import Outcomes
 from worker.loop.partition_reader import PartitionReader
+from worker.observability.awaiting_gauge import read_awaiting_async
 from worker.observability.metrics import Metrics
 from worker.settings import Settings
 from worker.store import wire
+from worker.store.awaiting import Awaiting
 from worker.store.enqueue import NewJob, enqueue, enqueue_many
 from worker.store.keys import GROUP, Keys
 from worker.store.scripts import Scripts
@@ -174,6 +176,39 @@ def test_a_waiting_hand_back_is_due_by_redis_s_clock(
     [(member, due)] = r.zrange(keys.delayed, 0, -1, withscores=True)
     assert abs(due - (seconds + micros / 1e6 + WAIT_S)) < 2, "the hand-back's wait followed this machine's clock"
     assert abs(float(decode_member(member)["waiting_since"]) - (seconds + micros / 1e6)) < 2
+
+
+def test_a_job_that_waited_and_then_failed_is_retried_without_waiting_since_so_it_is_not_awaiting(
+    redis_url: str, r: redis.Redis, keys: Keys
+) -> None:
+    """Once a worker ran a job handed back to wait, its retry waits for its time, not for a worker: counted as
+    delayed, never as awaiting (by ``opslib.kinds()``, health's read or the gauge)."""
+    registry = Registry()
+    job_kind("versions_retry", registry=registry, retry=RetryPolicy(retries=2, base_s=0.1, cap_s=0.2))(_stamped_handler)
+    r.xgroup_create(keys.jobs, GROUP, id="0", mkstream=True)
+    promoted = {"kind": "versions_retry", "job_id": "w1", "attempts": "0", "handed_back": "3", "waiting_since": "1.0"}
+    entry_id = r.xadd(keys.jobs, promoted).decode()  # a waiting copy promoted onto jobs, for a worker that runs it
+
+    async def scenario() -> Awaiting:
+        client = aioredis.Redis.from_url(redis_url)
+        settings = Settings.from_env({"QUEUE_PREFIX": keys.prefix, "WORKER_NAME": "new-1"})
+        outcomes = Outcomes(client, Scripts(client, keys), settings, (), promote_soon=lambda _s: None)
+        reader = PartitionReader(client, outcomes, "new-1", block_ms=10)
+        try:
+            [(_got, raw)] = await reader.read(1, block=False)
+            job = wire.parse_entry(entry_id, raw, registry.kinds, 1 << 20, 1 << 20)
+            assert isinstance(job, wire.Job)
+            await outcomes.failed(registry.kinds["versions_retry"], job, RuntimeError("SMTP down"), 0.01)
+            return await read_awaiting_async(client, [keys], float((await client.time())[0]))
+        finally:
+            await client.aclose()
+
+    gauge = asyncio.run(scenario())
+    [member] = r.zrange(keys.delayed, 0, -1)
+    assert decode_member(member)["attempts"] == "1" and "waiting_since" not in decode_member(member)
+    assert gauge.counts == {}
+    table = opslib.kinds(client=r, prefix=keys.prefix)
+    assert table.loc["versions_retry", ["delayed", "awaiting", "awaiting_versions"]].tolist() == [1, 0, ""]
 
 
 def ran(r: redis.Redis, keys: Keys) -> dict[str, dict[str, str]]:
