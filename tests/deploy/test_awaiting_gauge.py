@@ -7,6 +7,7 @@ import asyncio
 import time
 from collections import Counter
 
+import pytest
 import redis
 import redis.asyncio as aioredis
 from prometheus_client import CollectorRegistry
@@ -14,9 +15,9 @@ from prometheus_client import CollectorRegistry
 import opslib
 from worker.cli.health import awaiting
 from worker.observability.awaiting_gauge import AWAITING_SERIES, AwaitingCollector, bounded_labels, read_awaiting_async
-from worker.store.awaiting import AWAITING_CAP, Awaiting, read_due_soon
+from worker.store.awaiting import AWAITING_CAP, Awaiting, awaited, member_awaited, read_due_soon
 from worker.store.keys import Keys
-from worker.store.wire import encode_member
+from worker.store.wire import decode_member, encode_member
 
 
 def waiting(kind: str, version: str | None = None, **extra: str) -> str:
@@ -88,3 +89,27 @@ def test_the_label_values_stay_bounded_whatever_a_producer_writes() -> None:
     assert labels[("bulk", "other", "1")] == 5000  # an undeclared kind is "other", as the job series
     assert labels[("bulk", "send_email", "1")] == 999 and ("bulk", "send_email", "499") not in labels
     assert labels[("bulk", "other", "other")] == sum(1000 - v for v in range(AWAITING_SERIES, 500))
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"kind": "send_email", "v": "2", "waiting_since": "1", "to": 'x","kind":"evil","v":"9'},
+        {"kind": 'we"ird\\', "v": "2", "waiting_since": "1"},
+        {"kind": "send_sms", "waiting_since": "1", "note": ',"v":"7"'},
+        {"kind": "send_sms", "attempts": "1", "body": ',"waiting_since":"1"'},
+        {"kind": "käse", "v": "3", "waiting_since": "1"},
+        {"v": "2", "waiting_since": "1"},
+        {"akind": "x", "kind": "y", "av": "5", "waiting_since": "1"},
+        {'a"kind': "evil", "kind": "y", 'a"v': "9", "v": "2", "waiting_since": "1"},
+        {"kind": "y", 'a"waiting_since': "1"},
+    ],
+)
+def test_a_member_is_read_without_decoding_as_decoding_reads_it(fields: dict[str, str]) -> None:
+    member = encode_member(fields)
+    assert member_awaited(member.encode()) == member_awaited(member) == awaited(decode_member(member))
+
+
+def test_a_member_that_cannot_be_read_is_no_waiting_job() -> None:
+    assert member_awaited(b'\xff{"waiting_since":"1"}') is None
+    assert member_awaited(b'{"waiting_since":"1","v":2') is None  # v not a string: decoded, and not JSON

@@ -16,6 +16,7 @@ cap) and recognises the waiting members with :func:`awaited` too.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -30,6 +31,12 @@ WAIT_S = 5.0
 AHEAD_S = WAIT_S + 1
 #: The most ``delayed`` members read per partition to count the waiting jobs (the count says "at least").
 AWAITING_CAP = 1000
+#: A top-level field of a member (compact JSON, :func:`worker.store.wire.encode_member`) follows "{" or ","
+#: with a bare quote: inside a string every quote is escaped, so no payload value can look like one.
+WAITING_MARK = re.compile(rb'[{,]"' + WAITING_SINCE_FIELD.encode() + rb'":')
+KIND_VALUE = re.compile(rb'[{,]"kind":"([^"\\]*)"')
+VERSION_KEY = re.compile(rb'[{,]"' + VERSION_FIELD.encode() + rb'":')
+VERSION_VALUE = re.compile(rb'[{,]"' + VERSION_FIELD.encode() + rb'":"([^"\\]*)"')
 
 
 def awaited(job: dict[str, str]) -> tuple[str, str] | None:
@@ -46,6 +53,23 @@ def read_due_soon(client: Any, delayed: str, now: float) -> Any:
     return client.zrangebyscore(delayed, "-inf", repr(now + AHEAD_S), start=0, num=AWAITING_CAP)
 
 
+def member_awaited(member: bytes | str) -> tuple[str, str] | None:
+    """:func:`awaited` of a ``delayed`` member as Redis returns it, read without decoding the JSON where the
+    fields it needs are plain (about 1 us against 6 for ``json.loads``: the metrics holder reads up to
+    :data:`AWAITING_CAP` members a partition every interval), decoded where they are not (an escape in
+    the kind); a member that cannot be read (not UTF-8, or not JSON where it must be decoded) is none."""
+    raw = member if isinstance(member, bytes) else member.encode()
+    if not WAITING_MARK.search(raw):
+        return None
+    kind, version = KIND_VALUE.search(raw), VERSION_VALUE.search(raw)
+    try:
+        if kind is not None and (version is not None or not VERSION_KEY.search(raw)):
+            return kind.group(1).decode(), version.group(1).decode() if version else "1"
+        return awaited(decode_member(member))
+    except ValueError:  # not UTF-8, not JSON
+        return None
+
+
 @dataclass(frozen=True)
 class Awaiting:
     """The waiting jobs of one reading of ``queues``: ``counts`` per ``(queue, kind, version)``; ``capped``: the
@@ -58,7 +82,7 @@ class Awaiting:
 
 def count_awaiting(due: Iterable[Sequence[Any]], queues: Iterable[str]) -> Awaiting:
     """The waiting jobs among ``due`` (each partition's :func:`read_due_soon` reply) of ``queues`` (each
-    partition's named queue, in step); a member that does not decode is no waiting job."""
+    partition's named queue, in step), each told by :func:`member_awaited`."""
     counts: Counter[tuple[str, str, str]] = Counter()
     capped, read = set(), set()
     for members, queue in zip(due, queues, strict=True):
@@ -66,10 +90,7 @@ def count_awaiting(due: Iterable[Sequence[Any]], queues: Iterable[str]) -> Await
         if len(members) >= AWAITING_CAP:
             capped.add(queue)
         for member in members:
-            try:
-                found = awaited(decode_member(member))
-            except ValueError:
-                continue
+            found = member_awaited(member)
             if found is not None:
                 counts[(queue, *found)] += 1
     return Awaiting(counts, frozenset(capped), frozenset(read))
