@@ -11,8 +11,10 @@ one of the queue's partitions reached :data:`~worker.store.awaiting.AWAITING_CAP
 counts are then "at least".
 
 The label values stay bounded whatever a producer writes: ``queue`` is a queue
-the workers recorded, ``kind`` a kind the holder declares or ``other`` (as the
-job series), and at most :data:`AWAITING_SERIES` (queue, kind, version) series
+the workers recorded, ``kind`` a kind the holder declares or one a worker
+declared since it started (its :class:`~worker.loop.handback.Fleet`), else
+``other`` (a kind no worker declares: a typo, or a new kind before its first
+worker is up), and at most :data:`AWAITING_SERIES` (queue, kind, version) series
 are exported, the largest; the rest are added up under ``kind="other",
 version="other"``. When the jobs are gone their series are too (the next
 reading has none).
@@ -21,7 +23,7 @@ reading has none).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from typing import Any
 
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -63,6 +65,8 @@ class AwaitingCollector(Collector):
     def __init__(self, namespace: str, declared: Collection[str]) -> None:
         self.namespace = namespace
         self.declared = frozenset(declared)
+        self.fleet: Callable[[], Iterable[str]] = tuple
+        """The kinds the other workers declared (:meth:`worker.observability.metrics.Metrics.watch_fleet`)."""
         self.reading: Awaiting | None = None
 
     def describe(self) -> Iterable[Metric]:
@@ -75,10 +79,10 @@ class AwaitingCollector(Collector):
         awaiting = GaugeMetricFamily(
             f"{self.namespace}_jobs_awaiting_worker",
             "Jobs handed back to wait in delayed because no live worker of their named queue runs their kind or "
-            "payload version (kind: a kind this worker declares, else other); at least, when _capped is 1.",
+            "payload version (kind: one a worker declares, else other); at least, when _capped is 1.",
             labels=["queue", "kind", "version"],
         )
-        for labels, n in sorted(bounded_labels(found, self.declared).items()):
+        for labels, n in sorted(bounded_labels(found, self.declared | frozenset(self.fleet())).items()):
             awaiting.add_metric(list(labels), n)
         capped = GaugeMetricFamily(
             f"{self.namespace}_jobs_awaiting_worker_capped",

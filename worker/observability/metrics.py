@@ -373,6 +373,11 @@ class Metrics(Observer):
             queue, kind if kind in self.declared else OTHER_KIND, "wait" if waiting else "worker"
         ).inc()
 
+    def watch_fleet(self, declared: Callable[[], Iterable[str]]) -> None:
+        """Name in ``jobs_awaiting_worker``'s ``kind`` label the kinds ``declared()`` gives (those the workers
+        declared since this one started: :class:`worker.loop.handback.Fleet`) besides this worker's own."""
+        self.awaiting.fleet = declared
+
     def watch_outcomes(self, waiting: Callable[[], int]) -> None:
         """Read ``waiting()`` (the worker's :attr:`worker.loop.episode.Episode.waiting`) at each scrape."""
         self.outcomes_waiting.labels(self.queue).set_function(waiting)
