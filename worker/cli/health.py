@@ -27,7 +27,8 @@ line says when this machine's clock is more than 2 s off it) and, per
 partition, one bounded ZRANGEBYSCORE of what is due in ``delayed`` within the
 hand-back's wait: the entries handed back to wait for a worker that runs their
 kind or version (``waiting_since`` set), counted by kind and version (and
-named queue, unless ``default``) as ``opslib.kinds()`` counts them in ``awaiting``.
+named queue, unless ``default``) as ``opslib.kinds()`` counts them in ``awaiting`` and the metric
+``<ns>_jobs_awaiting_worker`` does (one count: :mod:`worker.store.awaiting`).
 An empty ``QUEUE_PREFIX`` gets a warning on stderr: the Redis roles need one.
 """
 
