@@ -53,10 +53,10 @@ from opslib.connection import archive_url, partitions, pg_session, readable_arch
 from opslib.errors import OpslibError
 from opslib.frames import parse_outcome
 from opslib.pending_reads import read_pending
+from worker.store.awaiting import awaited
 from worker.store.heartbeats import live_workers
 from worker.store.keys import GROUP, Keys
 from worker.store.queues import DEFAULT_QUEUE
-from worker.store.versions import VERSION_FIELD, WAITING_SINCE_FIELD
 from worker.store.wire import decode_member, text
 
 FLOAT = "float64"
@@ -167,12 +167,12 @@ def check_known_kind(kind: object, client: Any, keys: Keys, parts: list[Keys]) -
     return check_kind(kind, declared, lambda: known_kinds(client, keys, parts), holder=KNOWN_WHERE)
 
 
-def awaiting_key(queue: str, job: dict[str, str]) -> tuple[str, tuple[bool, str]]:
-    """Where a job handed back to wait is counted in ``awaiting_versions``: its kind, then its version named
-    with its queue unless that is ``default`` (``v2``, ``bulk v2``; ``default``'s sort first)."""
-    version = f"v{job.get(VERSION_FIELD, '1')}"
+def awaiting_key(queue: str, kind: str, version: str) -> tuple[str, tuple[bool, str]]:
+    """Where a job handed back to wait (:func:`worker.store.awaiting.awaited`) is counted in
+    ``awaiting_versions``: its kind, then its version named with its queue unless that is ``default``
+    (``v2``, ``bulk v2``; ``default``'s sort first)."""
     named = queue != DEFAULT_QUEUE
-    return job.get("kind", ""), (named, f"{queue} {version}" if named else version)
+    return kind, (named, f"{queue} v{version}" if named else f"v{version}")
 
 
 def _counts(client: Any, parts: list[Keys], notes: list[str]) -> dict[str, Counter[Any]]:
@@ -201,9 +201,10 @@ def _counts(client: Any, parts: list[Keys], notes: list[str]) -> dict[str, Count
                 except ValueError:
                     continue
                 counts[name][job.get("kind", "")] += 1
-                if WAITING_SINCE_FIELD in job:  # handed back: no live worker of the queue runs it
-                    counts["awaiting"][job.get("kind", "")] += 1
-                    counts["awaiting_v"][awaiting_key(keys.queue, job)] += 1
+                waits = awaited(job) if zset == keys.delayed else None  # a throttled one waits for its turn
+                if waits is not None:  # handed back: no live worker of the queue runs it
+                    counts["awaiting"][waits[0]] += 1
+                    counts["awaiting_v"][awaiting_key(keys.queue, *waits)] += 1
             if scan.capped:
                 notes.append(scan.note(client.zcard(zset)))
     counts["running"] = Counter(read_pending(client, parts)["kind"])

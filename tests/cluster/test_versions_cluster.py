@@ -16,7 +16,8 @@ import redis.cluster
 import opslib
 from tests.helpers import Workers, wait_for
 from tests.opslib.helpers import bury
-from tests.queue.test_versions import NEW, OLD, QUICK
+from tests.queue.test_versions import NEW, OLD, QUICK, awaiting_series
+from worker.embedded.servers import free_port
 from worker.store.enqueue import NewJob, enqueue, enqueue_many
 from worker.store.keys import queue_partitions
 from worker.store.wire import decode_member
@@ -26,6 +27,11 @@ PARTS = 3
 
 def ran_on(cr: redis.cluster.RedisCluster, prefix: str) -> dict[str, dict[str, str]]:
     return {k.decode(): json.loads(v) for k, v in cr.hgetall(f"{prefix}test:ran").items()}
+
+
+def holder_series(ports: list[int]) -> dict[tuple[str, str, str], float] | None:
+    """The ``jobs_awaiting_worker`` series of whichever of the workers on ``ports`` holds the metrics lock."""
+    return next((series for port in ports if (series := awaiting_series(port)) is not None), None)
 
 
 def declaring(cr: redis.cluster.RedisCluster, prefix: str, count: int) -> bool:
@@ -62,9 +68,12 @@ def test_with_only_old_workers_of_bulk_jobs_wait_in_its_partitions_then_run_afte
     bulk, default = queue_partitions(plain_prefix, PARTS, "bulk"), queue_partitions(plain_prefix, PARTS)
     at: dict[str, Any] = {"prefix": plain_prefix, "partitions": PARTS, "queue": "bulk"}
     pool = Workers(node_urls[0], plain_prefix, tmp_path)
+    ports = [free_port(), free_port()]
+    metrics = {"METRICS_HOST": "127.0.0.1", "METRICS_INTERVAL_S": "0.2"}
     try:
-        old = pool.start(OLD, WORKER_QUEUES="bulk", **env)
-        pool.start(NEW, WORKER_QUEUES="default", **env)  # version 2 runs, but not in bulk
+        old = pool.start(OLD, WORKER_QUEUES="bulk", METRICS_PORT=str(ports[0]), **metrics, **env)
+        wait_for(lambda: awaiting_series(ports[0]) is not None, 30, "the old worker holding the metrics lock")
+        pool.start(NEW, WORKER_QUEUES="default", METRICS_PORT=str(ports[1]), **metrics, **env)  # v2, not in bulk
         wait_for(lambda: declaring(cr, plain_prefix, 2), 30, "both workers declaring")
         ids = [f"n{i}" for i in range(30)]
         for job_id in ids:
@@ -85,6 +94,10 @@ def test_with_only_old_workers_of_bulk_jobs_wait_in_its_partitions_then_run_afte
         table = opslib.kinds(client=cr, prefix=plain_prefix)
         assert table.loc["send_email", ["awaiting", "awaiting_versions"]].tolist() == [31, "bulk v2: 31"]
         assert table.loc["send_sms", ["awaiting", "awaiting_versions"]].tolist() == [6, "bulk v1: 6"]
+
+        # The old worker holds the metrics lock; it lacks send_sms, which the new worker declares: named.
+        waits = {("bulk", "send_email", "2"): 31.0, ("bulk", "send_sms", "1"): 6.0}
+        wait_for(lambda: awaiting_series(ports[0]) == waits, 30, f"the gauge over bulk's partitions saying {waits}")
         old.send_signal(signal.SIGTERM)  # the deploy: the old worker goes, a job delayed before it stays
         assert old.wait(30) == 0, pool.log(old)
         member = enqueue(cr, "send_email", {"email": "late@old.example"}, delay_s=1, version=1, **at)
@@ -97,6 +110,7 @@ def test_with_only_old_workers_of_bulk_jobs_wait_in_its_partitions_then_run_afte
         wait_for(lambda: not cr.exists(lock), 10, "the unique key released by the copy's success")
         assert all(cr.xlen(part.dead) == 0 for part in bulk + default)
         assert all(cr.xlen(part.jobs) == 0 for part in default)  # nothing left bulk (the stream is the group's)
+        wait_for(lambda: holder_series(ports[1:]) == {}, 30, "the gauge's series gone with the jobs")
     finally:
         pool.stop_all()
 

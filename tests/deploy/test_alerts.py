@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+from collections import Counter
 
 import pytest
 import redis.asyncio as aioredis
@@ -18,6 +19,7 @@ from worker.kinds import Registry
 from worker.observability.metrics import Metrics
 from worker.observability.queue_state import Consumer, QueueState
 from worker.settings import Settings
+from worker.store.awaiting import Awaiting
 
 DEPLOY = ROOT / "deploy"
 
@@ -62,6 +64,7 @@ def exported_metric_names(namespace: str = "stagedoor") -> set[str]:
             fair=0,
         )
     }
+    metrics.awaiting.reading = Awaiting(Counter({("default", "k", "2"): 1}), queues=frozenset({"default"}))
     assert metrics.archive is not None
     metrics.archive.backlog = ArchiveBacklog(dead=1, log=2, oldest_s=3.0, dead_added=4)
     names = set()

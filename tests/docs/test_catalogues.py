@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections import Counter
 
 import redis.asyncio as aioredis
 
@@ -25,6 +26,7 @@ from worker.observability.metrics import Metrics
 from worker.observability.queue_state import QueueState, stat_fields
 from worker.schedules import schedule
 from worker.settings import Settings
+from worker.store.awaiting import Awaiting
 from worker.store.vocabulary import OUTCOME_DEAD, OUTCOME_RETRIED
 
 DOCS = ROOT / "docs"
@@ -66,6 +68,7 @@ def exported_metrics() -> dict[str, tuple[str, tuple[str, ...] | None, set[str]]
         QUEUE: QueueState(**{stat.name: () if stat.metadata["combine"] == "consumers" else 0 for stat in stat_fields()})
     }
     metrics.backlog.readings = [PartitionBacklog(partition=0, undelivered=0, delayed_due=0, throttled=0, running=0)]
+    metrics.awaiting.reading = Awaiting(Counter({("default", "k", "2"): 1}), queues=frozenset({"default"}))
     assert metrics.archive is not None
     metrics.archive.backlog = ArchiveBacklog(dead=0, log=0, oldest_s=0.0, dead_added=0)
     metrics.job_started("k", 0.1)

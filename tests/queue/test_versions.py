@@ -12,15 +12,19 @@ import redis
 import redis.asyncio as aioredis
 
 import opslib
+from tests.deploy.test_metrics import scrape
 from tests.helpers import Workers, wait_for
+from worker.embedded.servers import free_port
 from worker.job import Job
-from worker.kinds import Registry, job_kind
+from worker.kinds import Registry, RetryPolicy, job_kind
 from worker.loop.handback import DEAD, HAND_BACK, RUN, WAIT, WAIT_S, HandBack, placement
 from worker.loop.outcomes import Outcomes
 from worker.loop.partition_reader import PartitionReader
+from worker.observability.awaiting_gauge import read_awaiting_async
 from worker.observability.metrics import Metrics
 from worker.settings import Settings
 from worker.store import wire
+from worker.store.awaiting import Awaiting
 from worker.store.enqueue import NewJob, enqueue, enqueue_many
 from worker.store.keys import GROUP, Keys
 from worker.store.scripts import Scripts
@@ -174,6 +178,39 @@ def test_a_waiting_hand_back_is_due_by_redis_s_clock(
     assert abs(float(decode_member(member)["waiting_since"]) - (seconds + micros / 1e6)) < 2
 
 
+def test_a_job_that_waited_and_then_failed_is_retried_without_waiting_since_so_it_is_not_awaiting(
+    redis_url: str, r: redis.Redis, keys: Keys
+) -> None:
+    """Once a worker ran a job handed back to wait, its retry waits for its time, not for a worker: counted as
+    delayed, never as awaiting (by ``opslib.kinds()``, health's read or the gauge)."""
+    registry = Registry()
+    job_kind("versions_retry", registry=registry, retry=RetryPolicy(retries=2, base_s=0.1, cap_s=0.2))(_stamped_handler)
+    r.xgroup_create(keys.jobs, GROUP, id="0", mkstream=True)
+    promoted = {"kind": "versions_retry", "job_id": "w1", "attempts": "0", "handed_back": "3", "waiting_since": "1.0"}
+    entry_id = r.xadd(keys.jobs, promoted).decode()  # a waiting copy promoted onto jobs, for a worker that runs it
+
+    async def scenario() -> Awaiting:
+        client = aioredis.Redis.from_url(redis_url)
+        settings = Settings.from_env({"QUEUE_PREFIX": keys.prefix, "WORKER_NAME": "new-1"})
+        outcomes = Outcomes(client, Scripts(client, keys), settings, (), promote_soon=lambda _s: None)
+        reader = PartitionReader(client, outcomes, "new-1", block_ms=10)
+        try:
+            [(_got, raw)] = await reader.read(1, block=False)
+            job = wire.parse_entry(entry_id, raw, registry.kinds, 1 << 20, 1 << 20)
+            assert isinstance(job, wire.Job)
+            await outcomes.failed(registry.kinds["versions_retry"], job, RuntimeError("SMTP down"), 0.01)
+            return await read_awaiting_async(client, [keys], float((await client.time())[0]))
+        finally:
+            await client.aclose()
+
+    gauge = asyncio.run(scenario())
+    [member] = r.zrange(keys.delayed, 0, -1)
+    assert decode_member(member)["attempts"] == "1" and "waiting_since" not in decode_member(member)
+    assert gauge.counts == {}
+    table = opslib.kinds(client=r, prefix=keys.prefix)
+    assert table.loc["versions_retry", ["delayed", "awaiting", "awaiting_versions"]].tolist() == [1, 0, ""]
+
+
 def ran(r: redis.Redis, keys: Keys) -> dict[str, dict[str, str]]:
     return {k.decode(): json.loads(v) for k, v in r.hgetall(f"{keys.prefix}test:ran").items()}
 
@@ -210,10 +247,24 @@ def test_a_rollout_with_old_and_new_workers_half_and_half_fails_nothing(
     wait_for(lambda: r.xpending(keys.jobs, GROUP)["pending"] == 0, 10, "every entry acknowledged")
 
 
+def awaiting_series(port: int) -> dict[tuple[str, str, str], float] | None:
+    """The worker's ``worker_jobs_awaiting_worker`` series, (queue, kind, version) -> jobs; None before the
+    worker reads the queue as the metrics-lock holder (its ``_capped`` series comes with every reading)."""
+    samples = scrape(port) or {}
+    if not any(name == "worker_jobs_awaiting_worker_capped" for name, _labels in samples):
+        return None
+    return {
+        (labels["queue"], labels["kind"], labels["version"]): value
+        for (name, pairs), value in samples.items()
+        if name == "worker_jobs_awaiting_worker" and (labels := dict(pairs))
+    }
+
+
 def test_with_only_old_workers_new_payloads_and_kinds_wait_then_run_when_a_new_worker_comes(
     r: redis.Redis, keys: Keys, workers: Workers
 ) -> None:
-    workers.start(OLD, **QUICK)
+    port = free_port()
+    workers.start(OLD, METRICS_PORT=str(port), METRICS_HOST="127.0.0.1", METRICS_INTERVAL_S="0.2", **QUICK)
     wait_for(lambda: declared(r, keys, 1), 30, "the old worker declaring its kinds")
     ids = [f"n{i}" for i in range(20)]
     for job_id in ids:
@@ -230,10 +281,14 @@ def test_with_only_old_workers_new_payloads_and_kinds_wait_then_run_when_a_new_w
     table = opslib.kinds(client=r, prefix=keys.prefix)
     assert table.loc["send_email", ["version", "awaiting", "awaiting_versions"]].tolist() == [1, 20, "v2: 20"]
     assert table.loc["send_sms", ["workers", "awaiting", "awaiting_versions"]].tolist() == [0, 1, "v1: 1"]
+    # The old worker holds the metrics lock: a kind it lacks is "other" there (bounded label values).
+    waits = {("default", "send_email", "2"): 20.0, ("default", "other", "1"): 1.0}
+    wait_for(lambda: awaiting_series(port) == waits, 30, f"the gauge saying {waits}")
     workers.start(NEW, **QUICK)
     wait_for(lambda: len(ran(r, keys)) == len(ids), 30, "the new worker running them")
     assert {record["worker"] for record in ran(r, keys).values()} == {"new"}
     assert r.xlen(keys.dead) == 0
+    wait_for(lambda: awaiting_series(port) == {}, 30, "the gauge's series gone with the jobs")
 
 
 def test_a_job_delayed_before_the_deploy_runs_after_it_through_the_upcaster(

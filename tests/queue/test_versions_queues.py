@@ -14,7 +14,8 @@ import redis.asyncio as aioredis
 import opslib
 from tests.deploy.test_health import health
 from tests.helpers import Workers, wait_for
-from tests.queue.test_versions import NEW, OLD, QUICK, declared, ran
+from tests.queue.test_versions import NEW, OLD, QUICK, awaiting_series, declared, ran
+from worker.embedded.servers import free_port
 from worker.loop.handback import Fleet
 from worker.store.enqueue import enqueue
 from worker.store.keys import GROUP, Keys
@@ -31,7 +32,9 @@ def test_a_bulk_job_handed_back_waits_and_runs_in_bulk_and_keeps_its_unique_key(
     r: redis.Redis, prefix: str, workers: Workers, redis_url: str
 ) -> None:
     bulk, default = Keys(prefix, queue="bulk"), Keys(prefix)
-    workers.start(OLD, WORKER_QUEUES="bulk", WORKER_NAME="old-bulk", **QUICK)
+    port = free_port()
+    metrics = {"METRICS_PORT": str(port), "METRICS_HOST": "127.0.0.1", "METRICS_INTERVAL_S": "0.2"}
+    workers.start(OLD, WORKER_QUEUES="bulk", WORKER_NAME="old-bulk", **metrics, **QUICK)
     wait_for(lambda: declared(r, bulk, 1), 30, "the old worker declaring its kinds")
     ids = [f"b{i}" for i in range(20)]
     for job_id in ids:
@@ -51,8 +54,11 @@ def test_a_bulk_job_handed_back_waits_and_runs_in_bulk_and_keeps_its_unique_key(
         return health(redis_url, prefix, WORKER_NAME="old-bulk", WORKER_QUEUES="bulk").stdout.strip() == line
 
     wait_for(says_it, 30, f"health saying {line!r}")
+    waits = {("bulk", "send_email", "2"): 21.0}
+    wait_for(lambda: awaiting_series(port) == waits, 30, f"the gauge saying {waits}")
     workers.start(NEW, WORKER_QUEUES="bulk", **QUICK)
     wait_for(lambda: len(ran(r, bulk)) == len(ids), 30, "the new worker running them")
+    wait_for(lambda: awaiting_series(port) == {}, 30, "the gauge's series gone with the jobs")
     done = ran(r, bulk)
     assert set(done) == set(ids) and {run["worker"] for run in done.values()} == {"new"}  # u2 was a duplicate
     assert all(int(run["handed_back"]) >= 1 for run in done.values())
@@ -109,3 +115,30 @@ def test_the_fleet_reads_versions_per_served_queue_and_a_declaration_without_que
     assert fleet.versions_in("bulk") == {"send_email": 3, "send_sms": 1, "send_fax": 2}
     assert fleet.versions_in("critical") == {"send_fax": 2}
     assert fleet.recent("send_email") and not fleet.recent("send_telex")
+
+
+def test_a_fair_job_handed_back_waits_in_delayed_not_for_another_turn_and_keeps_its_key(
+    r: redis.Redis, keys: Keys, workers: Workers
+) -> None:
+    """A fair job had its key's turn before a worker read it: handed back, it waits in ``delayed`` (and goes
+    back onto ``jobs``) with its ``fair_key``, never into ``fair:queue`` again."""
+    workers.start(OLD, **QUICK)
+    wait_for(lambda: declared(r, keys, 1), 30, "the old worker declaring its kinds")
+    ids = [f"f{i}" for i in range(10)]
+    for i, job_id in enumerate(ids):
+        enqueue(
+            r,
+            "send_email",
+            {"to": f"{job_id}@x", "job_id": job_id},
+            version=2,
+            prefix=keys.prefix,
+            fair_key=f"venue-{i % 2}",
+        )
+    wait_for(lambda: set(waiting_in(r, keys)) == set(ids), 30, "every fair job handed back to wait")
+    assert {m["fair_key"] for m in waiting_in(r, keys).values()} == {"venue-0", "venue-1"}
+    assert r.zcard(keys.fair_queue) == 0
+    table = opslib.kinds(client=r, prefix=keys.prefix)
+    assert table.loc["send_email", ["waiting", "awaiting", "awaiting_versions"]].tolist() == [0, 10, "v2: 10"]
+    workers.start(NEW, **QUICK)
+    wait_for(lambda: set(ran(r, keys)) == set(ids), 30, "the new worker running them")
+    assert r.zcard(keys.fair_queue) == 0 and r.xlen(keys.dead) == 0

@@ -76,6 +76,7 @@ async def assembled(
             )
             for metrics in observers:
                 metrics.watch_outcomes(worker.outcomes_waiting)
+                metrics.watch_fleet(lambda: tuple(worker.fleet.seen))
                 metrics.watch_stale(lambda: sum(part.outcomes.stale.count for part in worker.parts))
             yield worker
     finally:

@@ -27,7 +27,8 @@ line says when this machine's clock is more than 2 s off it) and, per
 partition, one bounded ZRANGEBYSCORE of what is due in ``delayed`` within the
 hand-back's wait: the entries handed back to wait for a worker that runs their
 kind or version (``waiting_since`` set), counted by kind and version (and
-named queue, unless ``default``) as ``opslib.kinds()`` counts them in ``awaiting``.
+named queue, unless ``default``) as ``opslib.kinds()`` counts them in ``awaiting`` and the metric
+``<ns>_jobs_awaiting_worker`` does (one count: :mod:`worker.store.awaiting`).
 An empty ``QUEUE_PREFIX`` gets a warning on stderr: the Redis roles need one.
 """
 
@@ -42,10 +43,10 @@ from typing import Any
 import redis
 
 from worker.cli.exits import EXIT_FAILED, EXIT_OK
-from worker.loop.handback import WAIT_S
 from worker.printable import printable
 from worker.redact import redact
 from worker.settings import Settings
+from worker.store.awaiting import AHEAD_S, AWAITING_CAP, count_awaiting, read_due_soon
 from worker.store.connection import connect, is_cluster
 from worker.store.heartbeats import HEARTBEAT_TTL_S, live_workers
 from worker.store.keys import GROUP, Keys
@@ -53,8 +54,7 @@ from worker.store.partitions import keys_for, recorded_count
 from worker.store.queues import DEFAULT_QUEUE, describe_served
 from worker.store.refusals import describe_refusal, refusal_code
 from worker.store.server_clock import WARN_S
-from worker.store.versions import VERSION_FIELD, WAITING_SINCE_FIELD
-from worker.store.wire import decode_member, json_object, text
+from worker.store.wire import json_object, text
 
 #: The live workers (KEYS[1]: ``workers``; ARGV[1]: the exclusive lower bound, now), read by a script
 #: without the ``no-writes`` flag: Redis refuses it exactly when it refuses the moves.
@@ -75,8 +75,6 @@ for i = 4, 3 + parts do
 end
 return {redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. string.format('%.6f', now), '+inf'), redis.call('HGETALL', KEYS[2]),
         redis.call('HGETALL', KEYS[3]), due, t, fair}"""
-#: The most ``delayed`` members health reads per partition for :func:`awaiting` (the line says "at least").
-AWAITING_CAP = 1000
 
 
 def health(settings: Settings) -> int:
@@ -154,7 +152,6 @@ def live_unless_refused(client: Any, keys: Keys, parts: list[Keys]) -> tuple[set
     (``default``'s first when it is served); the pauses are read from ``default``'s first partition, where
     every pause is written."""
     paused_at = Keys(keys.prefix, parts[0].tag, 0).paused  # the tags are the same in every queue
-    ahead_s = WAIT_S + 1  # a waiting entry is due again within the hand-back's wait
     before = time.time()
     try:
         if is_cluster(client):
@@ -162,16 +159,13 @@ def live_unless_refused(client: Any, keys: Keys, parts: list[Keys]) -> tuple[set
             now = int(server[0]) + int(server[1]) / 1e6
             names = client.eval(LIVE_IF_WRITABLE, 1, keys.workers, f"({now}")
             paused, throttles = client.hgetall(paused_at), client.hgetall(keys.throttles)
-            due = [
-                client.zrangebyscore(part.delayed, "-inf", repr(now + ahead_s), start=0, num=AWAITING_CAP)
-                for part in parts
-            ]
+            due = [read_due_soon(client, part.delayed, now) for part in parts]
             fair = sum(int(client.zcard(part.fair_queue)) for part in parts)
         else:
             script_keys = (keys.workers, paused_at, keys.throttles, *(part.delayed for part in parts))
             script_keys += tuple(part.fair_queue for part in parts)
             names, paused_flat, throttles_flat, due, server, fair = client.eval(
-                LIVE_AND_HELD_IF_WRITABLE, len(script_keys), *script_keys, ahead_s, AWAITING_CAP, len(parts)
+                LIVE_AND_HELD_IF_WRITABLE, len(script_keys), *script_keys, AHEAD_S, AWAITING_CAP, len(parts)
             )
             now = int(server[0]) + int(server[1]) / 1e6
             paused, throttles = _pairs(paused_flat), _pairs(throttles_flat)
@@ -199,20 +193,15 @@ def clock_note(offset_s: float) -> str:
 def awaiting(due: list[list[Any]], queues: list[str]) -> str:
     """ "; waiting for a worker: N kind vV, N kind vV in bulk, ..." from the members due soon in each
     partition's ``delayed`` (``queues``: each partition's named queue, in step; ``default`` goes unnamed; ""
-    when none waits); "at least" when a partition's read reached :data:`AWAITING_CAP`."""
+    when none waits), counted by :func:`worker.store.awaiting.count_awaiting`; "at least" when a partition's
+    read reached :data:`~worker.store.awaiting.AWAITING_CAP`."""
+    found = count_awaiting(due, queues)
     counts: Counter[str] = Counter()
-    for members, queue in zip(due, queues, strict=True):
-        where = "" if queue == DEFAULT_QUEUE else f" in {queue}"
-        for member in members:
-            try:
-                job = decode_member(member)
-            except ValueError:
-                continue
-            if WAITING_SINCE_FIELD in job:
-                counts[f"{job.get('kind', '')} v{job.get(VERSION_FIELD, '1')}{where}"] += 1
+    for (queue, kind, version), n in found.counts.items():
+        counts[f"{kind} v{version}{'' if queue == DEFAULT_QUEUE else f' in {queue}'}"] += n
     if not counts:
         return ""
-    least = "at least " if any(len(members) >= AWAITING_CAP for members in due) else ""
+    least = "at least " if found.capped else ""
     said = ", ".join(f"{n} {what}" for what, n in sorted(counts.items()))
     return f"; waiting for a worker: {least}{said}"
 

@@ -17,6 +17,7 @@ from worker.kinds import Job
 from worker.redact import capture
 from worker.store import attempt_log
 from worker.store.failures import ERROR_BYTES
+from worker.store.versions import WAITING_SINCE_FIELD
 from worker.store.vocabulary import OUTCOME_DEAD
 from worker.store.wire import job_id_of
 
@@ -64,11 +65,13 @@ def log_fields(job: Job, outcome: str, duration_s: float, reason: str | None = N
 
 def retry_member(job: Job, attempts: int, *, error: str, duration_s: float, worker: str, at: str) -> dict[str, str]:
     """The fields of a job's next attempt (the delayed member, once encoded): its own, ``attempts`` and the
-    attempt log brought up to date."""
+    attempt log brought up to date. A job handed back to wait has run now: its retry waits for its time, not
+    for a worker, so it leaves ``waiting_since`` behind (else it would count as awaiting a worker)."""
     log = attempt_log.appended(
         job.fields.get(attempt_log.FIELD), at=at, duration_s=duration_s, worker=worker, error=error
     )
-    return {**job.fields, "attempts": str(attempts), attempt_log.FIELD: log}
+    kept = {name: value for name, value in job.fields.items() if name != WAITING_SINCE_FIELD}
+    return {**kept, "attempts": str(attempts), attempt_log.FIELD: log}
 
 
 def dead_fields(burial: Burial, *, worker: str, at: str) -> dict[str, str]:

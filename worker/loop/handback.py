@@ -45,6 +45,7 @@ from worker.loop.partition_reader import PartitionReader
 from worker.loop.slots import Raw
 from worker.observability.observer import Observer, overrides
 from worker.store import wire
+from worker.store.awaiting import WAIT_S
 from worker.store.heartbeats import HEARTBEAT_INTERVAL_S, live_workers_async
 from worker.store.keys import Keys
 from worker.store.server_clock import CLOCK
@@ -53,8 +54,6 @@ from worker.store.vocabulary import REASON_MALFORMED
 
 log = logging.getLogger("worker")
 
-#: How long an entry no live worker can run waits in ``delayed`` before a worker looks at it again.
-WAIT_S = 5.0
 #: How long a worker reads nothing new after handing back, for a live worker, a copy that another
 #: worker unable to run it had handed back already, per time it had (at most :data:`WAIT_S`): at the
 #: stream's tail the copy then reaches a worker waiting in a read, one that can run it, instead of going

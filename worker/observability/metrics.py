@@ -20,8 +20,9 @@ Two kinds of numbers, collected two ways:
   ``queue`` label (the named queue), and after a hand-over (the holder died:
   a new one takes over within three intervals) the series comes from another
   ``instance``: aggregate with ``max by (queue)``, as ``deploy/alerts.yml``
-  does. A holder that cannot read Redis drops its numbers rather than export
-  stale ones.
+  does. The holder also exports the backlog (:mod:`worker.observability.backlog`)
+  and the jobs waiting for a worker (:mod:`worker.observability.awaiting_gauge`).
+  A holder that cannot read Redis drops its numbers rather than export stale ones.
 
 Every name starts with ``METRICS_NAMESPACE`` (``worker`` by default; an
 application's deployment may set its own, e.g. ``myapp``). Each series, its
@@ -54,6 +55,7 @@ from prometheus_client.registry import Collector
 from worker.app import Chore
 from worker.archive.archiver import ArchiveCollector, Archiver, read_partitions_backlog
 from worker.kinds import Registry
+from worker.observability.awaiting_gauge import AwaitingCollector, read_awaiting_async
 from worker.observability.backlog import BacklogCollector, read_backlog_async
 from worker.observability.endpoint import MetricsEndpoint
 from worker.observability.observer import Observer
@@ -291,6 +293,8 @@ class Metrics(Observer):
         self.registry.register(self.queue_collector)
         self.backlog = BacklogCollector(ns)
         self.registry.register(self.backlog)
+        self.awaiting = AwaitingCollector(ns, self.declared)
+        self.registry.register(self.awaiting)
         self.jobs = JobCollector(ns)
         self.registry.register(self.jobs)
         self.archive: ArchiveCollector | None = None
@@ -369,6 +373,11 @@ class Metrics(Observer):
             queue, kind if kind in self.declared else OTHER_KIND, "wait" if waiting else "worker"
         ).inc()
 
+    def watch_fleet(self, declared: Callable[[], Iterable[str]]) -> None:
+        """Name in ``jobs_awaiting_worker``'s ``kind`` label the kinds ``declared()`` gives (those the workers
+        declared since this one started: :class:`worker.loop.handback.Fleet`) besides this worker's own."""
+        self.awaiting.fleet = declared
+
     def watch_outcomes(self, waiting: Callable[[], int]) -> None:
         """Read ``waiting()`` (the worker's :attr:`worker.loop.episode.Episode.waiting`) at each scrape."""
         self.outcomes_waiting.labels(self.queue).set_function(waiting)
@@ -422,19 +431,22 @@ class Metrics(Observer):
                 )
                 parts = [keys for queue in queues for keys in partition_keys(self.settings, queue)]
                 self.backlog.readings = await read_backlog_async(self.redis, parts, time.time())
+                self.awaiting.reading = await read_awaiting_async(self.redis, parts, CLOCK.now())
                 if self.archive is not None:
                     self.archive.backlog = await read_partitions_backlog(
                         self.redis, partition_keys(self.settings), time.time()
                     )
             else:
-                self.queue_collector.states = self.backlog.readings = None
-                if self.archive is not None:
-                    self.archive.backlog = None
+                self._drop_queue_readings()
         except BaseException:
-            self.queue_collector.states = self.backlog.readings = None
-            if self.archive is not None:
-                self.archive.backlog = None
+            self._drop_queue_readings()
             raise
+
+    def _drop_queue_readings(self) -> None:
+        """Export no queue-wide series: not the lock holder, or the reading failed (never stale numbers)."""
+        self.queue_collector.states = self.backlog.readings = self.awaiting.reading = None
+        if self.archive is not None:
+            self.archive.backlog = None
 
     async def _hold_lock(self) -> bool:
         if self._holding:

@@ -13,7 +13,9 @@ registers a kind stamps that kind's version (the store imports nothing of
 ``worker.kinds``; an import-linter contract keeps it so).
 
 The fields a hand-back adds (:data:`HANDED_BACK_FIELD`, :data:`WAITING_SINCE_FIELD`)
-ride on the job until it runs; the handler sees them in ``job.fields``.
+ride on the job until it runs; the handler sees them in ``job.fields``. Its retry
+drops :data:`WAITING_SINCE_FIELD` (:func:`worker.loop.burial.retry_member`): only a
+job that waits for a worker carries it in ``delayed`` (:mod:`worker.store.awaiting`).
 """
 
 from __future__ import annotations
