@@ -25,7 +25,7 @@ from typing import Any
 from redis.commands.core import Script
 
 from worker.store.keys import GROUP, Keys
-from worker.store.lua_source import source
+from worker.store.lua_source import registered, source
 from worker.store.wire import decode_member, encode_member, job_id_of, parked_fields
 
 #: How long a producer's job id is remembered by enqueue: a repeat within it adds nothing.
@@ -117,13 +117,8 @@ def script_source() -> str:
 
 
 def script(redis: Any) -> Script:
-    """The ``enqueue_once`` script registered on ``redis``: once per client, kept on it, since a
-    registration hashes the source (the call itself is one EVALSHA, loaded on NOSCRIPT)."""
-    found = getattr(redis, "_queue_enqueue_once", None)
-    if found is None:
-        found = redis.register_script(script_source())
-        redis._queue_enqueue_once = found
-    return found
+    """The ``enqueue_once`` script registered on ``redis`` (once per client)."""
+    return registered(redis, "enqueue_once")
 
 
 def ref_of(reply: Any) -> str:
