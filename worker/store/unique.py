@@ -1,7 +1,7 @@
 """Unique jobs and idempotent enqueue: the check and the add in one script (``lua/enqueue_once.lua``).
 
 Two guards, each taken only when the producer asks for it, so that a job with neither stays on the
-fast path (a packed XADD or ZADD, no script, no key of its own):
+fast path (a packed XADD, or for later the EVALSHA of ``enqueue_later``, no key of its own):
 
 - **Idempotent enqueue.** A job id of the producer's (``enqueue(..., job_id=X)``, a ``job_id`` field or
   the outbox relay's ``outbox_id``) leaves a mark ``enqueued:<job_id>`` for :data:`IDEMPOTENCY_WINDOW_S`
