@@ -3,7 +3,9 @@
 One process per run enqueues ``--jobs`` (20,000) jobs of three small fields, each call awaited before
 the next (``benchmarks/peers/produce.py``, ``benchmarks/bullmq/producer.mjs``), into a dedicated server
 flushed before every run; runs interleaved (A B C ... A B C ...) so the machine's drift hits every system
-alike; medians of ``--rounds`` (3) with min-max, the producer's CPU a job and the load average beside.
+alike; medians of ``--rounds`` (3) with min-max, the producer's CPU a job, the round trips a job
+(the server's replies written, ``total_writes_processed`` of ``INFO stats`` after ``CONFIG RESETSTAT``;
+connecting and the warm-up included; a script's inner commands are not replies) and the load average beside.
 Printed with the issue's targets (one at a time >= 1.5x BullMQ's awaited ``add`` and >= 1.2x the best
 Python peer, p99 <= 1 ms, ``enqueue_many`` >= ``addBulk``), and written to ``benchmarks/results/``.
 Figures: docs/performance.md.
@@ -35,6 +37,8 @@ SYSTEMS: dict[str, tuple[str, ...]] = {
     "stagedoor enqueue unique_key= (a key each)": (sys.executable, PRODUCE, "ours-key"),
     "stagedoor enqueue job_id= (an id each)": (sys.executable, PRODUCE, "ours-id"),
     "stagedoor enqueue fair_key= (100 tenants)": (sys.executable, PRODUCE, "ours-fair"),
+    "stagedoor enqueue delay_s= (for later)": (sys.executable, PRODUCE, "ours-later"),
+    "stagedoor enqueue delay_s= unique_key=": (sys.executable, PRODUCE, "ours-later-key"),
     "stagedoor enqueue_async": (sys.executable, PRODUCE, "ours-async"),
     "stagedoor enqueue_many (1,000 a call)": (sys.executable, PRODUCE, "ours-many"),
     "BullMQ 6.7 add (awaited)": (*BULLMQ, "add"),
@@ -52,6 +56,7 @@ def produce(argv: tuple[str, ...], server: BenchRedis, jobs: int, source: str = 
     """One producer run on a flushed server: its figures. ``source``: a folder whose ``worker`` package is
     imported instead of this checkout's (the A/B against another version)."""
     server.flush()
+    server.client.config_resetstat()
     path = [source] if source else []
     env = child_env(REDIS_URL=server.url, PYTHONPATH=os.pathsep.join([*path, str(BENCH_DIR / "peers"), str(BENCH_DIR)]))
     done = subprocess.run([*argv, str(jobs)], env=env, capture_output=True, text=True, timeout=600, check=False)
@@ -59,7 +64,8 @@ def produce(argv: tuple[str, ...], server: BenchRedis, jobs: int, source: str = 
         last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
         raise BenchError(f"{' '.join(argv)} failed: {last}")
     figures: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
-    return {**figures, "load_1m": os.getloadavg()[0]}
+    replies = server.client.info("stats")["total_writes_processed"]  # the INFO's own reply not yet written
+    return {**figures, "load_1m": os.getloadavg()[0], "round_trips_a_job": replies / jobs}
 
 
 def verdicts(table: dict[str, dict[str, float]]) -> list[str]:
@@ -107,12 +113,14 @@ def main() -> None:
           f"median of {args.rounds} (min-max); {os.cpu_count()} cores")  # fmt: skip
     for name, figures in runs.items():
         rate, low, high = median_range([f["rate"] for f in figures])
-        p50, p99, cpu, load = (
-            median_range([f[k] for f in figures])[0] for k in ("p50_us", "p99_us", "cpu_us", "load_1m")
+        p50, p99, cpu, load, trips = (
+            median_range([f[k] for f in figures])[0]
+            for k in ("p50_us", "p99_us", "cpu_us", "load_1m", "round_trips_a_job")
         )
         table[name] = {"rate": rate, "p50_us": p50, "p99_us": p99, "cpu_us": cpu, "load_1m": load}
         print(f"  {name:40} {rate:>9,.0f} jobs/s ({low:,.0f}-{high:,.0f})  p50 {p50:>7.0f} us  "
-              f"p99 {p99:>7.0f} us per call  CPU {cpu:>5.1f} us a job  load {load:.1f}")  # fmt: skip
+              f"p99 {p99:>7.0f} us per call  CPU {cpu:>5.1f} us a job  {trips:.2f} round trips a job  "
+              f"load {load:.1f}")  # fmt: skip
     if all(name in table for name in SYSTEMS):  # the targets, when every system ran
         for line in verdicts(table):
             print(f"  {line}")

@@ -6,7 +6,8 @@ Run by ``benchmarks/producer_bench.py`` with each system's own interpreter: the 
 ``benchmarks/.venv/<peer>``, this worker's (``ours-*``) from the project's venv. Every job carries the
 same three small fields (:data:`FIELDS`); connecting and a warm-up of :data:`WARM_UP` calls stay
 outside the clock. ``ours-key`` and ``ours-id`` give each job a unique key or a job id of its own (the guarded
-enqueue, one script call); ``ours-fair`` a fair key, :data:`TENANTS` tenants in turn (one script call).
+enqueue, one script call); ``ours-fair`` a fair key, :data:`TENANTS` tenants in turn (one script call);
+``ours-later`` and ``ours-later-key`` enqueue for later (``delay_s=60``), without and with a key each.
 ``ours-many`` sends batches of :data:`BATCH` jobs a call (its latencies are per batch). No worker runs:
 the jobs stay in the benchmark's own server.
 """
@@ -90,6 +91,11 @@ def ours(mode: str, count: int) -> None:
         client = redis.Redis.from_url(URL)
         tenants = itertools.cycle([f"org-{n}" for n in range(TENANTS)])
         timed(lambda: enqueue(client, "noop", FIELDS, fair_key=next(tenants)), count)
+    elif mode in ("later", "later-key"):  # for later: one EVALSHA of enqueue_later (or enqueue_once, a key each)
+        client = redis.Redis.from_url(URL)
+        numbers = itertools.count()
+        guard = (lambda: {"unique_key": f"order-{next(numbers)}"}) if mode == "later-key" else dict
+        timed(lambda: enqueue(client, "noop", FIELDS, delay_s=60, **guard()), count)
     elif mode == "many":
         client = redis.Redis.from_url(URL)
         batch = [NewJob("noop", FIELDS)] * BATCH

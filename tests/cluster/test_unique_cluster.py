@@ -6,6 +6,7 @@ the job and releases the key."""
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 import redis.asyncio.cluster as aiocluster
@@ -51,3 +52,32 @@ def test_duplicates_meet_one_lock_beside_their_partition(
     assert cr.llen(f"{plain_prefix}test:runs") == 6
     assert not any(cr.exists(p.unique("unique_ok", f"k{i}")) for p in parts for i in range(5))
     assert worker.enqueue(cr, "unique_ok", {}, unique_key="k0", **at) not in refs["k0"]
+
+
+def test_jobs_due_at_one_moment_keep_enqueue_order_in_each_partition(
+    cr: redis.cluster.RedisCluster, plain_prefix: str, node_urls: list[str]
+) -> None:
+    """Alone (EVALSHA of ``enqueue_later`` on the cluster client), in a cluster pipeline (the script loaded
+    first) and on the asyncio client: the jobs of each partition keep the order they were enqueued in."""
+    at = {"prefix": plain_prefix, "partitions": PARTS}
+    due = float(cr.time()[0] + 60)
+    for n in range(0, 30, 3):
+        worker.enqueue(cr, "unique_ok", {"n": n}, run_at=due, **at)
+        enqueue_many(cr, [NewJob("unique_ok", {"n": n + 1}, run_at=due)], **at)
+
+        async def one(n: int = n) -> None:
+            client = aiocluster.RedisCluster.from_url(f"{node_urls[0]}")
+            try:
+                await enqueue_many_async(client, [NewJob("unique_ok", {"n": n + 2}, run_at=due)], **at)
+            finally:
+                await client.aclose()
+
+        asyncio.run(one())
+    seen = []
+    for part in queue_partitions(plain_prefix, PARTS):
+        members = cr.zrange(part.delayed, 0, -1, withscores=True)
+        order = [int(json.loads(member)["n"]) for member, _ in members]
+        assert order == sorted(order) and len({score for _, score in members}) == len(members)
+        assert all(0 <= score - due < 1e-5 for _, score in members)
+        seen += order
+    assert sorted(seen) == list(range(30))

@@ -48,3 +48,23 @@ def test_find_names_the_holder_of_a_key_and_show_lists_it(r: redis.Redis, keys: 
     r.xreadgroup(GROUP, "seeder", {keys.jobs: ">"}, count=1)
     dead_id = Scripts(r, keys).bury(ref, {"error": "E: x", "reason": "exhausted"}, maxlen=100).decode()
     assert "order:4471" in repr(opslib.show(dead_id, archive=False, client=r, prefix=keys.prefix).fields.values())
+
+
+def test_replay_and_discard_of_a_dead_unique_job_take_no_key(r: redis.Redis, keys: Keys) -> None:
+    """Death released the key (bury.lua); a replay moves the same job back without taking it again and a
+    discard has none to release, so a new job of the key is added beside the replayed one (docs/worker.md,
+    "Unique jobs and idempotent enqueue")."""
+    r.xgroup_create(keys.jobs, GROUP, id="0", mkstream=True)
+    dead = []
+    for job_id in ("r1", "d1"):
+        ref = enqueue(r, "mail", {}, unique_key="order:9", job_id=job_id, prefix=keys.prefix)
+        r.xreadgroup(GROUP, "seeder", {keys.jobs: ">"}, count=1)
+        lock = keys.unique("mail", "order:9")
+        dead.append(Scripts(r, keys).bury(ref, {"error": "E: x"}, maxlen=100, lock=lock).decode())
+        assert not r.exists(keys.unique("mail", "order:9")), "death is terminal: the key is released"
+    at = {"client": r, "prefix": keys.prefix}
+    assert list(opslib.replay([dead[0]], reason="test", **at)["status"]) == ["replayed"]
+    assert list(opslib.discard([dead[1]], reason="test", **at)["status"]) == ["discarded"]
+    assert not r.exists(keys.unique("mail", "order:9")), "neither move takes the key"
+    fresh = enqueue(r, "mail", {}, unique_key="order:9", prefix=keys.prefix)
+    assert r.hget(keys.unique("mail", "order:9"), "ref").decode() == fresh

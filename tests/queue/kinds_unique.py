@@ -1,10 +1,17 @@
 """Job kinds for the unique-job tests: each run is counted under the test's prefix, so that a test can
-count executions per unique key; ``unique_slow`` runs until its key ``gate`` is set (or 20 s pass)."""
+count executions per unique key; ``unique_slow`` runs until its key ``gate`` is set (or 20 s pass).
+
+Each handler call records a token of its own (a uuid made once per call, with the entry id and attempt):
+the worker's client sends a command again after a reply timed out (docs/worker.md, "Unique jobs and
+idempotent enqueue"), so one run's RPUSH may land twice. The same token twice is one run written twice;
+two tokens are two runs (:func:`tests.queue.test_unique.runs` counts tokens)."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
+import uuid
 from collections.abc import AsyncIterator
 
 from worker import Job, RetryPolicy, job_kind, lifespan
@@ -26,7 +33,14 @@ def key(name: str) -> str:
 
 async def _count(job: Job) -> None:
     redis = state["redis"]
-    await redis.rpush(key("runs"), f"{job.fields.get('unique_key', '')}:{job.job_id}")  # type: ignore[attr-defined]
+    record = {
+        "key": job.fields.get("unique_key", ""),
+        "job_id": job.job_id,
+        "entry_id": job.entry_id,
+        "attempt": job.attempts,
+        "token": uuid.uuid4().hex,
+    }
+    await redis.rpush(key("runs"), json.dumps(record))  # type: ignore[attr-defined]
 
 
 @job_kind("unique_ok")

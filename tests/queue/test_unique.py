@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections import Counter
 
 import pytest
 import redis
@@ -21,8 +22,22 @@ from worker.store.wire import decode_member
 KINDS = "tests.queue.kinds_unique"
 
 
+def records(r: redis.Redis, keys: Keys) -> list[dict[str, str]]:
+    """Every record the handlers wrote, double writes included (:mod:`tests.queue.kinds_unique`)."""
+    return [json.loads(run) for run in r.lrange(f"{keys.prefix}test:runs", 0, -1)]
+
+
 def runs(r: redis.Redis, keys: Keys) -> list[str]:
-    return [run.decode() for run in r.lrange(f"{keys.prefix}test:runs", 0, -1)]
+    """The executions, ``<unique_key>:<job_id>`` each, in order: one per distinct token, so that a handler's
+    RPUSH sent again after a timed-out reply counts once."""
+    seen = {record["token"]: f"{record['key']}:{record['job_id']}" for record in records(r, keys)}
+    return list(seen.values())
+
+
+def double_writes(r: redis.Redis, keys: Keys) -> list[str]:
+    """The tokens written more than once: one run whose record landed twice, never a second run."""
+    tokens = Counter(record["token"] for record in records(r, keys))
+    return [token for token, count in tokens.items() if count > 1]
 
 
 def test_a_duplicate_adds_nothing_and_returns_the_holder(r: redis.Redis, keys: Keys) -> None:

@@ -8,10 +8,11 @@ import signal
 import subprocess
 import sys
 
+import pytest
 import redis
 
 from tests.helpers import ROOT, Workers, wait_for
-from tests.queue.test_unique import KINDS, runs
+from tests.queue.test_unique import KINDS, double_writes, runs
 from worker.store.enqueue import enqueue
 from worker.store.keys import GROUP, Keys
 
@@ -30,6 +31,41 @@ for i in range(int(sys.argv[3])):
     refs.add(enqueue(r, "unique_once", {"n": i}, unique_key="hot", prefix=sys.argv[2]))
 print(len(refs))
 """
+
+
+TAKING_TURNS = """
+import sys, time, redis
+from worker.store.enqueue import enqueue
+r = redis.Redis.from_url(sys.argv[1])
+turn, due = sys.argv[2] + "test:turn", float(sys.argv[5])
+for n in range(int(sys.argv[3]), 20, 2):
+    deadline = time.monotonic() + 30
+    while int(r.get(turn) or 0) != n and time.monotonic() < deadline:
+        time.sleep(0.001)  # the other producer's turn: it enqueues n - 1 first
+    guard = {"unique_key": f"k{n}"} if sys.argv[4] == "unique" else {}
+    enqueue(r, "unique_ok", {"n": n}, run_at=due, prefix=sys.argv[2], **guard)
+    r.incr(turn)
+"""
+
+
+@pytest.mark.parametrize("mode", ["plain", "unique"])
+def test_jobs_of_two_producers_due_at_one_moment_are_promoted_in_enqueue_order(
+    r: redis.Redis, keys: Keys, workers: Workers, redis_url: str, mode: str
+) -> None:
+    """Two processes take turns enqueuing 20 jobs due at one moment (each waits for the other's last one),
+    without a key (``enqueue_later``) and with one each (``enqueue_once``)."""
+    due = r.time()[0] - 1.0 + 0.123456  # due at once: promoted in one batch, by score
+    argv = [redis_url, keys.prefix]
+    producers = [
+        subprocess.Popen([sys.executable, "-c", TAKING_TURNS, *argv, str(first), mode, repr(due)], cwd=ROOT)
+        for first in (0, 1)
+    ]
+    assert [proc.wait(60) for proc in producers] == [0, 0]
+    scores = [score for _, score in r.zrange(keys.delayed, 0, -1, withscores=True)]
+    assert len(set(scores)) == 20 and 0 <= max(scores) - due < 1e-5, "each its own score, at the run time"
+    workers.burst(KINDS, WORKER_CONCURRENCY="1")
+    promoted = [int(fields[b"n"]) for _, fields in r.xrange(keys.jobs)]
+    assert promoted == list(range(20)), "promoted in enqueue order, across the two processes"
 
 
 def test_concurrent_producers_never_get_two_jobs_of_one_key(
@@ -57,7 +93,8 @@ def test_concurrent_producers_never_get_two_jobs_of_one_key(
     done = runs(r, keys)
     job_ids = [run.split(":", 1)[1] for run in done]
     assert len(done) >= 2, f"only {len(done)} holding periods: the producers should outlast a job"
-    assert len(set(job_ids)) == len(job_ids), "a job ran twice"
+    assert len(set(job_ids)) == len(job_ids), "a job ran twice (two tokens of one job id)"
+    print(f"executions by token: {len(done)}; records written twice (one run each): {double_writes(r, keys)}")
     assert r.get(f"{keys.prefix}test:overlaps") is None, "two jobs of one key ran at once"
     assert sum(int(out) for out in outs) >= len(done)
 

@@ -27,7 +27,6 @@ one line naming the reason (:mod:`worker.store.refusals`).
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import inspect
 import os
@@ -39,7 +38,7 @@ from typing import Any, TypedDict, Unpack
 
 from worker.settings import Settings
 from worker.settings_framework import declared
-from worker.store import packed, unique
+from worker.store import packed, ties, unique
 from worker.store.connection import is_cluster
 from worker.store.durable import WAIT_TIMEOUT_MS, write_and_wait, write_and_wait_async
 from worker.store.fair import FAIR_FIELD, checked_fair_key, fair_command, fair_evalsha, load_fair, send_fair
@@ -48,7 +47,6 @@ from worker.store.packed import packs_for, xadd_command, xadd_head
 from worker.store.queues import DEFAULT_QUEUE, queue_for
 from worker.store.refusals import refused_as_queue_refused
 from worker.store.scripts import CLUSTER_PIPELINES
-from worker.store.ties import TIES
 from worker.store.trace_context import TRACEPARENT, sending
 from worker.store.unique import guarded, once_call, ref_of, route_of
 from worker.store.versions import stamped
@@ -204,7 +202,7 @@ class _Plan:
             return send_fair(target, keys, self.job)
         if self.due is None:
             return target.xadd(keys.jobs, self.job)
-        return target.zadd(keys.delayed, {self.member: self.due})
+        return ties.send_later(target, keys.delayed, self.due, self.member, redis)
 
     def once(self, keys: Keys) -> tuple[list[str], list[Any]]:
         """The KEYS and ARGV of ``enqueue_once`` for this guarded job (``guard`` is set)."""
@@ -220,7 +218,7 @@ class _Plan:
             return fair_command(keys, self.job)
         if self.due is None:
             return ("XADD", keys.jobs, "*", *(x for pair in self.job.items() for x in pair))
-        return ("ZADD", keys.delayed, repr(self.due), self.member)
+        return ties.later_command(keys.delayed, self.due, self.member)
 
     def key(self, keys: Keys) -> str:
         return keys.jobs if self.due is None else keys.delayed
@@ -281,10 +279,7 @@ class _Queue:
     def plan(self, new: NewJob, context: Mapping[str, str] | None = None) -> _Plan:
         """Where ``new`` goes, with the trace ``context``; ValueError (one line) for a bad job or one over
         ``MAX_JOB_BYTES``."""
-        plan = _Plan.of(new, self.max_job_bytes, context)
-        if plan.due is None:
-            return plan
-        return dataclasses.replace(plan, due=TIES.score_of(self.keys_of(plan).delayed, plan.due))
+        return _Plan.of(new, self.max_job_bytes, context)
 
     def part_of(self, plan: _Plan) -> int:
         """The index of the partition the job belongs to."""
@@ -464,6 +459,8 @@ def enqueue_many(
             load_fair(redis)
         if is_cluster(redis) and any(plan.guard for _q, plan in plans):
             redis.script_load(unique.script_source())  # a cluster pipeline sends EVALSHA as it is
+        if is_cluster(redis) and any(plan.due is not None and not plan.guard for _q, plan in plans):
+            redis.script_load(ties.script_source())
         pipe = redis.pipeline(transaction=False)
         for queue_of, plan in plans:
             plan.send(pipe, queue_of.keys_of(plan), redis)
@@ -531,6 +528,8 @@ async def enqueue_many_async(
             await load_fair(redis)
         if is_cluster(redis) and any(plan.guard for _q, plan in plans):
             await redis.script_load(unique.script_source())  # a cluster pipeline sends EVALSHA as it is
+        if is_cluster(redis) and any(plan.due is not None and not plan.guard for _q, plan in plans):
+            await redis.script_load(ties.script_source())
         pipe = redis.pipeline(transaction=False)
         for queue_of, plan in plans:
             queued = plan.send(pipe, queue_of.keys_of(plan), redis)

@@ -7,7 +7,8 @@ moves the same way: schedule_tick, promote, ack, retry, bury, replay, discard,
 replay_archived, trim, trim_dead, refresh_claims, forget_consumers, run_now,
 cancel_delayed, cancel_entry, trim_cancels, the incident desk's park, unpark and take_token,
 hand_back (an entry of a payload version or kind this worker cannot run, back for one that can), and
-the fair keys' fair_enqueue and fair_dispatch (:mod:`worker.store.fair`), and give_back (entries this
+the fair keys' fair_enqueue and fair_dispatch (:mod:`worker.store.fair`), enqueue_later
+(:mod:`worker.store.ties`, beside enqueue_once of :mod:`worker.store.unique`), and give_back (entries this
 worker will not run, idle for the reclaim loop).
 
 Every script starts with ``#!lua``, so that the server refuses a key the

@@ -1,33 +1,37 @@
-"""Jobs for later due at the same moment, kept in enqueue order (the ``delayed`` score; docs/worker.md,
-"Unique jobs and idempotent enqueue")."""
+"""Jobs for later due at the same moment, kept in enqueue order, whichever process enqueued them: the
+``enqueue_later`` script (``lua/enqueue_later.lua``) gives a job the next free ``delayed`` score at its due
+time (``lua/includes/later_score.lua``, which ``enqueue_once`` shares). docs/worker.md, "Unique jobs and
+idempotent enqueue"."""
 
 from __future__ import annotations
 
-import math
-import threading
+from typing import Any
+
+from redis.commands.core import Script
+
+from worker.store.lua_source import registered, source
+from worker.store.scripts import CLUSTER_PIPELINES
 
 
-class Ties:
-    """The score of a job for later, kept in enqueue order among this process's jobs due at the same moment
-    in the same ``delayed`` set.
-
-    ``delayed`` orders members of equal score by their bytes (a random job id among them), so jobs given one
-    ``run_at`` would be promoted in random order. A due time equal to the previous one this process gave for
-    the same set gets the next float above the previous score (``math.nextafter``: 0.24 µs at today's
-    epoch), so that the later enqueue sorts after; the run time is unchanged to the microsecond. Jobs of
-    different processes due at the same moment still sort by their bytes."""
-
-    def __init__(self) -> None:
-        self.last: dict[str, tuple[float, float]] = {}
-        """Per ``delayed`` key: the due time given last and the score it got."""
-        self.lock = threading.Lock()
-
-    def score_of(self, delayed: str, due: float) -> float:
-        with self.lock:
-            given, score = self.last.get(delayed, (math.nan, math.nan))
-            score = math.nextafter(score, math.inf) if due == given else due
-            self.last[delayed] = (due, score)
-            return score
+def script(redis: Any) -> Script:
+    """The ``enqueue_later`` script registered on ``redis`` (once per client)."""
+    return registered(redis, "enqueue_later")
 
 
-TIES = Ties()
+def script_source() -> str:
+    """The Lua source of ``enqueue_later`` (its include in place)."""
+    return source("enqueue_later")
+
+
+def send_later(target: Any, delayed: str, due: float, member: str, redis: Any = None) -> Any:
+    """Add a job for later on a client (its reply) or a pipeline (queued; ``redis``: the pipeline's client,
+    on which the script is registered): one EVALSHA, as the ZADD it replaces."""
+    later = script(target if redis is None else redis)
+    if isinstance(target, CLUSTER_PIPELINES):
+        return target.execute_command("EVALSHA", later.sha, 1, delayed, repr(due), member)
+    return later(keys=[delayed], args=[repr(due), member], client=target)
+
+
+def later_command(delayed: str, due: float, member: str) -> tuple[Any, ...]:
+    """The same add as a raw command, for :mod:`worker.store.durable`."""
+    return ("EVAL", script_source(), 1, delayed, repr(due), member)

@@ -1,7 +1,7 @@
 """Unique jobs and idempotent enqueue: the check and the add in one script (``lua/enqueue_once.lua``).
 
 Two guards, each taken only when the producer asks for it, so that a job with neither stays on the
-fast path (a packed XADD or ZADD, no script, no key of its own):
+fast path (a packed XADD, or for later the EVALSHA of ``enqueue_later``, no key of its own):
 
 - **Idempotent enqueue.** A job id of the producer's (``enqueue(..., job_id=X)``, a ``job_id`` field or
   the outbox relay's ``outbox_id``) leaves a mark ``enqueued:<job_id>`` for :data:`IDEMPOTENCY_WINDOW_S`
@@ -25,7 +25,7 @@ from typing import Any
 from redis.commands.core import Script
 
 from worker.store.keys import GROUP, Keys
-from worker.store.lua_source import source
+from worker.store.lua_source import registered, source
 from worker.store.wire import decode_member, encode_member, job_id_of, parked_fields
 
 #: How long a producer's job id is remembered by enqueue: a repeat within it adds nothing.
@@ -117,13 +117,8 @@ def script_source() -> str:
 
 
 def script(redis: Any) -> Script:
-    """The ``enqueue_once`` script registered on ``redis``: once per client, kept on it, since a
-    registration hashes the source (the call itself is one EVALSHA, loaded on NOSCRIPT)."""
-    found = getattr(redis, "_queue_enqueue_once", None)
-    if found is None:
-        found = redis.register_script(script_source())
-        redis._queue_enqueue_once = found
-    return found
+    """The ``enqueue_once`` script registered on ``redis`` (once per client)."""
+    return registered(redis, "enqueue_once")
 
 
 def ref_of(reply: Any) -> str:

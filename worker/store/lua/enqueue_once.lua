@@ -8,7 +8,8 @@ KEYS[n..n+2]       `fair:queue`, `fair:last`, `fair:clock` after those when ARGV
                    for now with a fair key: it waits for its key's turn, as fair_enqueue.lua)
 ARGV[1]  flags     'm', 'u', 'mu', each with 'f' or not
 ARGV[2]  mark_s    how long the mark lasts, seconds (the idempotency window)
-ARGV[3]  due       run time, epoch seconds, for `delayed`; '' to add to `jobs` now
+ARGV[3]  due       run time, epoch seconds, for `delayed` (after the jobs due then:
+                   includes/later_score.lua); '' to add to `jobs` now
 ARGV[4]  job_id    the job's id, kept in the lock as its holder
 ARGV[5]  hold_ms   unique_for in milliseconds: the lock is also held that long from now; '' none
 ARGV[6]  member    the job as compact JSON (sorted keys) for `delayed` or `fair:queue`, else ''
@@ -26,6 +27,7 @@ the settling move of the job's terminal state releases it (includes/release_uniq
 --- @include "delayed_entry"
 --- @include "group_delivered"
 --- @include "fair_turns"
+--- @include "later_score"
 local flags = ARGV[1]
 local mark, lock = nil, nil
 local n = 2
@@ -61,7 +63,7 @@ if fair then
 elseif ARGV[3] == '' then
   ref = redis.call('XADD', KEYS[1], '*', unpack(ARGV, 7))
 else
-  redis.call('ZADD', KEYS[1], ARGV[3], ARGV[6])
+  redis.call('ZADD', KEYS[1], later_score(KEYS[1], ARGV[3]), ARGV[6])
   ref = ARGV[6]
 end
 if mark then
